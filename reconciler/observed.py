@@ -75,6 +75,9 @@ class Switch:
 
     name: str
     subnet: str | None = None
+    load_balancers: bool = False
+    """The switch has load balancers or a load-balancer group (OVN-Kubernetes puts its Service
+    group on every node switch); Network Function insertion is unsupported there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,15 @@ class OvnRow:
     table: str
     key: str
     fields: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkPolicy:
+    """A Kubernetes NetworkPolicy, kept only to warn when it selects steered pods."""
+
+    namespace: str
+    name: str
+    pod_selector: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +121,10 @@ class Observed:
     switches: tuple[Switch, ...] = ()
     routers: tuple[str, ...] = ()
     ovn_rows: tuple[OvnRow, ...] = ()
+    used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per table (``Network_Function``, ``Network_Function_Group``): ids taken by rows we do
+    not own, so id allocation never collides with them."""
+    network_policies: tuple[NetworkPolicy, ...] = ()
     capabilities: OvnCapabilities = field(
         default_factory=lambda: OvnCapabilities(schema_version="", network_function=False)
     )
@@ -138,6 +154,8 @@ class Observed:
             switches=tuple(Switch(**s) for s in data.get("switches", ())),
             routers=tuple(data.get("routers", ())),
             ovn_rows=tuple(OvnRow(**r) for r in data.get("ovn_rows", ())),
+            used_ids={k: tuple(v) for k, v in data.get("used_ids", {}).items()},
+            network_policies=tuple(NetworkPolicy(**n) for n in data.get("network_policies", ())),
             capabilities=OvnCapabilities(**data["capabilities"])
             if "capabilities" in data
             else OvnCapabilities(schema_version="", network_function=False),
