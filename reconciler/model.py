@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -22,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-API_VERSION = "osc.io/v1alpha1"
+API_VERSION: Final = "osc.io/v1alpha1"
 KINDS = ("SecurityGroup", "VnfDeployment", "Binding")
 MAX_ORDER = 999
 """Orders map onto 1000 ACL/router-policy priorities; see ``reconciler.steering``."""

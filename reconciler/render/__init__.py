@@ -1,0 +1,21 @@
+"""Plan renderers: human text (Terraform-like), JSON (versioned contract), Markdown (PR comment)."""
+
+from __future__ import annotations
+
+from reconciler.plan import Plan
+from reconciler.render.json_render import render_json
+from reconciler.render.markdown import render_markdown
+from reconciler.render.text import render_text
+
+FORMATS = ("text", "json", "markdown")
+
+
+def render(plan: Plan, fmt: str = "text") -> str:
+    if fmt == "json":
+        return render_json(plan)
+    if fmt == "markdown":
+        return render_markdown(plan)
+    return render_text(plan)
+
+
+__all__ = ["FORMATS", "render", "render_json", "render_markdown", "render_text"]

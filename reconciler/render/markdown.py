@@ -1,0 +1,33 @@
+"""Markdown for a pull-request comment: summary first, a table, the full text plan folded."""
+
+from __future__ import annotations
+
+from reconciler.plan import Plan
+from reconciler.render.text import SYMBOL, render_text, summary_line
+
+MARKER = "<!-- osc-gitops-plan -->"
+"""Lets the PR workflow find and update its one sticky comment."""
+_MAX_ROWS = 50
+
+
+def render_markdown(plan: Plan) -> str:
+    lines = [MARKER, "### osc-gitops plan", ""]
+    if plan.empty:
+        lines.append("**No changes.** The live state matches the manifests.")
+    else:
+        lines.append(f"**{summary_line(plan)}**")
+        lines += ["", "| | kind | name | node | from |", "|---|---|---|---|---|"]
+        for change in plan.changes[:_MAX_ROWS]:
+            lines.append(
+                f"| `{SYMBOL[change.action]}` | {change.kind} | `{change.key}` | "
+                f"{change.node or ''} | {change.origin} |"
+            )
+        if len(plan.changes) > _MAX_ROWS:
+            lines.append(f"| | … {len(plan.changes) - _MAX_ROWS} more | | | |")
+    if plan.warnings:
+        lines += ["", "**Warnings**", ""]
+        lines += [f"- ⚠️ {w}" for w in plan.warnings]
+    lines += ["", "<details><summary>Full plan</summary>", "", "```diff"]
+    lines.append(render_text(plan).rstrip("\n"))
+    lines += ["```", "", "</details>", ""]
+    return "\n".join(lines)

@@ -1,0 +1,115 @@
+"""Terraform-like human plan: ``+`` create, ``~`` update, ``-`` delete, grouped by resource kind."""
+
+from __future__ import annotations
+
+import json
+from itertools import groupby
+from typing import Any
+
+from reconciler.plan import Change, Plan
+
+SYMBOL = {"create": "+", "update": "~", "delete": "-"}
+_MAX_LIST = 8
+
+
+def summary_line(plan: Plan) -> str:
+    s = plan.summary()
+    return f"Plan: {s['create']} to create, {s['update']} to change, {s['delete']} to delete."
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, list):
+        shown = ", ".join(_short(v) for v in value[:_MAX_LIST])
+        more = f", … {len(value) - _MAX_LIST} more" if len(value) > _MAX_LIST else ""
+        return f"[{shown}{more}]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={_short(v)}" for k, v in sorted(value.items())) + "}"
+    return json.dumps(value)
+
+
+def _get(data: Any, path: str) -> Any:
+    """Follow a deepdiff path like ``['options']['is-nf']`` through nested dicts/lists."""
+    cur = data
+    for part in path.strip("[]").split("]["):
+        if cur is None:
+            return None
+        key: Any = part.strip("'\"") if part.startswith(("'", '"')) else int(part)
+        try:
+            cur = cur[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return cur
+
+
+def _update_lines(change: Change) -> list[str]:
+    lines = []
+    before, after = change.before or {}, change.after or {}
+    for path in change.changed:
+        old, new = _get(before, path), _get(after, path)
+        label = path.replace("['", ".").replace("']", "").lstrip(".")
+        if (
+            isinstance(old, list)
+            and isinstance(new, list)
+            and all(isinstance(v, str) for v in [*old, *new])
+        ):
+            added = sorted(set(new) - set(old))
+            removed = sorted(set(old) - set(new))
+            parts = [f"+ {v}" for v in added[:_MAX_LIST]] + [f"- {v}" for v in removed[:_MAX_LIST]]
+            extra = len(added) + len(removed) - len(parts)
+            lines.append(f"{label}: " + "  ".join(parts) + (f"  (… {extra} more)" if extra else ""))
+        else:
+            lines.append(f"{label}: {_short(old)} -> {_short(new)}")
+    return lines
+
+
+def _create_lines(change: Change) -> list[str]:
+    after = change.after or {}
+    if not change.is_ovn:
+        spec = after.get("spec", {})
+        if "runStrategy" in spec:
+            image = (
+                spec.get("template", {})
+                .get("spec", {})
+                .get("volumes", [{}])[0]
+                .get("containerDisk", {})
+                .get("image")
+            )
+            return [f"runStrategy: {spec['runStrategy']}", f"image: {image}"]
+        return []
+    return [f"{k}: {_short(v)}" for k, v in after.items() if k not in ("external_ids", "name")]
+
+
+def render_text(plan: Plan) -> str:
+    out: list[str] = []
+    meta = plan.meta
+    if meta:
+        bits = [f"{k}: {v}" for k, v in meta.items() if v not in (None, "")]
+        out.append(" · ".join(bits))
+        out.append("")
+    if plan.empty:
+        out.append("No changes. The live state matches the manifests.")
+    else:
+        out.append("osc-gitops will perform the following actions:")
+        for kind, changes in groupby(plan.changes, key=lambda c: c.kind):
+            out.append("")
+            out.append(kind)
+            for change in changes:
+                where = change.origin + (f", node {change.node}" if change.node else "")
+                out.append(f"  {SYMBOL[change.action]} {change.key}    ({where})")
+                detail = (
+                    _update_lines(change)
+                    if change.action == "update"
+                    else _create_lines(change)
+                    if change.action == "create"
+                    else []
+                )
+                out.extend(f"      {line}" for line in detail)
+    if plan.warnings:
+        out.append("")
+        out.append("Warnings:")
+        out.extend(f"  ! {w}" for w in plan.warnings)
+    out.append("")
+    out.append(summary_line(plan))
+    return "\n".join(out) + "\n"
