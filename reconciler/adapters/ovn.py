@@ -1,0 +1,818 @@
+"""OVN Northbound adapter: read the live NB into plain data, apply a plan in ONE transaction.
+
+Why it looks like this:
+
+- It is the only place that knows UUIDs. Everything it returns is the symbolic form of
+  ``reconciler.target`` (references as names / ``osc.io/key``), and everything it accepts is that
+  same form, so the pure core never sees OVSDB details.
+- ``read()`` only ever returns a snapshot of a *fully synced* IDL cache, taken under the
+  connection lock (the IDL applies a whole monitor reply in one ``run()`` under that lock), so a
+  half-loaded cache can never make the diff re-create rows that exist.
+- ``apply()`` builds every change into ONE ``api.transaction(check_error=True)``: either all of
+  it commits or nothing does. Writes are minimal (changed columns only; reference sets and maps
+  as mutations), so concurrent writers (OVN-Kubernetes adding ports to a switch) never race us.
+- It uses ovsdbapp's generic ``db_*`` commands, never its high-level helpers, because of three
+  traps (each covered by a test): bulk ``lsp_del`` is cubic in the Python IDL (we remove our
+  ports from a switch with one ``db_remove`` instead); ``pg_acl_add`` fails on a Port_Group
+  created in the same transaction unless it was created with ``acls=[]`` (we always create
+  groups with every set column given); ``pg_add_ports``/``addvalue`` silently ignore a port
+  *name* for a UUID column (we resolve every reference to a row or UUID ourselves and fail
+  loudly when it does not exist).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Protocol, runtime_checkable
+
+from ovs import jsonrpc, poller
+from ovs import stream as ovs_stream
+from ovs.db import idl as ovs_idl
+from ovsdbapp import api as ovsdbapp_api
+from ovsdbapp import exceptions as ovsdbapp_exceptions
+from ovsdbapp.backend import ovs_idl as ovsdbapp_backend
+from ovsdbapp.backend.ovs_idl import command as ovsdbapp_command
+from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
+
+from reconciler import ownership
+from reconciler.observed import OvnCapabilities, OvnRow, PodPort, Switch
+from reconciler.target import OVN_TABLES
+
+__all__ = [
+    "OvnApplyError",
+    "OvnCapabilityError",
+    "OvnChange",
+    "OvnConnectError",
+    "OvnError",
+    "OvnNorthbound",
+    "OvnSettings",
+    "OvnState",
+]
+
+DB_NAME = "OVN_Northbound"
+
+# Columns we mirror, per table (only those the server's schema has are registered). Keeping the
+# list short keeps the initial sync and the cache small at 10,000 pods.
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "Logical_Switch": ("name", "ports", "other_config", "load_balancer", "load_balancer_group"),
+    "Logical_Switch_Port": ("name", "addresses", "port_security", "options", "external_ids"),
+    "Logical_Router": ("name", "policies"),
+    "Port_Group": ("name", "ports", "acls", "external_ids"),
+    "ACL": (
+        "name",
+        "direction",
+        "priority",
+        "tier",
+        "match",
+        "action",
+        "network_function_group",
+        "external_ids",
+    ),
+    "Network_Function": ("name", "id", "inport", "outport", "external_ids"),
+    "Network_Function_Group": (
+        "name",
+        "id",
+        "mode",
+        "fallback",
+        "network_function",
+        "external_ids",
+    ),
+    "Logical_Router_Policy": ("priority", "match", "action", "nexthops", "external_ids"),
+}
+
+# Tables whose osc.io/key is the row's (unique) name.
+_NAMED = {"Logical_Switch_Port", "Port_Group", "Network_Function", "Network_Function_Group"}
+
+# Symbolic fields (reconciler.target) that are references: field -> (table, kind) where kind is
+# "one" (required), "opt" (0..1) or "set".
+_REFS: dict[str, dict[str, tuple[str, str]]] = {
+    "Port_Group": {"ports": ("Logical_Switch_Port", "set")},
+    "ACL": {"network_function_group": ("Network_Function_Group", "opt")},
+    "Network_Function": {
+        "inport": ("Logical_Switch_Port", "one"),
+        "outport": ("Logical_Switch_Port", "one"),
+    },
+    "Network_Function_Group": {"network_function": ("Network_Function", "set")},
+}
+# Symbolic "parent" fields: the row is held in a set column of a row of another table.
+_PARENT: dict[str, tuple[str, str, str]] = {
+    # table: (symbolic field, parent table, parent set column)
+    "Logical_Switch_Port": ("switch", "Logical_Switch", "ports"),
+    "ACL": ("port_group", "Port_Group", "acls"),
+    "Logical_Router_Policy": ("router", "Logical_Router", "policies"),
+}
+# Optional scalar columns (0..1): None when empty.
+_OPTIONAL = {("ACL", "name"), ("Network_Function_Group", "fallback")}
+_MAPS = {"external_ids", "options"}
+
+
+# ---------------------------------------------------------------------------------------------
+# public data
+
+
+@dataclass(frozen=True)
+class OvnSettings:
+    """How to reach the NB and which rows are ours."""
+
+    remote: str
+    """``tcp:h:p``, ``ssl:h:p``, ``unix:/path`` or a comma-separated list (Raft cluster)."""
+    private_key: str | None = None
+    certificate: str | None = None
+    ca_cert: str | None = None
+    timeout: float = 10.0
+    """Seconds for connect + initial sync, and for each transaction."""
+    instance: str = ownership.DEFAULT_INSTANCE
+    """Value of ``osc.io/owner`` that marks our rows."""
+
+
+@dataclass(frozen=True)
+class OvnState:
+    """One consistent snapshot of what the reconciler needs from the NB (plain data)."""
+
+    switches: tuple[Switch, ...]
+    routers: tuple[str, ...]
+    pod_ports: tuple[PodPort, ...]
+    owned: tuple[OvnRow, ...]
+    capabilities: OvnCapabilities
+    used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """``Network_Function``/``Network_Function_Group`` ids taken by rows we do not own."""
+
+
+@runtime_checkable
+class OvnChange(Protocol):
+    """What :meth:`OvnNorthbound.apply` needs from a plan entry (the plan module's type fits)."""
+
+    @property
+    def action(self) -> str: ...  # "create" | "update" | "delete"
+
+    @property
+    def kind(self) -> str: ...  # OVN table
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def before(self) -> Mapping[str, Any] | None: ...
+
+    @property
+    def after(self) -> Mapping[str, Any] | None: ...
+
+
+class OvnError(Exception):
+    """Base class; the message always names the NB endpoint."""
+
+
+class OvnConnectError(OvnError):
+    """The NB could not be reached or did not finish its initial sync within the timeout."""
+
+
+class OvnCapabilityError(OvnError):
+    """The server's NB schema lacks a table/column the requested rows need."""
+
+
+class OvnApplyError(OvnError):
+    """The transaction failed; nothing was committed."""
+
+
+# ---------------------------------------------------------------------------------------------
+# ovsdbapp plumbing
+
+
+class _NbApi(ovsdbapp_backend.Backend, ovsdbapp_api.API):
+    """ovsdbapp's generic backend (db_* commands). ovsdbapp keeps the connection in a *class*
+    attribute, so :func:`_api_for` makes one subclass per connection: two adapters in one
+    process (tests, per-node zones) must never share an IDL."""
+
+    schema = DB_NAME
+    lookup_table: dict[str, Any] = {}
+
+
+def _api_for(conn: ovsdbapp_connection.Connection) -> _NbApi:
+    cls = type("_NbApiInstance", (_NbApi,), {"_ovsdb_connection": None})
+    return cls(conn, start=False, auto_index=False)
+
+
+class _MapMutate(ovsdbapp_command.BaseCommand):
+    """Set and delete individual keys of a map column as OVSDB *mutations*.
+
+    ovsdbapp's ``db_set`` rewrites the whole map (with a verify); a per-key mutation leaves keys
+    others wrote (e.g. OVN-Kubernetes options) alone and never conflicts with them.
+    """
+
+    def __init__(
+        self,
+        api: Any,
+        table: str,
+        record: Any,
+        column: str,
+        set_keys: Mapping[str, str],
+        del_keys: Iterable[str],
+    ) -> None:
+        super().__init__(api)
+        self.table = table
+        self.record = record
+        self.column = column
+        self.set_keys = dict(set_keys)
+        self.del_keys = list(del_keys)
+
+    def run_idl(self, txn: Any) -> None:
+        row = self.api.lookup(self.table, self.record)
+        for key in self.del_keys:
+            row.delkey(self.column, key)
+        for key, value in self.set_keys.items():
+            row.setkey(self.column, key, value)
+
+
+def _set_ssl(settings: OvnSettings) -> None:
+    """The OVS stream library keeps SSL files process-wide: set them before connecting."""
+    files = (settings.private_key, settings.certificate, settings.ca_cert)
+    if not all(files):
+        raise OvnConnectError(
+            f"cannot connect to OVN NB at {settings.remote}: an ssl: remote needs "
+            "private_key, certificate and ca_cert"
+        )
+    for path in files:
+        assert path is not None
+        if not os.path.isfile(path):
+            raise OvnConnectError(
+                f"cannot connect to OVN NB at {settings.remote}: file not found: {path}"
+            )
+    ovs_stream.Stream.ssl_set_private_key_file(settings.private_key)
+    ovs_stream.Stream.ssl_set_certificate_file(settings.certificate)
+    ovs_stream.Stream.ssl_set_ca_cert_file(settings.ca_cert)
+
+
+def _fetch_schema(remote: str, deadline: float) -> dict[str, Any]:
+    """``get_schema`` from the first member that answers, bounded by ``deadline`` (ovsdbapp's
+    own helper blocks without a timeout)."""
+    errors: list[str] = []
+    for member in (m.strip() for m in remote.split(",") if m.strip()):
+        left_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
+        err, strm = ovs_stream.Stream.open_block(ovs_stream.Stream.open(member), left_ms)
+        if err:
+            errors.append(f"{member}: {os.strerror(err) if err > 0 else 'failed'}")
+            continue
+        rpc = jsonrpc.Connection(strm)
+        try:
+            req = jsonrpc.Message.create_request("get_schema", [DB_NAME])
+            err = rpc.send(req)
+            while not err:
+                rpc.run()
+                err, msg = rpc.recv()
+                if err == errno.EAGAIN:
+                    err = 0
+                    if time.monotonic() >= deadline:
+                        errors.append(f"{member}: no answer before the timeout")
+                        break
+                    p = poller.Poller()
+                    rpc.wait(p)
+                    rpc.recv_wait(p)
+                    p.timer_wait(max(1, int((deadline - time.monotonic()) * 1000)))
+                    p.block()
+                    continue
+                if err or msg is None:
+                    break
+                if msg.id == req.id:
+                    if msg.type == jsonrpc.Message.T_ERROR:
+                        errors.append(f"{member}: {msg.error}")
+                        break
+                    return dict(msg.result)
+            if err:
+                errors.append(f"{member}: {os.strerror(err) if err > 0 else 'connection closed'}")
+        finally:
+            rpc.close()
+    raise OvnConnectError(f"cannot connect to OVN NB at {remote}: {'; '.join(errors)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# value helpers
+
+
+def _uuid_of(value: Any) -> uuid.UUID:
+    return value.uuid if hasattr(value, "uuid") else value
+
+
+def _opt(value: Any) -> Any:
+    """A 0..1 column as the IDL gives it (a list) -> value or None."""
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def _parse_addresses(addresses: Sequence[str]) -> tuple[str | None, tuple[str, ...]]:
+    for entry in addresses:
+        parts = entry.split()
+        if parts and parts[0].count(":") == 5:
+            return parts[0], tuple(parts[1:])
+    return None, ()
+
+
+@dataclass
+class _Index:
+    """UUID <-> symbolic name maps built from one cache snapshot, used by read and apply."""
+
+    names: dict[str, dict[uuid.UUID, str]] = field(default_factory=dict)
+    by_name: dict[str, dict[str, uuid.UUID]] = field(default_factory=dict)
+    owned: dict[tuple[str, str], Any] = field(default_factory=dict)  # (table, key) -> Row
+    parent: dict[str, dict[uuid.UUID, uuid.UUID]] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# the adapter
+
+
+class OvnNorthbound:
+    """A live connection to one OVN Northbound database (standalone or Raft cluster)."""
+
+    def __init__(
+        self,
+        settings: OvnSettings,
+        conn: ovsdbapp_connection.Connection,
+        schema: dict[str, Any],
+    ) -> None:
+        self.settings = settings
+        self._conn = conn
+        self._api = _api_for(conn)
+        self._schema = schema
+        self._closed = False
+        tables = schema.get("tables", {})
+        nf = (
+            "Network_Function" in tables
+            and "Network_Function_Group" in tables
+            and "network_function_group" in tables.get("ACL", {}).get("columns", {})
+        )
+        self.capabilities = OvnCapabilities(
+            schema_version=str(schema.get("version", "")), network_function=nf
+        )
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @classmethod
+    def connect(cls, settings: OvnSettings) -> OvnNorthbound:
+        """Connect and return only after the IDL holds a complete copy of the tables we read."""
+        where = f"cannot connect to OVN NB at {settings.remote}"
+        if not settings.remote.strip():
+            raise OvnConnectError("cannot connect to OVN NB: no remote given")
+        if any(m.strip().startswith("ssl:") for m in settings.remote.split(",")):
+            _set_ssl(settings)
+        deadline = time.monotonic() + settings.timeout
+        schema = _fetch_schema(settings.remote, deadline)
+        if schema.get("name") != DB_NAME:
+            raise OvnConnectError(f"{where}: server database is {schema.get('name')!r}")
+        helper = ovs_idl.SchemaHelper(None, schema)
+        for table, columns in _COLUMNS.items():
+            if table in schema["tables"]:
+                present = [c for c in columns if c in schema["tables"][table]["columns"]]
+                helper.register_columns(table, present)
+        # leader_only=True (the default, stated on purpose): with a Raft remote list the IDL
+        # moves on from followers, so reads are never stale and writes never bounce.
+        idl = ovsdbapp_connection.OvsdbIdl(settings.remote, helper, leader_only=True)
+        left = max(0.1, deadline - time.monotonic())
+        conn = ovsdbapp_connection.Connection(idl=idl, timeout=settings.timeout)
+        conn.timeout = left  # bound the initial sync by what is left of the budget
+        try:
+            conn.start()
+        except ovsdbapp_exceptions.TimeoutException:
+            conn.stop(timeout=1)
+            idl.close()
+            raise OvnConnectError(
+                f"{where}: no complete initial sync within {settings.timeout}s"
+            ) from None
+        except Exception as exc:
+            conn.stop(timeout=1)
+            idl.close()
+            raise OvnConnectError(f"{where}: {exc}") from exc
+        conn.timeout = settings.timeout
+        return cls(settings, conn, schema)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._conn.stop(timeout=5)
+
+    def __enter__(self) -> OvnNorthbound:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def remote(self) -> str:
+        return self.settings.remote
+
+    # -- reading -----------------------------------------------------------------------------
+    def _synced_tables(self) -> dict[str, Any]:
+        """Wait (up to the timeout) until the IDL is monitoring, then return its tables.
+
+        Must be called with the connection lock held; it releases the lock while waiting so
+        the connection thread can make progress (e.g. after a Raft failover).
+        """
+        idl = self._conn.idl
+        deadline = time.monotonic() + self.settings.timeout
+        while idl.state != ovs_idl.Idl.IDL_S_MONITORING or not idl.has_ever_connected():
+            if self._closed:
+                raise OvnConnectError(f"OVN NB connection to {self.remote} is closed")
+            if time.monotonic() > deadline:
+                raise OvnConnectError(
+                    f"cannot read OVN NB at {self.remote}: not (re)synced within "
+                    f"{self.settings.timeout}s"
+                )
+            self._conn.lock.release()
+            try:
+                time.sleep(0.02)
+            finally:
+                self._conn.lock.acquire()
+        return dict(idl.tables)
+
+    def _index(self, tables: Mapping[str, Any]) -> _Index:
+        ix = _Index()
+        instance = self.settings.instance
+        for table in ("Logical_Switch", "Logical_Router", *_NAMED):
+            if table not in tables:
+                continue
+            names = {row.uuid: row.name for row in tables[table].rows.values()}
+            ix.names[table] = names
+            ix.by_name[table] = {n: u for u, n in names.items()}
+        for table in OVN_TABLES:
+            if table not in tables:
+                continue
+            ix.names.setdefault(table, {})
+            for row in tables[table].rows.values():
+                ext = row.external_ids
+                if ext.get(ownership.OWNER) != instance:
+                    continue
+                if table in _NAMED:
+                    key = row.name
+                else:
+                    key = ext.get(ownership.KEY) or f"uuid:{row.uuid}"
+                    ix.names[table][row.uuid] = key
+                ix.owned[(table, key)] = row
+        for table, (_field, parent_table, column) in _PARENT.items():
+            if parent_table not in tables:
+                continue
+            child_map: dict[uuid.UUID, uuid.UUID] = {}
+            owned_children = {r.uuid for (t, _k), r in ix.owned.items() if t == table}
+            for prow in tables[parent_table].rows.values():
+                for child in getattr(prow, column):
+                    cu = _uuid_of(child)
+                    if table != "Logical_Switch_Port" or cu in owned_children:
+                        child_map[cu] = prow.uuid
+            ix.parent[table] = child_map
+        return ix
+
+    def read(self) -> OvnState:
+        """A consistent snapshot of the cache (never a half-loaded one)."""
+        with self._conn.lock:
+            tables = self._synced_tables()
+            ix = self._index(tables)
+            switches: list[Switch] = []
+            pod_ports: list[PodPort] = []
+            lsp_table = tables["Logical_Switch_Port"]
+            for ls in tables["Logical_Switch"].rows.values():
+                other = ls.other_config
+                lbs = bool(
+                    getattr(ls, "load_balancer", []) or getattr(ls, "load_balancer_group", [])
+                )
+                switches.append(
+                    Switch(name=ls.name, subnet=other.get("subnet"), load_balancers=lbs)
+                )
+                for port_uuid in ls._data["ports"].as_list():
+                    lsp = lsp_table.rows.get(port_uuid)
+                    if lsp is None:
+                        continue
+                    ext = lsp.external_ids
+                    if ext.get("pod") != "true":
+                        continue
+                    ns = ext.get("namespace", "")
+                    name = lsp.name
+                    pod = name[len(ns) + 1 :] if ns and name.startswith(ns + "_") else name
+                    mac, ips = _parse_addresses(lsp.addresses)
+                    pod_ports.append(
+                        PodPort(
+                            name=name,
+                            switch=ls.name,
+                            namespace=ns,
+                            pod=pod,
+                            pod_uid=lsp.options.get("iface-id-ver"),
+                            mac=mac,
+                            ips=ips,
+                        )
+                    )
+            routers = sorted(r.name for r in tables["Logical_Router"].rows.values())
+            owned = [self._symbolic(table, key, row, ix) for (table, key), row in ix.owned.items()]
+            used: dict[str, tuple[int, ...]] = {}
+            for table in ("Network_Function", "Network_Function_Group"):
+                if table in tables:
+                    used[table] = tuple(
+                        sorted(
+                            row.id
+                            for row in tables[table].rows.values()
+                            if row.external_ids.get(ownership.OWNER) != self.settings.instance
+                        )
+                    )
+        switches.sort(key=lambda s: s.name)
+        pod_ports.sort(key=lambda p: p.name)
+        owned.sort(key=lambda r: (OVN_TABLES.index(r.table), r.key))
+        return OvnState(
+            switches=tuple(switches),
+            routers=tuple(routers),
+            pod_ports=tuple(pod_ports),
+            owned=tuple(owned),
+            capabilities=self.capabilities,
+            used_ids=used,
+        )
+
+    def _symbolic(self, table: str, key: str, row: Any, ix: _Index) -> OvnRow:
+        """A cache row in the symbolic form of ``reconciler.target``."""
+        columns = self._schema["tables"][table]["columns"]
+        fields: dict[str, Any] = {}
+        refs = _REFS.get(table, {})
+        for col in _COLUMNS[table]:
+            if col not in columns:
+                if col == "tier":
+                    fields[col] = 0  # OVN before 23.09: every ACL is in tier 0
+                elif col == "network_function_group":
+                    fields[col] = None
+                continue
+            value = getattr(row, col)
+            if col in refs:
+                ref_table, kind = refs[col]
+                names = ix.names.get(ref_table, {})
+                if kind == "set":
+                    value = sorted(names.get(_uuid_of(v), str(_uuid_of(v))) for v in value)
+                else:
+                    one = _opt(value)
+                    value = None if one is None else names.get(_uuid_of(one), str(_uuid_of(one)))
+            elif (table, col) in _OPTIONAL:
+                value = _opt(value)
+            elif col in _MAPS:
+                value = dict(sorted(value.items()))
+            elif isinstance(value, list):
+                value = sorted(value) if col != "addresses" else list(value)
+            fields[col] = value
+        if table in _PARENT:
+            fname, ptable, _column = _PARENT[table]
+            parent = ix.parent.get(table, {}).get(row.uuid)
+            fields[fname] = None if parent is None else ix.names.get(ptable, {}).get(parent)
+        if table == "Port_Group":
+            fields.pop("acls", None)
+        return OvnRow(table=table, key=key, fields=fields)
+
+    # -- writing -----------------------------------------------------------------------------
+    def apply(self, changes: Sequence[OvnChange], revision: str | None = None) -> None:
+        """Apply ``changes`` in ONE transaction; on any failure nothing is committed."""
+        if not changes:
+            return
+        with self._lock:
+            with self._conn.lock:
+                tables = self._synced_tables()
+                ix = self._index(tables)
+                builder = _TxnBuilder(self, ix, revision)
+                commands = builder.build(changes)
+            try:
+                with self._api.transaction(check_error=True, log_errors=False) as txn:
+                    for command in commands:
+                        txn.add(command)
+            except OvnError:
+                raise
+            except ovsdbapp_exceptions.TimeoutException as exc:
+                raise OvnApplyError(
+                    f"OVN NB transaction at {self.remote} timed out after "
+                    f"{self.settings.timeout}s; nothing was committed"
+                ) from exc
+            except Exception as exc:
+                raise OvnApplyError(
+                    f"OVN NB transaction at {self.remote} failed, nothing was committed: {exc}"
+                ) from exc
+
+    def _has_column(self, table: str, column: str) -> bool:
+        return column in self._schema["tables"].get(table, {}).get("columns", {})
+
+
+class _TxnBuilder:
+    """Turns symbolic changes into ovsdbapp commands (runs under the connection lock)."""
+
+    def __init__(self, nb: OvnNorthbound, ix: _Index, revision: str | None) -> None:
+        self.nb = nb
+        self.api = nb._api
+        self.ix = ix
+        self.revision = revision
+        self.created: dict[tuple[str, str], Any] = {}  # (table, name) -> DbCreateCommand
+        self.deleted: set[tuple[str, str]] = set()
+        self.commands: list[Any] = []
+
+    def fail(self, message: str, cls: type[OvnError] = OvnApplyError) -> OvnError:
+        return cls(f"cannot apply to OVN NB at {self.nb.remote}: {message}; nothing was committed")
+
+    # references ------------------------------------------------------------------------------
+    def ref(self, table: str, name: str, by: str) -> Any:
+        """A created-in-this-txn command or the UUID of an existing row named ``name``."""
+        if (table, name) in self.created:
+            return self.created[(table, name)]
+        if (table, name) in self.deleted:
+            raise self.fail(f"{by} references {table} {name!r}, which this plan deletes")
+        if table in ("ACL", "Logical_Router_Policy"):
+            row = self.ix.owned.get((table, name))
+            if row is not None:
+                return row.uuid
+        found = self.ix.by_name.get(table, {}).get(name)
+        if found is None:
+            raise self.fail(f"{by} references {table} {name!r}, which does not exist")
+        return found
+
+    def owned_row(self, change: OvnChange) -> Any:
+        row = self.ix.owned.get((change.kind, change.key))
+        if row is None:
+            raise self.fail(
+                f"{change.kind} {change.key!r} to {change.action} is not (or no longer) owned by "
+                f"{self.nb.settings.instance!r}; re-run plan"
+            )
+        return row
+
+    # building --------------------------------------------------------------------------------
+    def build(self, changes: Sequence[OvnChange]) -> list[Any]:
+        order = {t: i for i, t in enumerate(OVN_TABLES)}
+        for change in changes:
+            if change.kind not in order:
+                raise self.fail(f"unknown OVN table {change.kind!r} (key {change.key!r})")
+            if change.kind not in self.nb._schema["tables"]:
+                raise self.fail(
+                    f"table {change.kind} does not exist in NB schema "
+                    f"{self.nb.capabilities.schema_version} (needs OVN >= 26.03)",
+                    OvnCapabilityError,
+                )
+            if change.action not in ("create", "update", "delete"):
+                raise self.fail(f"unknown action {change.action!r} for {change.kind}")
+        deletes = sorted((c for c in changes if c.action == "delete"), key=lambda c: -order[c.kind])
+        others = sorted((c for c in changes if c.action != "delete"), key=lambda c: order[c.kind])
+        self.deleted = {(c.kind, c.key) for c in deletes}
+        self._deletes(deletes)
+        for change in others:
+            if change.action == "create":
+                self._create(change)
+            else:
+                self._update(change)
+        return self.commands
+
+    def _ext(self, after: Mapping[str, Any]) -> dict[str, str]:
+        ext = {str(k): str(v) for k, v in (after.get("external_ids") or {}).items()}
+        ext[ownership.OWNER] = self.nb.settings.instance
+        if self.revision:
+            ext[ownership.REVISION] = self.revision
+        return ext
+
+    def _columns(self, table: str, values: Mapping[str, Any], who: str) -> dict[str, Any]:
+        """Symbolic fields -> IDL column values (refs resolved), capability-checked."""
+        out: dict[str, Any] = {}
+        refs = _REFS.get(table, {})
+        parent_field = _PARENT.get(table, ("",))[0]
+        for col, value in values.items():
+            if col in (parent_field, "external_ids"):
+                continue
+            if col not in _COLUMNS[table]:
+                raise self.fail(f"{who}: unknown field {col!r}")
+            if not self.nb._has_column(table, col):
+                if (col == "tier" and not value) or (col == "network_function_group" and not value):
+                    continue
+                raise self.fail(
+                    f"{who}: column {table}.{col} does not exist in NB schema "
+                    f"{self.nb.capabilities.schema_version}",
+                    OvnCapabilityError,
+                )
+            if col in refs:
+                ref_table, kind = refs[col]
+                if kind == "set":
+                    value = [self.ref(ref_table, n, who) for n in value or []]
+                elif kind == "opt":
+                    value = [] if value is None else [self.ref(ref_table, value, who)]
+                else:
+                    value = self.ref(ref_table, value, who)
+            elif (table, col) in _OPTIONAL:
+                value = [] if value is None else [value]
+            elif col in _MAPS:
+                value = {str(k): str(v) for k, v in (value or {}).items()}
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[col] = value
+        return out
+
+    def _create(self, change: OvnChange) -> None:
+        table, after = change.kind, dict(change.after or {})
+        who = f"{table} {change.key!r}"
+        if change.after is None:
+            raise self.fail(f"{who}: create without 'after' fields")
+        cols = self._columns(table, after, who)
+        cols["external_ids"] = self._ext(after)
+        if table == "Port_Group":
+            cols.setdefault("acls", [])  # trap: acls must exist for a same-txn acl add
+            cols.setdefault("ports", [])
+        if table == "Network_Function_Group":
+            cols.setdefault("network_function", [])
+        if table in _NAMED:
+            cols.setdefault("name", change.key)
+        cmd = self.api.db_create(table, **cols)
+        self.commands.append(cmd)
+        self.created[(table, change.key)] = cmd
+        if table in _PARENT:
+            fname, ptable, column = _PARENT[table]
+            parent = after.get(fname)
+            if not parent:
+                raise self.fail(f"{who}: field {fname!r} (the {ptable} holding it) is required")
+            self.commands.append(
+                self.api.db_add(ptable, self.ref(ptable, parent, who), column, cmd)
+            )
+
+    def _update(self, change: OvnChange) -> None:
+        table = change.kind
+        who = f"{table} {change.key!r}"
+        row = self.owned_row(change)
+        before = dict(change.before or {})
+        after = dict(change.after or {})
+        refs = _REFS.get(table, {})
+        plain: dict[str, Any] = {}
+        for col in sorted(set(before) | set(after)):
+            old, new = before.get(col), after.get(col)
+            if col in after and old == new and col != "external_ids":
+                continue
+            if col not in after:
+                continue  # a field the plan does not manage
+            if table in _PARENT and col == _PARENT[table][0]:
+                _f, ptable, pcol = _PARENT[table]
+                if not new:
+                    raise self.fail(f"{who}: field {col!r} (the {ptable} holding it) is required")
+                live_parent = self.ix.parent.get(table, {}).get(row.uuid)
+                if live_parent is not None:
+                    self.commands.append(self.api.db_remove(ptable, live_parent, pcol, row.uuid))
+                self.commands.append(
+                    self.api.db_add(ptable, self.ref(ptable, str(new), who), pcol, row.uuid)
+                )
+            elif col in refs and refs[col][1] == "set":
+                ref_table = refs[col][0]
+                old_set, new_set = set(old or []), set(new or [])
+                added = [self.ref(ref_table, n, who) for n in sorted(new_set - old_set)]
+                removed_names = sorted(old_set - new_set)
+                removed = [
+                    self.ix.by_name.get(ref_table, {}).get(n)
+                    for n in removed_names
+                    if (ref_table, n) not in self.created
+                ]
+                if added:
+                    self.commands.append(self.api.db_add(table, row.uuid, col, *added))
+                if any(removed):
+                    self.commands.append(
+                        self.api.db_remove(table, row.uuid, col, *[u for u in removed if u])
+                    )
+            elif col in _MAPS:
+                new_map = self._ext(after) if col == "external_ids" else dict(new or {})
+                old_map = dict(old or {}) if col != "external_ids" else dict(row.external_ids)
+                set_keys = {k: str(v) for k, v in new_map.items() if old_map.get(k) != str(v)}
+                if col == "external_ids":
+                    # Keys we do not manage (not in before/after) stay; revision is refreshed.
+                    managed_old = dict(old or {})
+                    del_keys = [k for k in managed_old if k not in new_map]
+                else:
+                    del_keys = [k for k in old_map if k not in new_map]
+                if set_keys or del_keys:
+                    self.commands.append(
+                        _MapMutate(self.api, table, row.uuid, col, set_keys, del_keys)
+                    )
+            else:
+                plain[col] = new
+        if plain:
+            cols = self._columns(table, plain, who)
+            if cols:
+                self.commands.append(self.api.db_set(table, row.uuid, *cols.items()))
+
+    def _deletes(self, deletes: Sequence[OvnChange]) -> None:
+        by_parent: dict[tuple[str, uuid.UUID, str], list[uuid.UUID]] = {}
+        destroy: list[tuple[str, uuid.UUID]] = []
+        deleted_uuids = set()
+        for change in deletes:
+            row = self.owned_row(change)
+            deleted_uuids.add(row.uuid)
+        for change in deletes:
+            table = change.kind
+            row = self.ix.owned[(table, change.key)]
+            if table in _PARENT:
+                _f, ptable, pcol = _PARENT[table]
+                parent = self.ix.parent.get(table, {}).get(row.uuid)
+                if parent is not None and parent not in deleted_uuids:
+                    by_parent.setdefault((ptable, parent, pcol), []).append(row.uuid)
+            destroy.append((table, row.uuid))
+        # One db_remove per parent (the fast path that replaces per-port lsp_del).
+        for (ptable, parent, pcol), children in by_parent.items():
+            self.commands.append(self.api.db_remove(ptable, parent, pcol, *children))
+        for table, row_uuid in destroy:
+            self.commands.append(self.api.db_destroy(table, row_uuid))
