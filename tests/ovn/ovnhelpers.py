@@ -1,0 +1,47 @@
+"""Helpers for the OVN tests (plain functions, importable from any test module here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
+import pytest
+
+from reconciler.sandbox.ovn import SeedNode, ovn_unavailable_reason
+
+_SKIP = ovn_unavailable_reason(northd=True)
+OVN_MARKS = [pytest.mark.ovn, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
+"""``pytestmark = OVN_MARKS`` in every module here: marked ``ovn``, skipped without OVN."""
+
+NODES = [SeedNode("node0", "10.244.0.0/24"), SeedNode("node1", "10.244.1.0/24")]
+
+
+@dataclass(frozen=True)
+class Change:
+    """Stands in for the plan module's change type (the adapter only needs these fields)."""
+
+    action: str
+    kind: str
+    key: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+def ext(key: str, node: str | None = "node0", resource: str = "Binding/web-fw") -> dict[str, str]:
+    ids = {"osc.io/owner": "osc-gitops", "osc.io/resource": resource, "osc.io/key": key}
+    if node:
+        ids["osc.io/node"] = node
+    return ids
+
+
+def key_of(table: str, fields: dict[str, Any]) -> str:
+    return str(fields["external_ids"]["osc.io/key"])
+
+
+def creates(rows: dict[str, list[dict[str, Any]]]) -> list[Change]:
+    return [Change("create", t, key_of(t, r), None, r) for t, rs in rows.items() for r in rs]
+
+
+def connect(remote: str, **kwargs: Any) -> OvnNorthbound:
+    return OvnNorthbound.connect(OvnSettings(remote=remote, **kwargs))
