@@ -21,6 +21,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import WithJsonSchema
 
 API_VERSION: Final = "osc.io/v1alpha1"
 KINDS = ("SecurityGroup", "VnfDeployment", "Binding")
@@ -91,9 +92,41 @@ def check_quantity(value: str) -> str:
 
 Name = Annotated[str, StringConstraints(pattern=DNS1123_LABEL, min_length=1, max_length=63)]
 """A DNS-1123 label: manifest names, namespaces (Kubernetes' own rule for both)."""
-LabelTerm = Annotated[str, AfterValidator(check_label_term)]
-LabelMap = Annotated[dict[str, str], AfterValidator(check_label_map)]
-Quantity = Annotated[str, AfterValidator(check_quantity)]
+# Patterns mirrored into the JSON Schema so editors flag bad labels while typing; the Python
+# validators above stay the authority (and give the better messages).
+_LABEL_KEY_JS = (
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
+)
+_LABEL_VALUE_JS = r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?"
+
+LabelTerm = Annotated[
+    str,
+    AfterValidator(check_label_term),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": f"^{_LABEL_KEY_JS}={_LABEL_VALUE_JS}$",
+            "description": "A Kubernetes label as key=value, e.g. app=web or example.com/tier=db.",
+        }
+    ),
+]
+LabelMap = Annotated[
+    dict[str, str],
+    AfterValidator(check_label_map),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": f"^{_LABEL_KEY_JS}$"},
+            "additionalProperties": {"type": "string", "pattern": f"^{_LABEL_VALUE_JS}$"},
+        }
+    ),
+]
+Quantity = Annotated[
+    str,
+    AfterValidator(check_quantity),
+    WithJsonSchema({"type": "string", "pattern": _QUANTITY.pattern}),
+]
 
 
 class _Strict(BaseModel):
@@ -159,7 +192,7 @@ class VnfDeploymentSpec(_Strict):
     image: Annotated[str, StringConstraints(max_length=512)] = Field(
         description="KubeVirt containerDisk image of the VNF."
     )
-    cpu: int = Field(default=1, ge=1, le=64, description="Virtual CPU cores.")
+    cpu: int = Field(default=1, ge=1, le=64, strict=True, description="Virtual CPU cores.")
     memory: Quantity = Field(default="1Gi", description="Guest memory, a Kubernetes quantity.")
     dataNetwork: Name | None = Field(
         default=None,
@@ -257,6 +290,7 @@ class BindingSpec(_Strict):
     order: int = Field(
         ge=0,
         le=MAX_ORDER,
+        strict=True,
         description="Position among the bindings of one group (lower first); unique per group.",
     )
     precedence: Precedence = Precedence.AFTER_NETWORK_POLICY
