@@ -15,6 +15,7 @@ deepdiff supplies the readable list of changed paths shown in the plan.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -73,9 +74,14 @@ def _strip_revision(resource_fields: Mapping[str, Any], is_ovn: bool) -> dict[st
     return fields
 
 
+_LIST_INDEX = re.compile(r"(\[\d+\])+$")
+
+
 def changed_paths(before: Any, after: Any) -> tuple[str, ...]:
-    paths = DeepDiff(before, after, verbose_level=0).affected_paths
-    return tuple(sorted(p.removeprefix("root") for p in paths))
+    """Changed paths like ``['ports']`` or ``['options']['is-nf']``; list element positions are
+    folded into the list (a pod joining is a change of ``ports``, not of ``ports[3]``)."""
+    paths = DeepDiff(before, after).affected_paths
+    return tuple(sorted({_LIST_INDEX.sub("", p.removeprefix("root")) for p in paths}))
 
 
 def diff(target: Target, live: LiveState, meta: Mapping[str, Any] | None = None) -> Plan:

@@ -1,0 +1,154 @@
+"""diff: minimal, typed changes; only owned state; no fighting over fields we do not manage."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+from reconciler.compile import compile_target
+from reconciler.diff import diff, live_state, project
+from reconciler.observed import KubeObject, OvnRow, Pod, PodPort
+from reconciler.target import Target
+from tests.core.builders import binding, cluster, desired, sg, vnf
+from tests.core.simulate import apply_to
+
+PODS = [
+    ("shop", "web-1", "node-1", {"app": "web"}),
+    ("shop", "web-2", "node-2", {"app": "web"}),
+    ("shop", "db", "node-1", {"app": "db"}),
+]
+DESIRED = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
+
+
+def live_of(target: Target) -> dict:
+    return {r.ident: copy.deepcopy(r.fields) for r in target}
+
+
+def test_everything_is_created_then_nothing_changes():
+    target = compile_target(DESIRED, cluster(PODS))
+    plan = diff(target, {})
+    assert plan.summary() == {"create": len(target), "update": 0, "delete": 0}
+    assert diff(target, apply_to({}, plan)).empty
+
+
+def test_a_pod_joining_is_exactly_one_port_group_ports_update():
+    before = cluster(PODS)
+    live = live_of(compile_target(DESIRED, before))
+    joined = replace(
+        before,
+        pods=(*before.pods, Pod("shop", "web-3", "uid-3", "node-1", {"app": "web"})),
+        pod_ports=(
+            *before.pod_ports,
+            PodPort("shop_web-3", "node-1", "shop", "web-3", "uid-3", None, ()),
+        ),
+    )
+    plan = diff(compile_target(DESIRED, joined), live)
+    assert [(c.action, c.kind, c.key, c.changed) for c in plan.changes] == [
+        ("update", "Port_Group", "osc.web.node_1", ("['ports']",))
+    ]
+    change = plan.changes[0]
+    assert change.before["ports"] == ["shop_web-1"]
+    assert change.after["ports"] == ["shop_web-1", "shop_web-3"]
+
+
+def test_a_pod_relabelled_out_leaves_its_group():
+    obs = cluster(PODS)
+    live = live_of(compile_target(DESIRED, obs))
+    relabelled = replace(
+        obs,
+        pods=tuple(
+            replace(p, labels={"app": "other"}) if p.name == "web-2" else p for p in obs.pods
+        ),
+    )
+    plan = diff(compile_target(DESIRED, relabelled), live)
+    assert [(c.action, c.key) for c in plan.changes] == [("update", "osc.web.node_2")]
+    assert plan.changes[0].after["ports"] == []
+
+
+def test_a_removed_binding_prunes_its_steering_rows_only():
+    obs = cluster(PODS)
+    live = live_of(compile_target(DESIRED, obs))
+    without = desired(sg("web", "app=web"), vnf("fw"))
+    plan = diff(compile_target(without, obs), live)
+    deleted = sorted((c.kind, c.key) for c in plan.changes)
+    assert all(c.action == "delete" for c in plan.changes)
+    kinds = {k for k, _ in deleted}
+    assert kinds == {"ACL", "Port_Group", "Network_Function", "Network_Function_Group"}
+    assert plan.changes[0].origin  # deletes name the manifest the row came from
+
+
+def test_a_vm_deleted_by_a_user_is_one_create():
+    target = compile_target(DESIRED, cluster(PODS))
+    live = live_of(target)
+    del live[("VirtualMachine", "security/fw-node-2")]
+    plan = diff(target, live)
+    assert [(c.action, c.kind, c.key) for c in plan.changes] == [
+        ("create", "VirtualMachine", "security/fw-node-2")
+    ]
+
+
+def test_revision_and_foreign_external_ids_are_not_drift():
+    target = compile_target(DESIRED, cluster(PODS))
+    live = live_of(target)
+    for fields in live.values():
+        if "external_ids" in fields:
+            fields["external_ids"]["osc.io/revision"] = "abc123"
+            fields["external_ids"]["neutron:whatever"] = "x"
+    assert diff(target, live).empty
+
+
+def test_manual_edit_of_an_owned_row_is_drift_and_repaired():
+    target = compile_target(DESIRED, cluster(PODS))
+    live = live_of(target)
+    acl = live[("ACL", "osc.web_fw.node_1.to")]
+    acl["action"] = "allow"
+    acl["priority"] = 1
+    plan = diff(target, live)
+    assert [(c.action, c.key, c.changed) for c in plan.changes] == [
+        ("update", "osc.web_fw.node_1.to", ("['action']", "['priority']"))
+    ]
+
+
+def test_server_defaults_on_kubernetes_objects_are_not_drift_but_user_edits_are():
+    target = compile_target(DESIRED, cluster(PODS))
+    live = live_of(target)
+    vm = live[("VirtualMachine", "security/fw-node-1")]
+    vm["spec"]["template"]["spec"]["domain"]["machine"] = {"type": "q35"}  # webhook default
+    vm["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"][1]["model"] = "virtio"
+    assert diff(target, live).empty
+    vm["spec"]["runStrategy"] = "Halted"  # somebody stopped it
+    plan = diff(target, live)
+    assert [(c.action, c.key, c.changed) for c in plan.changes] == [
+        ("update", "security/fw-node-1", ("['spec']['runStrategy']",))
+    ]
+
+
+def test_owned_rows_no_longer_in_target_are_deleted_and_only_those():
+    target = compile_target(DESIRED, cluster(PODS))
+    stray = OvnRow(
+        "Port_Group",
+        "osc.gone.node_1",
+        {
+            "name": "osc.gone.node_1",
+            "ports": [],
+            "external_ids": {
+                "osc.io/owner": "osc-gitops",
+                "osc.io/resource": "SecurityGroup/gone",
+                "osc.io/node": "node-1",
+            },
+        },
+    )
+    vm = KubeObject("VirtualMachine", "security", "old-node-1", {"metadata": {"labels": {}}})
+    live = {**live_of(target), **live_state([stray], [vm])}
+    plan = diff(target, live)
+    assert sorted((c.action, c.kind, c.key) for c in plan.changes) == [
+        ("delete", "Port_Group", "osc.gone.node_1"),
+        ("delete", "VirtualMachine", "security/old-node-1"),
+    ]
+    pg = next(c for c in plan.changes if c.kind == "Port_Group")
+    assert (pg.origin, pg.node) == ("SecurityGroup/gone", "node-1")
+
+
+def test_project_keeps_only_specified_shape():
+    live = {"a": 1, "b": {"c": 2, "d": 3}, "l": [{"x": 1, "y": 2}]}
+    assert project(live, {"b": {"c": 0}, "l": [{"x": 0}]}) == {"b": {"c": 2}, "l": [{"x": 1}]}
