@@ -216,7 +216,7 @@ def test_router_policy_refuses_a_vnf_address_held_by_a_pod():
     obs = cluster(PODS, nf=False)
     port = replace(obs.pod_ports[0], ips=("10.244.1.254",))
     obs = replace(obs, pod_ports=(port, *obs.pod_ports[1:]))
-    with pytest.raises(CompileError, match="10.244.1.254"):
+    with pytest.raises(CompileError, match=r"10\.244\.1\.254"):
         compile_target(base(), obs, CompileOptions(steering="router-policy"))
 
 
