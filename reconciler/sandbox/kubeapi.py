@@ -463,7 +463,7 @@ class KubeApiServer:
         self._stopping = False
         self._thread = threading.Thread(
             target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.1},
+            kwargs={"poll_interval": 0.02},
             daemon=True,
             name=f"kubeapi:{self.port}",
         )
@@ -1295,7 +1295,7 @@ class _Handler(BaseHTTPRequestHandler):
                 fields = parse_field_selector(query.get("fieldSelector"), rt.field_selectors)
             except SelectorError as exc:
                 raise ApiError(400, str(exc)) from exc
-            if query.get("watch") in ("true", "1"):
+            if (query.get("watch") or "").lower() in ("true", "1"):
                 self._watch(rt, namespace, labels, fields, query)
                 return
             limit = int(query.get("limit") or 0)
@@ -1365,7 +1365,7 @@ class _Handler(BaseHTTPRequestHandler):
         query: dict[str, str],
     ) -> None:
         timeout = float(query.get("timeoutSeconds") or 1800)
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        bookmarks = (query.get("allowWatchBookmarks") or "").lower() in ("true", "1")
         events = self.api.watch_events(
             rt, namespace, labels, fields, query.get("resourceVersion"), timeout, bookmarks
         )
