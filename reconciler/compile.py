@@ -46,6 +46,7 @@ __all__ = [
     "CompileOptions",
     "allocate_ids",
     "binding_nodes",
+    "choose_steering",
     "compile_target",
     "directions",
 ]

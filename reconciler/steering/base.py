@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reconciler import ownership as own
+from reconciler.errors import UserError
 from reconciler.model import Binding, Desired, Redirection, VnfDeployment
 from reconciler.observed import Observed, PodPort
 from reconciler.target import Resource
@@ -17,7 +18,7 @@ STEERING_CHOICES: tuple[str, ...] = ("network-function", "router-policy")
 MAX_OVN_ID = 255
 
 
-class CompileError(ValueError):
+class CompileError(UserError):
     """The desired state cannot be realised on this cluster (message says why and what to do)."""
 
 
