@@ -34,6 +34,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from ovs import jsonrpc, poller
 from ovs import stream as ovs_stream
+from ovs.db import data as ovs_data
+from ovs.db import error as ovs_error
 from ovs.db import idl as ovs_idl
 from ovsdbapp import api as ovsdbapp_api
 from ovsdbapp import exceptions as ovsdbapp_exceptions
@@ -293,6 +295,10 @@ def _fetch_schema(remote: str, deadline: float) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------
 # value helpers
+
+
+def _row_to_uuid(value: Any) -> Any:
+    return value.uuid if isinstance(value, ovs_idl.Row) else value
 
 
 def _uuid_of(value: Any) -> uuid.UUID:
@@ -705,8 +711,22 @@ class _TxnBuilder:
                 value = {str(k): str(v) for k, v in (value or {}).items()}
             elif isinstance(value, tuple):
                 value = list(value)
+            if col not in refs:
+                self._validate(table, col, value, who)
             out[col] = value
         return out
+
+    def _validate(self, table: str, col: str, value: Any, who: str) -> None:
+        """Check a value against the server's column type *before* building the txn.
+
+        The Python IDL's ``setattr`` logs and silently drops a value that does not fit the
+        column (a priority out of range would be committed as 0); we refuse it instead.
+        """
+        column = self.nb._conn.idl.tables[table].columns[col]
+        try:
+            ovs_data.Datum.from_python(column.type, value, _row_to_uuid)
+        except (ovs_error.Error, ValueError, TypeError, AttributeError) as exc:
+            raise self.fail(f"{who}: invalid value {value!r} for {table}.{col}: {exc}") from None
 
     def _create(self, change: OvnChange) -> None:
         table, after = change.kind, dict(change.after or {})
@@ -815,4 +835,11 @@ class _TxnBuilder:
         for (ptable, parent, pcol), children in by_parent.items():
             self.commands.append(self.api.db_remove(ptable, parent, pcol, *children))
         for table, row_uuid in destroy:
-            self.commands.append(self.api.db_destroy(table, row_uuid))
+            if table == "ACL" and self.nb._has_column("ACL", "network_function_group"):
+                # The Python IDL never sends a delete for a non-root row (ACL): ovsdb-server
+                # garbage-collects it once unreferenced, but checks references *before* that
+                # collection, so a Network_Function_Group deleted in the same transaction would
+                # still look referenced. Clearing the ACL's reference first makes it commit.
+                self.commands.append(self.api.db_clear(table, row_uuid, "network_function_group"))
+            else:
+                self.commands.append(self.api.db_destroy(table, row_uuid))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
 from ovnhelpers import NODES
+
 from reconciler.sandbox.ovn import (
     OvnSandbox,
     SeedPod,
@@ -18,6 +18,7 @@ from reconciler.sandbox.ovn import (
     nf_schema_path,
     seed_ovn_kubernetes,
 )
+
 
 @pytest.fixture
 def pods() -> list[SeedPod]:
@@ -40,5 +41,3 @@ def nb26(pods: list[SeedPod]) -> Iterator[OvnSandbox]:
     with OvnSandbox(northd=False, nb_schema="26.03") as sandbox:
         seed_ovn_kubernetes(sandbox.nb_remote, NODES, pods)
         yield sandbox
-
-

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
 import pytest
 
+from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
 from reconciler.sandbox.ovn import SeedNode, ovn_unavailable_reason
 
 _SKIP = ovn_unavailable_reason(northd=True)

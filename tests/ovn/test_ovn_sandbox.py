@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from ovnhelpers import NODES, OVN_MARKS, connect
+
 from reconciler.sandbox import ovsdb_rpc
 from reconciler.sandbox.ovn import (
     CLUSTER_ROUTER,
@@ -119,7 +119,9 @@ def _make_pki(d: Path) -> dict[str, str]:
                  "-keyout", f"{who}.key", "-out", f"{who}.csr", cwd=d)  # fmt: skip
         _openssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
                  "-CAcreateserial", "-days", "1", "-out", f"{who}.pem", cwd=d)  # fmt: skip
-    return {k: str(d / k) for k in ("ca.pem", "server.key", "server.pem", "client.key", "client.pem")}
+    return {
+        k: str(d / k) for k in ("ca.pem", "server.key", "server.pem", "client.key", "client.pem")
+    }
 
 
 def test_ssl_remote_with_a_pki_made_by_openssl(tmp_path: Path, pods: list[SeedPod]) -> None:
