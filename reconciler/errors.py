@@ -14,7 +14,7 @@ Two families:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -71,7 +71,17 @@ class ManifestIssue:
 
     def to_json(self) -> dict[str, Any]:
         """The shape of ``osc-gitops validate -o json`` errors."""
-        return asdict(self)
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "document": self.document,
+            "kind": self.kind,
+            "name": self.name,
+            "path": self.path,
+            "message": self.message,
+            "expected": self.expected,
+        }
 
     def sort_key(self) -> tuple[str, int, int, int, str]:
         return (self.file, self.document, self.line, self.column, self.message)

@@ -192,8 +192,12 @@ class _Run:
         yaml.allow_duplicate_keys = True  # reported by _scan, with both positions
         try:
             documents = list(yaml.load_all(text))
-        except Exception as exc:  # the scan accepted it; be defensive, never a traceback
-            self.file_issue(file, f"cannot load YAML: {exc}")
+        except Exception as exc:  # any failure here is the input's fault, never a traceback
+            # e.g. an alias to an anchor of another document: already reported by the scan.
+            if not any(info.bad for info in infos):
+                mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+                problem = getattr(exc, "problem", None) or exc
+                self.file_issue(file, f"cannot load YAML: {problem}", _mark_pos(mark))
             self.complete = False
             return
         for index, data in enumerate(documents, start=1):
