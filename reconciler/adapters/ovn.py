@@ -305,6 +305,27 @@ def _uuid_of(value: Any) -> uuid.UUID:
     return value.uuid if hasattr(value, "uuid") else value
 
 
+# Fast cache accessors. ``Row.__getattr__`` re-validates every map through
+# ``Datum.from_python`` (3 s for 10,000 LSPs); reading the committed ``Datum`` directly is ~10x
+# faster. Only valid for rows of the committed cache read under the connection lock (no
+# transaction is in flight then: ovsdbapp commits under the same lock).
+def _scalar(row: Any, col: str) -> Any:
+    datum = row._data.get(col)
+    if datum is None or not datum.values:
+        return None
+    return next(iter(datum.values)).value
+
+
+def _list(row: Any, col: str) -> list[Any]:
+    datum = row._data.get(col)
+    return [] if datum is None else [k.value for k in datum.values]
+
+
+def _map(row: Any, col: str) -> dict[Any, Any]:
+    datum = row._data.get(col)
+    return {} if datum is None else {k.value: v.value for k, v in datum.values.items()}
+
+
 def _opt(value: Any) -> Any:
     """A 0..1 column as the IDL gives it (a list) -> value or None."""
     if isinstance(value, list):
@@ -448,7 +469,7 @@ class OvnNorthbound:
         for table in ("Logical_Switch", "Logical_Router", *_NAMED):
             if table not in tables:
                 continue
-            names = {row.uuid: row.name for row in tables[table].rows.values()}
+            names = {row.uuid: _scalar(row, "name") for row in tables[table].rows.values()}
             ix.names[table] = names
             ix.by_name[table] = {n: u for u, n in names.items()}
         for table in OVN_TABLES:
@@ -456,11 +477,11 @@ class OvnNorthbound:
                 continue
             ix.names.setdefault(table, {})
             for row in tables[table].rows.values():
-                ext = row.external_ids
+                ext = _map(row, "external_ids")
                 if ext.get(ownership.OWNER) != instance:
                     continue
                 if table in _NAMED:
-                    key = row.name
+                    key = _scalar(row, "name")
                 else:
                     key = ext.get(ownership.KEY) or f"uuid:{row.uuid}"
                     ix.names[table][row.uuid] = key
@@ -471,8 +492,7 @@ class OvnNorthbound:
             child_map: dict[uuid.UUID, uuid.UUID] = {}
             owned_children = {r.uuid for (t, _k), r in ix.owned.items() if t == table}
             for prow in tables[parent_table].rows.values():
-                for child in getattr(prow, column):
-                    cu = _uuid_of(child)
+                for cu in _list(prow, column):
                     if table != "Logical_Switch_Port" or cu in owned_children:
                         child_map[cu] = prow.uuid
             ix.parent[table] = child_map
@@ -487,45 +507,45 @@ class OvnNorthbound:
             pod_ports: list[PodPort] = []
             lsp_table = tables["Logical_Switch_Port"]
             for ls in tables["Logical_Switch"].rows.values():
-                other = ls.other_config
-                lbs = bool(
-                    getattr(ls, "load_balancer", []) or getattr(ls, "load_balancer_group", [])
-                )
+                ls_name = _scalar(ls, "name")
+                other = _map(ls, "other_config")
+                lbs = bool(_list(ls, "load_balancer") or _list(ls, "load_balancer_group"))
                 switches.append(
-                    Switch(name=ls.name, subnet=other.get("subnet"), load_balancers=lbs)
+                    Switch(name=ls_name, subnet=other.get("subnet"), load_balancers=lbs)
                 )
-                for port_uuid in ls._data["ports"].as_list():
+                for port_uuid in _list(ls, "ports"):
                     lsp = lsp_table.rows.get(port_uuid)
                     if lsp is None:
                         continue
-                    ext = lsp.external_ids
+                    ext = _map(lsp, "external_ids")
                     if ext.get("pod") != "true":
                         continue
                     ns = ext.get("namespace", "")
-                    name = lsp.name
+                    name = _scalar(lsp, "name")
                     pod = name[len(ns) + 1 :] if ns and name.startswith(ns + "_") else name
-                    mac, ips = _parse_addresses(lsp.addresses)
+                    mac, ips = _parse_addresses(_list(lsp, "addresses"))
                     pod_ports.append(
                         PodPort(
                             name=name,
-                            switch=ls.name,
+                            switch=ls_name,
                             namespace=ns,
                             pod=pod,
-                            pod_uid=lsp.options.get("iface-id-ver"),
+                            pod_uid=_map(lsp, "options").get("iface-id-ver"),
                             mac=mac,
                             ips=ips,
                         )
                     )
-            routers = sorted(r.name for r in tables["Logical_Router"].rows.values())
+            routers = sorted(_scalar(r, "name") for r in tables["Logical_Router"].rows.values())
             owned = [self._symbolic(table, key, row, ix) for (table, key), row in ix.owned.items()]
             used: dict[str, tuple[int, ...]] = {}
             for table in ("Network_Function", "Network_Function_Group"):
                 if table in tables:
                     used[table] = tuple(
                         sorted(
-                            row.id
+                            _scalar(row, "id")
                             for row in tables[table].rows.values()
-                            if row.external_ids.get(ownership.OWNER) != self.settings.instance
+                            if _map(row, "external_ids").get(ownership.OWNER)
+                            != self.settings.instance
                         )
                     )
         switches.sort(key=lambda s: s.name)
