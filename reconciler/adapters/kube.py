@@ -146,6 +146,8 @@ class KubeCluster:
     """Items per list page; small values are useful in tests."""
     retries: int = 3
     """Extra attempts for 429/5xx answers (``Retry-After`` honoured, capped at 10 s)."""
+    retry_backoff: float = 0.1
+    """First delay between retries without ``Retry-After``; doubles each attempt (max 2 s)."""
 
     def __init__(self, settings: KubeSettings) -> None:
         self.settings = settings
@@ -271,7 +273,7 @@ class KubeCluster:
             except ApiException as exc:
                 if exc.status in _RETRYABLE and attempt < self.retries and not stream:
                     attempt += 1
-                    time.sleep(_retry_delay(exc, attempt))
+                    time.sleep(_retry_delay(exc, attempt, self.retry_backoff))
                     continue
                 raise self._error(exc, method, path) from None
             except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -621,14 +623,14 @@ def _pod(obj: dict[str, Any]) -> Pod:
     )
 
 
-def _retry_delay(exc: ApiException, attempt: int) -> float:
+def _retry_delay(exc: ApiException, attempt: int, base: float) -> float:
     header = (exc.headers or {}).get("Retry-After") if exc.headers else None
     if header:
         try:
             return min(float(header), 10.0)
         except ValueError:
             pass
-    return min(0.1 * 2**attempt, 2.0)
+    return min(base * 2 ** (attempt - 1), 2.0)
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -429,7 +429,9 @@ class KubeApiServer:
         self._store: dict[str, dict[tuple[str, str], _Stored]] = {rt.kind: {} for rt in self.types}
         self._rv = 0
         self._events: list[_Event] = []
-        self._compacted_rv = 0
+        self._compacted_rv = 0  # requests for an older resourceVersion get 410
+        self._lost_rv = 0  # events up to here are gone from memory
+        self._watch_pos: dict[int, int] = {}  # live watch -> last resourceVersion it consumed
         self._stopping = False
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -438,6 +440,9 @@ class KubeApiServer:
         self.add_objects([{"kind": "Namespace", "metadata": {"name": "default"}}])
         self.requests = 0
         """Number of HTTP requests served (useful to assert pagination or retries happened)."""
+        self.watches_started = 0
+        """Watches that reached their starting point (events after it will be delivered);
+        tests wait on it instead of sleeping."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -558,18 +563,31 @@ class KubeApiServer:
         return stored
 
     def _trim(self, keep: int) -> None:
+        """Hard memory bound: drop all but the last ``keep`` events. A live watch that had
+        not consumed a dropped event gets 410 (as a real server ends a too-slow watcher)."""
         drop = len(self._events) - keep
         if drop > 0:
-            self._compacted_rv = self._events[drop - 1].rv
+            self._lost_rv = self._events[drop - 1].rv
+            self._compacted_rv = max(self._compacted_rv, self._lost_rv)
             del self._events[:drop]
 
     def compact(self, keep: int = 0) -> None:
-        """Forget watch history (keep the last ``keep`` events), like etcd compaction: watches
-        and continue tokens from before answer 410 Gone / Expired."""
+        """Like etcd compaction: watches and continue tokens *requested* with an older
+        resourceVersion than the last ``keep`` events answer 410 Gone / Expired.
+
+        Watches already running are not disturbed (the real apiserver feeds them from its
+        watch cache): events they have not consumed yet are kept for them."""
         with self._lock:
-            self._trim(keep)
-            if keep == 0:
-                self._compacted_rv = self._rv
+            if keep == 0 or keep >= len(self._events):
+                boundary = self._rv if keep == 0 else self._compacted_rv
+            else:
+                boundary = self._events[-keep - 1].rv
+            self._compacted_rv = max(self._compacted_rv, boundary)
+            floor = min([boundary, *self._watch_pos.values()])
+            drop = bisect.bisect_right(self._events, floor, key=lambda e: e.rv)
+            if drop:
+                self._lost_rv = max(self._lost_rv, self._events[drop - 1].rv)
+                del self._events[:drop]
 
     def _new_metadata(self, rt: ResourceType, obj: dict[str, Any], rv: int) -> dict[str, Any]:
         obj = dict(obj)
@@ -972,6 +990,8 @@ class KubeApiServer:
             return b'{"type":"' + type_.encode() + b'","object":' + raw + b"}\n"
 
         with self._lock:
+            gone: ApiError | None = None
+            initial: list[bytes] = []
             if resource_version in (None, "", "0"):
                 # No resourceVersion: synthetic ADDED for the current state, then changes.
                 initial = [
@@ -982,55 +1002,71 @@ class KubeApiServer:
                 last = self._rv
             else:
                 last = int(str(resource_version))
-                initial = []
                 if last < self._compacted_rv:
                     gone = ApiError(
                         410,
                         f"too old resource version: {last} ({self._compacted_rv + 1})",
                         reason="Expired",
                     )
-                    yield line("ERROR", _dumps(gone.status()))
-                    return
-        yield from initial
-        last_bookmark = time.monotonic()
-        while True:
-            batch: list[bytes] = []
-            with self._lock:
-                while True:
-                    if self._stopping:
-                        return
-                    if self.faults.drop_generation != drop_gen:
-                        raise ConnectionAbortedError("watch dropped by fault injection")
-                    if last < self._compacted_rv:
-                        gone = ApiError(410, f"too old resource version: {last}", reason="Expired")
-                        yield line("ERROR", _dumps(gone.status()))
-                        return
-                    idx = bisect.bisect_right(self._events, last, key=lambda e: e.rv)
-                    if idx < len(self._events):
-                        for ev in self._events[idx:]:
-                            if ev.rt is rt and wanted(ev.stored):
-                                batch.append(line(ev.type, ev.stored.raw))
-                        last = self._events[-1].rv
-                        if batch:
+            if gone is None:
+                self.watches_started += 1
+                token = object()
+                self._watch_pos[id(token)] = last
+        if gone is not None:
+            yield line("ERROR", _dumps(gone.status()))
+            return
+        try:
+            yield from initial
+            last_bookmark = time.monotonic()
+            while True:
+                batch: list[bytes] = []
+                end = False
+                with self._lock:
+                    while True:
+                        if self._stopping:
+                            return
+                        if self.faults.drop_generation != drop_gen:
+                            raise ConnectionAbortedError("watch dropped by fault injection")
+                        if last < self._lost_rv:
+                            gone = ApiError(
+                                410, f"too old resource version: {last}", reason="Expired"
+                            )
+                            batch.append(line("ERROR", _dumps(gone.status())))
+                            end = True
                             break
-                    now = time.monotonic()
-                    if now >= deadline:
-                        return
-                    if bookmarks and now - last_bookmark >= self.bookmark_interval:
-                        last = max(last, self._rv)
-                        mark = {
-                            "kind": rt.kind,
-                            "apiVersion": rt.api_version,
-                            "metadata": {"resourceVersion": str(last)},
-                        }
-                        batch.append(line("BOOKMARK", _dumps(mark)))
-                        last_bookmark = now
-                        break
-                    wait = deadline - now
-                    if bookmarks:
-                        wait = min(wait, self.bookmark_interval - (now - last_bookmark))
-                    self._lock.wait(timeout=max(0.01, min(wait, 0.25)))
-            yield b"".join(batch)
+                        idx = bisect.bisect_right(self._events, last, key=lambda e: e.rv)
+                        if idx < len(self._events):
+                            for ev in self._events[idx:]:
+                                if ev.rt is rt and wanted(ev.stored):
+                                    batch.append(line(ev.type, ev.stored.raw))
+                            last = self._events[-1].rv
+                            self._watch_pos[id(token)] = last
+                            if batch:
+                                break
+                        now = time.monotonic()
+                        if now >= deadline:
+                            return
+                        if bookmarks and now - last_bookmark >= self.bookmark_interval:
+                            last = max(last, self._rv)
+                            self._watch_pos[id(token)] = last
+                            mark = {
+                                "kind": rt.kind,
+                                "apiVersion": rt.api_version,
+                                "metadata": {"resourceVersion": str(last)},
+                            }
+                            batch.append(line("BOOKMARK", _dumps(mark)))
+                            last_bookmark = now
+                            break
+                        wait = deadline - now
+                        if bookmarks:
+                            wait = min(wait, self.bookmark_interval - (now - last_bookmark))
+                        self._lock.wait(timeout=max(0.01, min(wait, 0.25)))
+                yield b"".join(batch)  # outside the lock: a slow client blocks nobody
+                if end:
+                    return
+        finally:
+            with self._lock:
+                self._watch_pos.pop(id(token), None)
 
     def wake_watchers(self) -> None:
         """Wake waiting watches (after a fault injection, so drops happen at once)."""
