@@ -124,6 +124,7 @@ def _make_pki(d: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.filterwarnings("ignore:ssl.PROTOCOL_TLS is deprecated:DeprecationWarning")
 def test_ssl_remote_with_a_pki_made_by_openssl(tmp_path: Path, pods: list[SeedPod]) -> None:
     pki_dir = tmp_path / "pki"
     pki_dir.mkdir()
