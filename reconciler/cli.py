@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler import __version__
+from reconciler import __version__, cli_live
 from reconciler.errors import ManifestIssue, UserError, ValidationFailed
 
 EXIT_OK = 0
@@ -167,6 +167,54 @@ COMMANDS: list[Command] = [
             "  osc-gitops schema --write          # after changing reconciler/model.py\n"
             "  osc-gitops schema --check          # in CI: exit 1 when schemas/ drifted"
         ),
+    ),
+    Command(
+        name="plan",
+        help="show what apply would change (exit 0 none, 2 changes, 1 error)",
+        configure=cli_live.configure_plan,
+        run=cli_live.run_plan,
+        description=(
+            "Read the manifests, the cluster (pods, nodes, owned VMs) and the OVN Northbound DB "
+            "(or a snapshot), and print the changes that would make them match."
+        ),
+        epilog=(
+            "exit codes: 0 no changes, 2 changes, 1 error (Terraform's -detailed-exitcode)\n\n"
+            "examples:\n"
+            "  osc-gitops plan examples/policies --ovn-nb tcp:10.0.0.5:6641 \\\n"
+            "      --kubeconfig ~/.kube/config\n"
+            "  osc-gitops plan policies/ -o markdown --observed snapshot.json   # offline, in CI\n"
+            "  OSC_OVN_NB=unix:/run/ovn/ovnnb_db.sock osc-gitops plan -o json ."
+        ),
+    ),
+    Command(
+        name="apply",
+        help="make the cluster and OVN match the manifests, then verify convergence",
+        configure=cli_live.configure_apply,
+        run=cli_live.run_apply,
+        description=(
+            "Kubernetes writes first (VNF VMs), then all OVN changes in ONE transaction, then "
+            "Kubernetes deletes; finally a fresh plan must be empty."
+        ),
+        epilog=(
+            "exit codes: 0 applied and converged (or nothing to do), 1 error or not converged\n\n"
+            "examples:\n"
+            "  osc-gitops apply examples/policies --ovn-nb tcp:10.0.0.5:6641\n"
+            "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03"
+        ),
+    ),
+    Command(
+        name="snapshot",
+        help="write the observed live state to a file (for offline plans and bug reports)",
+        configure=cli_live.configure_snapshot,
+        run=cli_live.run_snapshot,
+        epilog="example:\n  osc-gitops snapshot --ovn-nb tcp:10.0.0.5:6641 -f snapshot.json",
+    ),
+    Command(
+        name="demo",
+        help="run the whole story against a local sandbox of real OVN processes (no cluster)",
+        configure=cli_live.configure_demo,
+        run=cli_live.run_demo,
+        epilog="example:\n  osc-gitops demo",
     ),
 ]
 """Every subcommand, in ``--help`` order."""
