@@ -512,9 +512,8 @@ class KubeApiServer:
         cluster: dict[str, Any] = {"server": self.url}
         if ca_file:
             cluster["certificate-authority"] = str(ca_file)
-        user: dict[str, Any] = {}
-        if token or self.token:
-            user["token"] = token or self.token
+        # Always a token: with an empty user, kubectl over HTTPS prompts for a username.
+        user: dict[str, Any] = {"token": token or self.token or "sandbox"}
         config = {
             "apiVersion": "v1",
             "kind": "Config",
