@@ -249,7 +249,7 @@ class KubeCluster:
         body: Any = None,
         content_type: str = "application/json",
         stream: bool = False,
-        timeout: float | tuple[float, float] | None = None,
+        timeout: tuple[float, float] | None = None,
     ) -> Any:
         """One call through the official client's ``call_api``; JSON in, parsed JSON out
         (or the raw urllib3 response when ``stream``). Retries 429/5xx and raises KubeError."""
@@ -268,7 +268,8 @@ class KubeCluster:
                     body=body,
                     auth_settings=["BearerToken"],
                     _preload_content=False,
-                    _request_timeout=timeout or self.settings.timeout,
+                    # a (connect, read) pair: the client silently ignores a float timeout
+                    _request_timeout=timeout or (self.settings.timeout, self.settings.timeout),
                 )
             except ApiException as exc:
                 if exc.status in _RETRYABLE and attempt < self.retries and not stream:
@@ -500,19 +501,49 @@ class KubeCluster:
         ``timeout_seconds + 30``: the server must have ended it by then). When the server
         says the resourceVersion is gone (410) it calls ``on_event("RELIST", {})`` and lists
         again. Other errors back off exponentially within ``backoff`` (min, max) seconds.
-        Setting ``stop`` interrupts a blocked read at once.
+        Setting ``stop`` interrupts a blocked read at once. An exception raised by
+        ``on_event`` ends the watch and propagates (a caller bug must not be retried forever).
         """
         if kind not in ("Pod", "VirtualMachine"):
             raise ValueError(f"watch supports Pod and VirtualMachine, not {kind!r}")
+        read_timeout = read_timeout if read_timeout is not None else timeout_seconds + 30.0
+        current: list[Any] = []
+        done = threading.Event()
+        guard = threading.Thread(
+            target=_close_on_stop, args=(stop, done, current), daemon=True, name="kube-watch-stop"
+        )
+        guard.start()
+        try:
+            self._watch_loop(
+                kind,
+                on_event,
+                stop,
+                label_selector,
+                resource_version,
+                timeout_seconds,
+                read_timeout,
+                backoff,
+                current,
+            )
+        finally:
+            done.set()
+            current.clear()
+
+    def _watch_loop(
+        self,
+        kind: str,
+        on_event: Callable[[str, dict[str, Any]], None],
+        stop: threading.Event,
+        label_selector: str | None,
+        resource_version: str | None,
+        timeout_seconds: int,
+        read_timeout: float,
+        backoff: tuple[float, float],
+        current: list[Any],
+    ) -> None:
         path = KINDS[kind].path()
         rv = resource_version
         delay = backoff[0]
-        read_timeout = read_timeout if read_timeout is not None else timeout_seconds + 30.0
-        current: list[Any] = []
-        guard = threading.Thread(
-            target=_close_on_stop, args=(stop, current), daemon=True, name="kube-watch-stop"
-        )
-        guard.start()
         while not stop.is_set():
             try:
                 if rv is None:
@@ -575,12 +606,14 @@ class KubeCluster:
                 log.warning("watch %s: %s; retrying in %.1fs", path, exc, delay)
                 stop.wait(delay)
                 delay = min(delay * 2, backoff[1])
-        current.clear()
 
 
-def _close_on_stop(stop: threading.Event, current: list[Any]) -> None:
-    """Unblock a watch read as soon as ``stop`` is set (instead of waiting for data)."""
-    stop.wait()
+def _close_on_stop(stop: threading.Event, done: threading.Event, current: list[Any]) -> None:
+    """Unblock a watch read as soon as ``stop`` is set (instead of waiting for data); exits
+    with the watch (``done``) so an exception in a callback leaves no thread behind."""
+    while not stop.wait(0.2):
+        if done.is_set():
+            return
     for resp in list(current):
         try:
             resp.shutdown()

@@ -460,6 +460,37 @@ def test_watch_bookmarks_move_the_resume_point(kube_server: KubeApiServer, watch
     assert rec.events == [("ADDED", "wanted")]
 
 
+def test_watch_detects_a_stalled_stream(kube_server: KubeApiServer, watching: Any) -> None:
+    """The first watch request hangs (no headers, no bookmarks): the client-side read timeout
+    gives up on it and the adapter watches again, losing nothing."""
+    rt = kube_server.resource_type("Pod")
+    rv = str(kube_server.resource_version)
+    kube_server.faults.delay(3.0, count=1, path_contains="watch=")
+    rec = watching("Pod", resource_version=rv, timeout_seconds=30, read_timeout=0.3)
+    kube_server.create(rt, "default", pod("late"))
+    assert rec.wait_for(("ADDED", "late"))
+    assert rec.events == [("ADDED", "late")]
+
+
+def test_request_timeout_is_a_clear_error(kube_server: KubeApiServer) -> None:
+    kube_server.faults.delay(1.0, count=1, path_contains="/nodes")
+    kc = KubeCluster(KubeSettings(server=kube_server.url, timeout=0.2))
+    with pytest.raises(KubeConnectError) as err:
+        kc.list_nodes()
+    assert kube_server.url in str(err.value) and "timed out" in str(err.value)
+
+
+def test_watch_callback_error_propagates(kube_server: KubeApiServer, cluster: KubeCluster) -> None:
+    kube_server.add_objects([pod("a")])
+    stop = threading.Event()
+
+    def boom(etype: str, obj: dict[str, Any]) -> None:
+        raise RuntimeError(f"callback failed on {etype}")
+
+    with pytest.raises(RuntimeError, match="callback failed on ADDED"):
+        cluster.watch("Pod", boom, stop, resource_version="1", timeout_seconds=5)
+
+
 def test_watch_rejects_unsupported_kind(cluster: KubeCluster) -> None:
     with pytest.raises(ValueError, match="Node"):
         cluster.watch("Node", lambda *_: None, threading.Event())
