@@ -319,6 +319,17 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return result
 
 
+def _strip_directives(patch: Any) -> Any:
+    """Drop strategic-merge directives (``$setElementOrder/...``, ``$patch``, ``$retainKeys``,
+    ``$deleteFromPrimitiveList/...``) that ``kubectl apply`` sends: we apply strategic merge
+    patches as plain merge patches (lists replaced whole), which is enough for our kinds."""
+    if isinstance(patch, dict):
+        return {k: _strip_directives(v) for k, v in patch.items() if not k.startswith("$")}
+    if isinstance(patch, list):
+        return [_strip_directives(v) for v in patch]
+    return patch
+
+
 def _pointer(path: str) -> list[str]:
     if path == "":
         return []
@@ -857,6 +868,8 @@ class KubeApiServer:
             ):
                 if not isinstance(patch, dict):
                     raise ApiError(400, "merge patch body must be a JSON object")
+                if content_type == "application/strategic-merge-patch+json":
+                    patch = _strip_directives(patch)
                 new = merge_patch(current.obj, patch)
             else:
                 raise ApiError(

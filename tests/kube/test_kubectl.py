@@ -144,3 +144,23 @@ def test_invalid_name_via_kubectl(kubectl: str, kubeconfig: str, tmp_path: Path)
     result = run(kubectl, kubeconfig, "create", "-f", str(manifest), "--validate=false")
     assert result.returncode != 0
     assert "is invalid" in result.stderr and "Bad_Name" in result.stderr
+
+
+def test_apply_twice_updates(
+    kubectl: str, kubeconfig: str, kube_server: KubeApiServer, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "vm.yaml"
+    body = (
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: fw\n"
+        "  namespace: default\n  labels: {{v: '{v}'}}\nspec:\n  runStrategy: {rs}\n"
+    )
+    manifest.write_text(body.format(v=1, rs="Always"))
+    ok(run(kubectl, kubeconfig, "apply", "-f", str(manifest), "--validate=false"))
+    manifest.write_text(body.format(v=2, rs="Halted"))
+    ok(run(kubectl, kubeconfig, "apply", "-f", str(manifest), "--validate=false"))
+    obj = kube_server.get_object("VirtualMachine", "default", "fw")
+    assert obj is not None
+    assert obj["metadata"]["labels"] == {"v": "2"}
+    assert obj["spec"] == {"runStrategy": "Halted"}
+    assert obj["metadata"]["generation"] == 2
+    assert not any(k.startswith("$") for k in json.dumps(obj).split('"'))
