@@ -27,7 +27,7 @@ def test_examples_policies_load_completely() -> None:
         "web-ips",
     ]
     web_ips = desired.bindings["web-ips"].spec
-    assert web_ips.order == 20 and web_ips.traffic is not None
+    assert web_ips.order == 5 and web_ips.traffic is not None
     assert web_ips.traffic.ports == [80, 443]
     assert desired.bindings["api-firewall"].spec.failurePolicy is FailurePolicy.FAIL_OPEN
     assert desired.bindings["web-firewall"].spec.redirection is Redirection.BOTH
