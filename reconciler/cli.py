@@ -203,6 +203,36 @@ COMMANDS: list[Command] = [
         ),
     ),
     Command(
+        name="run",
+        help="reconcile continuously: interval, pod/VM events, git changes (or --once)",
+        configure=cli_live.configure_run,
+        run=cli_live.run_run,
+        description=(
+            "The long-running reconciler: reacts to pod and VirtualMachine events within "
+            "~--debounce seconds, fetches --repo every --git-interval, keeps the last good "
+            "commit when git is unreachable or a commit is invalid, serves /metrics, /healthz "
+            "and /readyz, and with --leader-elect writes only while holding the Lease."
+        ),
+        epilog=(
+            "exit codes: 0 after SIGTERM (clean shutdown); --once: 0 ok, 1 error\n\n"
+            "examples:\n"
+            "  osc-gitops run --repo https://github.com/acme/policies --ref main --path prod \\\n"
+            "      --in-cluster --ovn-nb ssl:ovnkube-db:6641 --leader-elect\n"
+            "  osc-gitops run policies/ --once --ovn-nb tcp:10.0.0.5:6641   # CronJob"
+        ),
+    ),
+    Command(
+        name="status",
+        help="show the last applied commit, when, and the result",
+        configure=cli_live.configure_status,
+        run=cli_live.run_status,
+        description="Read the status file written by run/apply in --cache-dir.",
+        epilog=(
+            "exit codes: 0 last reconcile ok, 1 error/refused/unreachable or no status\n\n"
+            "example:\n  kubectl -n osc-gitops exec deploy/osc-gitops -- osc-gitops status"
+        ),
+    ),
+    Command(
         name="snapshot",
         help="write the observed live state to a file (for offline plans and bug reports)",
         configure=cli_live.configure_snapshot,

@@ -37,6 +37,41 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path", nargs="?", default=".", metavar="PATH", help="manifest folder or file (default .)"
     )
+    env = os.environ.get
+    git = parser.add_argument_group(
+        "git source (instead of PATH)",
+        "Read the manifests of one exact commit. Credentials: an https token from "
+        "$OSC_GIT_TOKEN or --git-token-file (sent as an HTTP header, never put in the URL), "
+        "or an ssh key with --git-ssh-key.",
+    )
+    git.add_argument(
+        "--repo",
+        default=env("OSC_GIT_REPO"),
+        metavar="URL|PATH",
+        help="git remote (https://, ssh://, git@host:path, or a local path)",
+    )
+    git.add_argument(
+        "--ref",
+        default=env("OSC_GIT_REF", "main"),
+        metavar="BRANCH|TAG|SHA",
+        help="what to check out (default: main)",
+    )
+    git.add_argument(
+        "--path",
+        dest="repo_path",
+        default=env("OSC_GIT_PATH", "."),
+        metavar="DIR",
+        help="manifest folder inside the repository (default: the root)",
+    )
+    git.add_argument(
+        "--cache-dir",
+        default=env("OSC_CACHE_DIR"),
+        metavar="DIR",
+        help="clone cache and status file (default: ~/.cache/osc-gitops)",
+    )
+    git.add_argument("--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE")
+    git.add_argument("--git-ssh-key", default=env("OSC_GIT_SSH_KEY"), metavar="FILE")
+    git.add_argument("--git-timeout", type=float, default=60.0, metavar="SECONDS")
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -132,6 +167,57 @@ def connections(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         ovn.close()
 
 
+def cache_dir(args: argparse.Namespace) -> Path:
+    from reconciler.adapters.git import default_cache_dir
+
+    return Path(args.cache_dir) if getattr(args, "cache_dir", None) else default_cache_dir()
+
+
+def git_source(args: argparse.Namespace) -> Any:
+    """A :class:`reconciler.adapters.git.GitSource` from the flags (``--repo`` given)."""
+    from reconciler.adapters.git import TOKEN_ENV, GitSettings, GitSource
+
+    return GitSource(
+        GitSettings(
+            repo=args.repo,
+            ref=args.ref,
+            path=args.repo_path,
+            cache_dir=str(cache_dir(args)),
+            token=os.environ.get(TOKEN_ENV),
+            token_file=args.git_token_file,
+            ssh_key=args.git_ssh_key,
+            timeout=args.git_timeout,
+        )
+    )
+
+
+def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
+    if not getattr(args, "repo", None):
+        return _load(args.path), getattr(args, "revision", None)
+    if args.path != ".":
+        raise UserError(f"give either PATH ({args.path}) or --repo, not both")
+    checkout = git_source(args).sync()
+    print(f"{checkout.repo}@{checkout.ref}: commit {checkout.commit}", file=sys.stderr)
+    return _load_checkout(checkout), checkout.commit
+
+
+def _load_checkout(checkout: Any) -> Any:
+    from reconciler.errors import ValidationFailed
+    from reconciler.load import load_path
+
+    try:
+        return load_path(checkout.directory)
+    except ValidationFailed as failed:
+        prefix = str(checkout.root) + os.sep
+        for issue in failed.issues:
+            print(str(issue).replace(prefix, ""), file=sys.stderr)
+        raise UserError(
+            f"commit {checkout.commit} of {checkout.repo}: {len(failed.issues)} problem(s) in "
+            "the manifests"
+        ) from None
+
+
 def _load(path: str) -> Any:
     from reconciler.errors import ValidationFailed
     from reconciler.load import load_path
@@ -161,10 +247,10 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from reconciler.observed import Observed
-    from reconciler.reconcile import make_plan, observe
+    from reconciler.reconcile import make_plan, observe, with_meta
     from reconciler.render import render
 
-    desired = _load(args.path)
+    desired, revision = load_source(args)
     options = compile_options(args)
     if args.observed:
         observed = read_snapshot(args.observed)
@@ -173,6 +259,8 @@ def run_plan(args: argparse.Namespace) -> int:
             observed = observe(kube, ovn, options.instance)
     assert isinstance(observed, Observed)
     the_plan = make_plan(desired, observed, options)
+    if revision:
+        the_plan = with_meta(the_plan, revision=revision)
     sys.stdout.write(render(the_plan, args.output))
     return EXIT_CHANGES if the_plan.changes else EXIT_OK
 
@@ -213,7 +301,7 @@ def run_apply(args: argparse.Namespace) -> int:
     from reconciler.reconcile import reconcile
     from reconciler.render import render
 
-    desired = _load(args.path)
+    desired, revision = load_source(args)
     options = compile_options(args)
     with connections(args) as (kube, ovn):
         report = reconcile(
@@ -221,10 +309,12 @@ def run_apply(args: argparse.Namespace) -> int:
             kube,
             ovn,
             options,
-            revision=args.revision,
+            revision=revision,
             notify=post_json,
             allow_empty=args.allow_empty,
         )
+    if args.repo or args.cache_dir:
+        _record_apply(args, revision, report)
     sys.stdout.write(render(report.plan, args.output))
     for error in report.notification_errors:
         print(f"warning: {error}", file=sys.stderr)
@@ -235,6 +325,194 @@ def run_apply(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return EXIT_OK
+
+
+def _record_apply(args: argparse.Namespace, revision: str | None, report: Any) -> None:
+    """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir)."""
+    from reconciler import status
+
+    path = status.status_path(cache_dir(args), args.instance)
+    try:
+        st = status.read(path) if path.exists() else status.Status(instance=args.instance)
+    except UserError:
+        st = status.Status(instance=args.instance)
+    st.result = "applied" if report.plan.changes else "unchanged"
+    st.message, st.errors = "", []
+    st.revision = st.attempted = revision
+    st.revision_applied_at = status.now_iso()
+    st.source = args.repo or args.path
+    st.ref = args.ref if args.repo else None
+    st.changes = report.plan.summary()
+    try:
+        status.write(path, st)
+    except OSError as exc:
+        print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+
+def configure_run(parser: argparse.ArgumentParser) -> None:
+    add_source_args(parser)
+    add_connection_args(parser)
+    add_compile_args(parser)
+    env = os.environ.get
+    loop = parser.add_argument_group("loop")
+    loop.add_argument(
+        "--once",
+        action="store_true",
+        help="reconcile once and exit (CronJob mode; exit codes as apply)",
+    )
+    loop.add_argument(
+        "--interval",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="periodic reconcile, +-10%% jitter (default 60)",
+    )
+    loop.add_argument(
+        "--debounce",
+        type=float,
+        default=0.2,
+        metavar="SECONDS",
+        help="quiet time after a pod/VM event before reconciling (default 0.2)",
+    )
+    loop.add_argument(
+        "--git-interval",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how often to fetch --repo (default 30; SIGHUP fetches at once)",
+    )
+    loop.add_argument(
+        "--backoff-max",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="cap of the exponential backoff after failed reconciles",
+    )
+    loop.add_argument(
+        "--no-watch",
+        action="store_true",
+        help="do not watch pods and VMs (interval and git changes only)",
+    )
+    loop.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="allow an empty manifest set to delete everything this instance owns",
+    )
+    loop.add_argument("--revision", default=None, help=argparse.SUPPRESS)
+    ha = parser.add_argument_group("high availability and observability")
+    ha.add_argument(
+        "--leader-elect", action="store_true", help="only the replica holding the Lease writes"
+    )
+    ha.add_argument("--lease-name", default=env("OSC_LEASE_NAME", "osc-gitops"), metavar="NAME")
+    ha.add_argument(
+        "--lease-namespace",
+        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")),
+        metavar="NS",
+    )
+    ha.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
+    ha.add_argument("--lease-renew", type=float, default=2.0, metavar="SECONDS")
+    ha.add_argument(
+        "--metrics-addr",
+        default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"),
+        metavar="HOST:PORT",
+        help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
+    )
+    ha.add_argument("--log-format", choices=("json", "text"), default="json")
+    ha.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                    default="info")  # fmt: skip
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from reconciler import status
+    from reconciler.adapters.notify import post_json
+    from reconciler.loop import GitManifestSource, LocalSource, Loop, LoopConfig, setup_logging
+    from reconciler.metrics import Metrics, MetricsServer
+
+    setup_logging(args.log_format, args.log_level)
+    options = compile_options(args)
+    if args.repo:
+        if args.path != ".":
+            raise UserError(f"give either PATH ({args.path}) or --repo, not both")
+        source: Any = GitManifestSource(git_source(args))
+    else:
+        if not Path(args.path).exists():
+            raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
+        source = LocalSource(args.path, args.revision)
+    config = LoopConfig(
+        options=options,
+        interval=args.interval,
+        debounce=args.debounce,
+        git_interval=args.git_interval,
+        backoff_max=args.backoff_max,
+        allow_empty=args.allow_empty,
+        watch=not args.no_watch,
+        status_file=status.status_path(cache_dir(args), args.instance),
+    )
+    metrics = Metrics()
+    with connections(args) as (kube, ovn):
+        lease = _lease(args, kube) if args.leader_elect else None
+        loop = Loop(config, source, kube, ovn, lease=lease, metrics=metrics, notify=post_json)
+        if args.once:
+            return loop.run_once()
+        server = None
+        if args.metrics_addr != "off":
+            try:
+                server = MetricsServer(args.metrics_addr, metrics, loop.health, loop.readiness)
+            except OSError as exc:
+                raise UserError(str(exc)) from exc
+            server.start()
+            print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
+                  file=sys.stderr, flush=True)  # fmt: skip
+        try:
+            return loop.run(install_signals=True)
+        finally:
+            if server is not None:
+                server.stop()
+
+
+def _lease(args: argparse.Namespace, kube: Any) -> Any:
+    from reconciler.adapters.lease import LeaseLock, LeaseSettings, api_client
+
+    return LeaseLock(
+        api_client(kube.settings),
+        LeaseSettings(
+            name=args.lease_name,
+            namespace=args.lease_namespace,
+            lease_duration=args.lease_duration,
+            renew_interval=args.lease_renew,
+        ),
+    )
+
+
+# --- status -------------------------------------------------------------------------------------
+
+
+def configure_status(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--cache-dir",
+        default=os.environ.get("OSC_CACHE_DIR"),
+        metavar="DIR",
+        help="as given to run/apply (default: ~/.cache/osc-gitops)",
+    )
+    parser.add_argument(
+        "--instance", default=os.environ.get("OSC_INSTANCE", "osc-gitops"), metavar="NAME"
+    )
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+def run_status(args: argparse.Namespace) -> int:
+    from reconciler import status
+
+    st = status.read(status.status_path(cache_dir(args), args.instance))
+    if args.output == "json":
+        json.dump(st.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(status.render_text(st))
+    return EXIT_OK if st.result in ("applied", "unchanged") else EXIT_ERROR
 
 
 # --- snapshot -----------------------------------------------------------------------------------

@@ -1,0 +1,192 @@
+"""Prometheus metrics and the ``/healthz``, ``/readyz``, ``/metrics`` endpoints of ``run``.
+
+Each :class:`Metrics` has its own ``CollectorRegistry`` (not the global one), so several loops
+can live in one process (tests run two replicas side by side) without "duplicated timeseries"
+errors. Names follow Prometheus conventions (``_seconds``, ``_total``, base units).
+
+Probes, as Kubernetes uses them:
+
+- ``/healthz`` (liveness): the loop thread is alive and has not been stuck in one reconcile for
+  longer than ``stuck_after`` seconds. A standby replica is healthy.
+- ``/readyz`` (readiness): the first observation succeeded (connections work, manifests loaded).
+  A standby replica is ready too (it would serve if it became leader); the body says which.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+PREFIX = "osc_gitops"
+
+
+class Metrics:
+    """Every metric the loop exports."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.reconcile_duration = Histogram(
+            f"{PREFIX}_reconcile_duration_seconds",
+            "Time of one reconcile (observe, plan, apply, verify), by result.",
+            ["result"],
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.reconciles = Counter(
+            f"{PREFIX}_reconciles_total",
+            "Reconciles by result (ok, error, refused, skipped) and trigger.",
+            ["result", "trigger"],
+            registry=r,
+        )
+        self.changes_applied = Counter(
+            f"{PREFIX}_changes_applied_total",
+            "Changes written, by object kind (OVN table or Kubernetes kind) and action.",
+            ["kind", "action"],
+            registry=r,
+        )
+        self.drift = Counter(
+            f"{PREFIX}_drift_detected_total",
+            "Reconciles whose plan was not empty although the manifests had not changed "
+            "(somebody or something changed the live state).",
+            registry=r,
+        )
+        self.errors = Counter(
+            f"{PREFIX}_errors_total",
+            "Errors by cause (git, manifests, kubernetes, ovn, lease, not-converged, other).",
+            ["cause"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            f"{PREFIX}_last_success_timestamp_seconds",
+            "Unix time of the last successful reconcile.",
+            registry=r,
+        )
+        self.managed_objects = Gauge(
+            f"{PREFIX}_managed_objects",
+            "Objects this instance owns after the last reconcile, by kind.",
+            ["kind"],
+            registry=r,
+        )
+        self.leader = Gauge(
+            f"{PREFIX}_leader", "1 while this replica holds the Lease (or without election).",
+            registry=r,
+        )  # fmt: skip
+        self.source_ok = Gauge(
+            f"{PREFIX}_source_up",
+            "1 when the last git fetch succeeded, 0 while the source is unreachable.",
+            registry=r,
+        )
+        self.revision = Info(
+            f"{PREFIX}_applied_revision",
+            "The commit the live state was last reconciled to.",
+            registry=r,
+        )
+
+    def set_managed(self, counts: dict[str, int]) -> None:
+        """Replace the managed-objects gauge (kinds that dropped to zero are shown as 0)."""
+        for (kind,), _ in list(self.managed_objects._metrics.items()):
+            if kind not in counts:
+                self.managed_objects.labels(kind).set(0)
+        for kind, count in counts.items():
+            self.managed_objects.labels(kind).set(count)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    disable_nagle_algorithm = True  # or every response waits ~40 ms for a delayed ACK
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: quiet
+        return
+
+    def _send(self, code: int, body: bytes, content_type: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._send(200, self.server.metrics.exposition(), CONTENT_TYPE_LATEST)
+            return
+        probe = {"/healthz": self.server.health, "/readyz": self.server.ready}.get(path)
+        if probe is None:
+            self._send(404, b"not found\n", "text/plain; charset=utf-8")
+            return
+        ok, detail = probe()
+        body = json.dumps({"ok": ok, **detail}).encode() + b"\n"
+        self._send(200 if ok else 503, body, "application/json")
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    metrics: Metrics
+    health: Callable[[], tuple[bool, dict[str, Any]]]
+    ready: Callable[[], tuple[bool, dict[str, Any]]]
+
+
+class MetricsServer:
+    """Serves the three endpoints on ``host:port`` (port 0 = any free port) in a thread."""
+
+    def __init__(
+        self,
+        address: str,
+        metrics: Metrics,
+        health: Callable[[], tuple[bool, dict[str, Any]]],
+        ready: Callable[[], tuple[bool, dict[str, Any]]],
+    ) -> None:
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]") or "0.0.0.0"
+        try:
+            self._server = _Server((host, int(port)), _Handler)
+        except (OSError, ValueError) as exc:
+            raise OSError(f"cannot listen on --metrics-addr {address}: {exc}") from exc
+        self._server.metrics = metrics
+        self._server.health = health
+        self._server.ready = ready
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
+            name="metrics-http",
+        )  # fmt: skip
+
+    @property
+    def address(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"{host!s}:{port}"
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def monotonic_age(since: float | None) -> float | None:
+    return None if since is None else time.monotonic() - since
