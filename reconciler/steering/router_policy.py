@@ -1,21 +1,36 @@
 """Router-policy steering: ``Logical_Router_Policy`` ``reroute`` on the cluster router.
 
-Works on any OVN (23.03 here), but only for *routed* traffic: packets between pods on different
-nodes (or to outside the cluster) cross ``ovn_cluster_router``; packets between two pods on the
-same node switch never do and are not steered. The failure policy is not enforced: with no health
-check, a VNF that stops forwarding blackholes the group's routed traffic (always fail-close).
+Works on any OVN (23.03 here), but only for *routed pod-to-pod* traffic: packets between pods on
+different nodes cross ``ovn_cluster_router``; packets between two pods on the same node switch
+never do and are not steered. The failure policy is not enforced: with no health check, a VNF
+that stops forwarding blackholes the group's routed traffic (always fail-close).
 
-Per binding and node where the VNF runs, and per direction:
-- exit-lport (towards the group's pods on node N):
-  ``inport != "rtos-N" && ip4.dst == $<pg>_ip4`` -> reroute to the VNF's address on N. Traffic
-  that entered the router from N's own switch (the VNF forwarding it back) is not rerouted again.
-- entry-lport (from the group's pods on N):
-  ``eth.src != <VNF MAC> && ip4.src == $<pg>_ip4`` -> reroute to the VNF on N; the VNF's own
-  forwarded packets carry its MAC and pass.
+Every steered packet goes to the VNF instance on the node of its *destination*, which hands it
+to the destination pod directly on that node's switch: the VNF on node M only ever receives
+packets for M's own subnet, so its forwarded copy never re-enters the router and cannot be
+rerouted again (no loop, no guard needed). Per binding and node M where the VNF runs, and per
+direction:
+
+- exit-lport (towards the group's pods on M, from other nodes or from outside the cluster):
+  ``ip4.dst == $<pg M>_ip4`` -> reroute to the VNF's address on M;
+- entry-lport (from the group's pods, on any node the VNF runs on, to pods on M):
+  ``ip4.dst == <subnet of M> && ip4.src == {$<pg N>_ip4, ...}`` -> reroute to the VNF on M.
+
+Why not steer entry-lport traffic at the *source* node's VNF: the VNF would have to send it back
+to the router from the pod's own switch, and in the router's policy stage nothing tells that copy
+from the original. ``eth.src`` there is already the router port's MAC (``lr_in_ip_routing``
+rewrites it), so an ``eth.src != <VNF MAC>`` guard loops the VNF's own packets until their TTL
+runs out, and ``inport != "rtos-N"`` is refused by ovn-controller ("Nominal field inport may only
+be tested for equality"), although northd accepts it. Both were seen on the real data path
+(``docs/datapath.md``). Hence entry-lport traffic that leaves the cluster, or goes to a node
+where the VNF does not run, is not steered.
+
 The VNF's address is the top host of the node subnet (see ``compile._vnf_ip``).
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 from reconciler import naming
 from reconciler.model import Desired
@@ -48,6 +63,7 @@ def emit_bindings(
         )
         return
     port_groups: dict[str, tuple[str, str]] = {}
+    subnets = {s.name: s.subnet for s in observed.switches}
     for group, bindings in bindings_by_group(desired).items():
         for binding in bindings:
             spec = binding.spec
@@ -56,24 +72,33 @@ def emit_bindings(
                     f"Binding {binding.metadata.name}: router-policy cannot fail open (no "
                     "health check); a VNF that stops forwarding blackholes the traffic"
                 )
+            steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
             for inst in binding_nodes(binding, instances):
                 node = inst.node
-                if inst.ip is None:
+                net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
+                if inst.ip is None or net.version != 4:
                     out.warnings.append(
-                        f"router-policy: switch {node} has no other_config:subnet, so VNF "
+                        f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
                         f"{spec.vnf} has no address there: Binding {binding.metadata.name} "
                         f"is not steered on {node}"
                     )
                     continue
+                steered.append((inst, inst.ip, str(net)))
+            pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
+            for pg, (inst, _, _) in zip(pgs, steered, strict=True):
+                port_groups[pg] = (group, inst.node)
+            sources = " ".join(f"${pg}_ip4" for pg in pgs)
+            sources = f"{{{', '.join(f'${pg}_ip4' for pg in pgs)}}}" if len(pgs) > 1 else sources
+            l4 = common.traffic_match(spec.traffic)
+            l4 = "" if l4 == "ip" else f" && {l4}"
+            for inst, ip, subnet in steered:
+                node = inst.node
                 pg = naming.port_group(inst_id, group, node)
-                port_groups[pg] = (group, node)
-                l4 = common.traffic_match(spec.traffic)
-                l4 = "" if l4 == "ip" else f" && {l4}"
                 for direction in directions(spec.redirection):
                     if direction == "to-lport":
-                        match = f'inport != "rtos-{node}" && ip4.dst == ${pg}_ip4{l4}'
+                        match = f"ip4.dst == ${pg}_ip4{l4}"
                     else:
-                        match = f"eth.src != {inst.mac_in} && ip4.src == ${pg}_ip4{l4}"
+                        match = f"ip4.dst == {subnet} && ip4.src == {sources}{l4}"
                     key = naming.ovn_ident(
                         inst_id, binding.metadata.name, node, direction.split("-")[0]
                     )
@@ -89,7 +114,7 @@ def emit_bindings(
                             ),
                             "match": match,
                             "action": "reroute",
-                            "nexthops": [inst.ip],
+                            "nexthops": [ip],
                         },
                     )
     for pg, (group, node) in sorted(port_groups.items()):

@@ -202,10 +202,17 @@ def test_router_policy_backend():
     to = lrps["osc.web_fw.node_1.to"]
     assert to["router"] == "ovn_cluster_router"
     assert to["action"] == "reroute" and to["nexthops"] == ["10.244.1.254"]
-    assert to["match"] == 'inport != "rtos-node-1" && ip4.dst == $osc.web.node_1_ip4'
+    # no inport guard: ovn-controller refuses `inport !=` (nominal field), and none is needed
+    # since the VNF on node-1 delivers on its own switch (never back through the router)
+    assert to["match"] == "ip4.dst == $osc.web.node_1_ip4"
+    # entry-lport: the group's pods (any VNF node) towards node-1's subnet go to node-1's VNF
+    # (the former `eth.src != <VNF MAC>` guard at the source node looped the VNF's own packets
+    # on the real data path, since eth.src is already the router's MAC there: tests/datapath).
     frm = lrps["osc.web_fw.node_1.from"]
+    assert frm["match"] == (
+        "ip4.dst == 10.244.1.0/24 && ip4.src == {$osc.web.node_1_ip4, $osc.web.node_2_ip4}"
+    )
     mac = rows(target, "Logical_Switch_Port")["nf_fw_node-1_in"]["addresses"][0].split()[0]
-    assert frm["match"] == f"eth.src != {mac} && ip4.src == $osc.web.node_1_ip4"
     assert to["priority"] == 2000 + 999 - 10
     lsp = rows(target, "Logical_Switch_Port")["nf_fw_node-1_in"]
     assert lsp["addresses"] == [f"{mac} 10.244.1.254"]
