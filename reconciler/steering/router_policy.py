@@ -87,8 +87,10 @@ def emit_bindings(
             pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
             for pg, (inst, _, _) in zip(pgs, steered, strict=True):
                 port_groups[pg] = (group, inst.node)
-            sources = " ".join(f"${pg}_ip4" for pg in pgs)
-            sources = f"{{{', '.join(f'${pg}_ip4' for pg in pgs)}}}" if len(pgs) > 1 else sources
+            if not steered:
+                continue
+            sets = [f"${pg}_ip4" for pg in pgs]
+            sources = sets[0] if len(sets) == 1 else "{" + ", ".join(sets) + "}"
             l4 = common.traffic_match(spec.traffic)
             l4 = "" if l4 == "ip" else f" && {l4}"
             for inst, ip, subnet in steered:
