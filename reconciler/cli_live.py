@@ -426,11 +426,18 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
 
 
 def run_run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
     from reconciler import status
     from reconciler.adapters.notify import post_json
     from reconciler.loop import GitManifestSource, LocalSource, Loop, LoopConfig, setup_logging
     from reconciler.metrics import Metrics, MetricsServer
 
+    # Installed first: a SIGTERM while connecting must also end in a clean exit 0.
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
     setup_logging(args.log_format, args.log_level)
     options = compile_options(args)
     if args.repo:
@@ -454,7 +461,12 @@ def run_run(args: argparse.Namespace) -> int:
     metrics = Metrics()
     with connections(args) as (kube, ovn):
         lease = _lease(args, kube) if args.leader_elect else None
-        loop = Loop(config, source, kube, ovn, lease=lease, metrics=metrics, notify=post_json)
+        loop = Loop(
+            config, source, kube, ovn,
+            lease=lease, metrics=metrics, notify=post_json, stopping=stopping,
+        )  # fmt: skip
+        if stopping.is_set():
+            return EXIT_OK
         if args.once:
             return loop.run_once()
         server = None

@@ -270,6 +270,7 @@ class Loop:
         lease: Any = None,
         metrics: Any = None,
         notify: Callable[[str, dict[str, Any]], None] | None = None,
+        stopping: threading.Event | None = None,
     ) -> None:
         self.config = config
         self.source = source
@@ -278,7 +279,7 @@ class Loop:
         self.lease = lease
         self.metrics = metrics
         self.notify = notify
-        self.stopping = threading.Event()
+        self.stopping = stopping if stopping is not None else threading.Event()
         self._cond = threading.Condition()
         self._requests: list[tuple[float, str]] = []
         self._source_lock = threading.Lock()
@@ -349,6 +350,8 @@ class Loop:
                     "source unreachable, keeping the last good revision",
                     extra={"error": message, "revision": self._revision},
                 )
+                if first:
+                    self.request("source-down")  # records and reports it in the status
                 if self._desired is None:
                     return self._fall_back_to_cached()
                 return False
@@ -384,6 +387,7 @@ class Loop:
                 "manifests invalid, revision refused; keeping the last good one",
                 extra={"revision": revision, "kept": self._revision, "errors": errors},
             )
+            self.request("refused")  # reconcile the last good one, report in the status
         if revision is not None:
             self._refused[revision] = errors
         if self.metrics:
@@ -569,24 +573,23 @@ class Loop:
         if result.result == "standby":
             return
         st = self.status
-        st.result = result.result
-        if ok and self._source_error:
-            st.result = "source-unreachable"
-        if not ok and self._latest_seen in self._refused:
-            st.result = "refused"
-        st.message = result.error or ""
+        st.result, st.message = result.result, result.error or ""
         if ok:
             if result.result == "applied" or st.revision != self._applied_revision:
                 st.revision_applied_at = status_mod.now_iso()
             st.revision = self._applied_revision
             st.changes = result.changes or st.changes
-            if self._latest_seen not in self._refused:
-                st.errors = []
+            st.errors = []
         st.attempted = self._latest_seen
-        if self._latest_seen in self._refused:
-            st.result = "refused"
-            st.errors = self._refused[self._latest_seen or ""]
+        refused = self._refused.get(self._latest_seen or "")
+        if refused is not None:  # the newest commit is invalid: say so until it is fixed
+            st.result, st.errors = "refused", refused
             st.message = f"commit {self._latest_seen} refused; live state at {st.revision}"
+        if self._source_error:  # reported over everything else: it hides newer commits
+            st.result = "source-unreachable"
+            st.message = f"{self._source_error}; reconciling the last good commit {st.revision}" + (
+                f" ({result.error})" if result.error and not ok else ""
+            )
         if self.config.status_file:
             try:
                 status_mod.write(self.config.status_file, st)
@@ -664,7 +667,8 @@ class Loop:
                         return ",".join(reasons), next_periodic
                     self._cond.wait(close - now)
                     continue
-                due = max(next_periodic, self._not_before)
+                # after a failure the retry is due when the backoff ends, not at the next tick
+                due = self._not_before if self._failures else next_periodic
                 if now >= due:
                     trigger = "retry" if self._failures else "interval"
                     return trigger, self._next_periodic()
