@@ -29,8 +29,12 @@ What it plugs, the way OVN-Kubernetes + KubeVirt + ovs-cni would:
   forwards (``ip_forward=1``, ``rp_filter=0``, ``send_redirects=0``). Turning forwarding off
   simulates a dead VNF. :meth:`Datapath.sync_vnfs` follows VM creation/deletion.
 
-Namespaces are named ``osc-dp-<pid>-<random>-…`` (veths ``o<random><n>``), so parallel runs never
-clash, and a later run removes namespaces left by a process that was SIGKILLed.
+``ovs-vswitchd`` runs in a network namespace of its own (the "host" of this data path): the
+userspace datapath creates devices with fixed names (``ovs-netdev``), so two data paths in one
+namespace collide. The veths' host ends live there as well, so nothing is added to the machine's
+own network namespace. Namespaces are named ``osc-dp-<pid>-<random>-…`` (veths
+``o<random><n>``), so parallel runs never clash, and a later run removes namespaces left by a
+process that was SIGKILLed.
 
 Probes run in-process: a short-lived thread enters the namespace (``setns``), opens a raw ICMP
 socket (which stays bound to that namespace) or reads ``/proc/thread-self/net/snmp``; no
@@ -83,6 +87,7 @@ __all__ = [
     "DatapathError",
     "Endpoint",
     "PingResult",
+    "Probe",
     "Vnf",
     "datapath_unavailable_reason",
 ]
@@ -240,6 +245,22 @@ class Endpoint:
             self._sock = None
 
 
+@dataclass(frozen=True)
+class Probe:
+    """``sent`` echo requests from one pod to another: how many came back, the TTL of the last
+    reply, and by how much each running VNF's ``IpForwDatagrams`` rose meanwhile."""
+
+    sent: int
+    replies: int
+    ttl: int | None
+    forwarded: dict[str, int]
+
+    @property
+    def through(self) -> list[str]:
+        """The VNFs (``<namespace>/<vm>``) that forwarded packets during the probe."""
+        return sorted(k for k, v in self.forwarded.items() if v > 0)
+
+
 @dataclass
 class Vnf:
     """A VNF instance as this harness runs it (the guest of one ``VirtualMachine``)."""
@@ -351,6 +372,11 @@ class Datapath:
         self.vswitchd: _Daemon | None = None
         self.controller: _Daemon | None = None
         self.chassis = ""
+        self.host_netns = f"{NETNS_PREFIX}{os.getpid()}-{self.token}-0-host"
+        """The "host" network namespace ovs-vswitchd runs in: the userspace datapath creates
+        devices with fixed names (``ovs-netdev``, ``br-int``), so two data paths in one network
+        namespace collide; each gets its own, and the pods' veth host ends live there too."""
+        self._host_created = False
         self.pods: dict[str, Endpoint] = {}
         self.vnfs: dict[str, Vnf] = {}
         """Running VNF guests by VirtualMachine ``<namespace>/<name>``."""
@@ -377,7 +403,7 @@ class Datapath:
     def namespaces(self) -> list[str]:
         """Every network namespace this data path created and has not removed yet."""
         ends = [*self.pods.values(), *(v.endpoint for v in self.vnfs.values())]
-        return sorted(e.netns for e in ends)
+        return sorted([e.netns for e in ends] + ([self.host_netns] if self._host_created else []))
 
     # -- lifecycle -----------------------------------------------------------------------------
     def start(self) -> Datapath:
@@ -404,6 +430,11 @@ class Datapath:
         self.chassis = nodes[0]
         hostname = nodes[-1]
         env = _child_env(self.workdir)
+        _ip("netns", "add", self.host_netns)
+        with _LIVE_LOCK:
+            _LIVE_NETNS.add(self.host_netns)
+        self._host_created = True
+        _ip("-n", self.host_netns, "link", "set", "lo", "up")
         db = self.workdir / "conf.db"
         _run(["ovsdb-tool", "create", str(db), str(VSWITCH_SCHEMA)])
         log = self.workdir / "ovsdb-server.log"
@@ -435,6 +466,7 @@ class Datapath:
         self.vswitchd = _Daemon(
             "ovs-vswitchd",
             [
+                "ip", "netns", "exec", self.host_netns,  # execs: the pid is ovs-vswitchd's
                 str(OVS_VSWITCHD), remote, "--no-chdir",
                 f"--unixctl={self.workdir / 'ovs-vswitchd.ctl'}", f"--log-file={log}",
                 "-vconsole:off", "-vfile:info",
@@ -475,6 +507,9 @@ class Datapath:
         for daemon in (self.controller, self.vswitchd, self.ovsdb):
             if daemon is not None:
                 daemon.stop()
+        if self._host_created:
+            _delete_netns(self.host_netns)
+            self._host_created = False
         if self._own_tmp is not None:
             self._own_tmp.cleanup()
             self._own_tmp = None
@@ -533,8 +568,9 @@ class Datapath:
                     "net.ipv4.conf.default.send_redirects=0",
                 ]
             _run(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *sysctls])
-            _ip("link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
-            _ip("link", "set", veth, "up")
+            host = ("-n", self.host_netns)
+            _ip(*host, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+            _ip(*host, "link", "set", veth, "up")
             batch = "\n".join([
                 f"link set eth0 address {mac}",
                 f"addr add {ip}/{subnet.prefixlen} dev eth0",
@@ -712,6 +748,43 @@ class Datapath:
         if len(hits) != 1:
             raise DatapathError(f"expected one VNF guest on {node}, found {len(hits)}")
         return hits[0]
+
+    def controller_errors(self) -> list[str]:
+        """Lines where ovn-controller rejected a logical flow (northd accepts matches that
+        ovn-controller cannot parse, e.g. ``inport != "p"``: such rows are silently inert)."""
+        log = self.workdir / "ovn-controller.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        return [ln for ln in text.splitlines() if "error parsing" in ln]
+
+    def probe(self, src: Endpoint, dst: Endpoint, count: int = 3, timeout: float = 1.0) -> Probe:
+        """Ping ``dst`` from ``src`` ``count`` times and diff every VNF's forward counter."""
+        before = {k: v.forwarded for k, v in self.vnfs.items()}
+        results = [src.ping(dst.ip, timeout) for _ in range(count)]
+        after = {k: v.forwarded for k, v in self.vnfs.items()}
+        ok = [r for r in results if r.ok]
+        return Probe(
+            sent=count,
+            replies=len(ok),
+            ttl=ok[-1].ttl if ok else None,
+            forwarded={k: after[k] - before.get(k, 0) for k in after},
+        )
+
+    def wait_steered(
+        self, src: Endpoint, dst: Endpoint, vnf: Vnf, timeout: float = 10.0, interval: float = 0.005
+    ) -> float:
+        """Poll with single pings until one comes back *and* ``vnf`` forwarded packets;
+        returns the seconds it took. Used to measure label-change-to-steered latency."""
+        start = time.monotonic()
+        while True:
+            before = vnf.forwarded
+            reply = src.ping(dst.ip, min(0.2, max(timeout, 0.01)))
+            if reply.ok and vnf.forwarded > before:
+                return time.monotonic() - start
+            if time.monotonic() - start > timeout:
+                raise DatapathError(
+                    f"traffic {src.lsp} -> {dst.lsp} did not pass VNF {vnf.vm} within {timeout} s"
+                )
+            time.sleep(interval)
 
     def set_forwarding(self, vnf: Vnf, enabled: bool) -> None:
         """Turn the guest's IP forwarding on/off (off = a dead VNF that swallows packets)."""

@@ -1,0 +1,184 @@
+"""Proof with real packets: a labelled pod's traffic crosses the VNF, and only then.
+
+Each test drives the reconciler only through ``osc-gitops apply`` (the ``fresh``/``world``
+fixtures); OVN-Kubernetes (pod ports) and KubeVirt (VNF guests) are played by the sandbox.
+Evidence is the VNF guest's ``IpForwDatagrams`` counter, whether the echo reply comes back, and
+the reply's TTL (each router hop and each forwarding VNF takes one off: 64 - 1 = 63 direct
+between nodes, 62 through one VNF).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any
+
+import pytest
+
+from reconciler.sandbox.cluster import SandboxCluster
+from reconciler.sandbox.datapath import Datapath, DatapathError
+from tests.datapath.conftest import NAMESPACE, VNF_NAMESPACE, World, node_object
+
+pytestmark = pytest.mark.datapath
+
+DIRECT_TTL = 63  # one router hop (ovn_cluster_router) between the node switches
+VIA_VNF_TTL = 62  # the router, then the VNF guest routing it on
+
+
+def test_a_pod_labelled_later_is_steered_through_the_vnf_and_fails_closed(fresh: World):
+    web, client = fresh.pod("web-a"), fresh.pod("client-c")
+    vnf1, vnf2 = fresh.vnf("node-1"), fresh.vnf("node-2")
+
+    before = fresh.dp.probe(client, web)
+    assert before.replies == 3 and before.ttl == DIRECT_TTL
+    assert before.through == [], "nobody is labelled yet: no packet may cross a VNF"
+
+    fresh.label("web-a", "web")  # kubectl label pod web-a app=web
+    fresh.apply()
+
+    # exit-lport: towards web-a (node-1), rerouted to node-1's firewall, which delivers it;
+    # the reply is entry-lport traffic from web-a to node-2, through node-2's firewall.
+    towards = fresh.dp.probe(client, web)
+    assert towards.replies == 3
+    assert towards.forwarded[f"{VNF_NAMESPACE}/{vnf1.vm}"] >= 3
+    assert towards.forwarded[f"{VNF_NAMESPACE}/{vnf2.vm}"] >= 3
+    assert towards.ttl == VIA_VNF_TTL
+    # entry-lport initiated by the labelled pod: its requests cross node-2's firewall
+    outwards = fresh.dp.probe(web, client)
+    assert outwards.replies == 3 and outwards.ttl == VIA_VNF_TTL
+    assert outwards.forwarded[f"{VNF_NAMESPACE}/{vnf2.vm}"] >= 3
+
+    # a dead VNF (forwarding off) swallows the group's traffic: fail-close, no bypass
+    fresh.dp.set_forwarding(vnf1, False)
+    dead = fresh.dp.probe(client, web, count=2, timeout=0.3)
+    assert dead.replies == 0
+    assert fresh.dp.probe(web, client, count=2, timeout=0.3).replies == 0  # replies need vnf1
+    fresh.dp.set_forwarding(vnf1, True)
+    back = fresh.dp.probe(client, web)
+    assert back.replies == 3 and back.ttl == VIA_VNF_TTL
+    assert fresh.dp.controller_errors() == [], "ovn-controller rejected a logical flow"
+
+
+def test_removing_the_label_bypasses_the_vnf(fresh: World):
+    web, client = fresh.pod("web-a"), fresh.pod("client-c")
+    fresh.label("web-a", "web")
+    fresh.apply()
+    assert fresh.dp.probe(client, web).ttl == VIA_VNF_TTL
+
+    fresh.label("web-a", None)  # kubectl label pod web-a app-
+    fresh.apply()
+    after = fresh.dp.probe(client, web)
+    assert after.replies == 3 and after.ttl == DIRECT_TTL
+    assert after.through == [], f"unlabelled pod still steered via {after.through}"
+    # proof of bypass, not just of a quiet VNF: with both firewalls dead, traffic still flows
+    for vnf in fresh.dp.vnfs.values():
+        fresh.dp.set_forwarding(vnf, False)
+    assert fresh.dp.probe(client, web).replies == 3
+    assert fresh.dp.probe(web, client).replies == 3
+
+
+def test_deleting_the_binding_from_git_bypasses_the_vnf(fresh: World):
+    web, client = fresh.pod("web-a"), fresh.pod("client-c")
+    fresh.label("web-a", "web")
+    fresh.apply()
+    assert fresh.dp.probe(client, web).ttl == VIA_VNF_TTL
+
+    fresh.write_manifests(binding=False)  # the commit that deletes bindings.yaml
+    fresh.apply()
+    assert "web-firewall" in fresh.outputs[-1], "apply should report pruning the binding"
+    assert set(fresh.dp.vnfs) == {f"{VNF_NAMESPACE}/firewall-node-1",
+                                  f"{VNF_NAMESPACE}/firewall-node-2"}  # fmt: skip
+    for vnf in fresh.dp.vnfs.values():
+        fresh.dp.set_forwarding(vnf, False)
+    after = fresh.dp.probe(client, web)
+    assert after.replies == 3 and after.ttl == DIRECT_TTL and after.through == []
+    policies = fresh.cluster.ovn.nbctl("lr-policy-list", "ovn_cluster_router")
+    assert "reroute" not in policies
+
+
+def test_a_deleted_vnf_vm_is_redeployed_and_steering_restored(fresh: World):
+    web, client = fresh.pod("web-a"), fresh.pod("client-c")
+    fresh.label("web-a", "web")
+    fresh.apply()
+    old = fresh.vnf("node-1")
+    assert fresh.dp.probe(client, web).forwarded[f"{VNF_NAMESPACE}/{old.vm}"] >= 3
+
+    fresh.cluster.delete_vm(VNF_NAMESPACE, old.vm)  # kubectl delete vm firewall-node-1
+    fresh.dp.sync_vnfs()  # KubeVirt stops the guest
+    assert f"{VNF_NAMESPACE}/{old.vm}" not in fresh.dp.vnfs
+    gone = fresh.dp.probe(client, web, count=2, timeout=0.3)
+    assert gone.replies == 0, "steering rows stay while the VM is gone: fail-close"
+
+    fresh.apply()  # the next reconcile recreates the VM; KubeVirt starts a new guest
+    new = fresh.vnf("node-1")
+    assert new.vm == old.vm and new.vm_uid != old.vm_uid
+    restored = fresh.dp.probe(client, web)
+    assert restored.replies == 3 and restored.ttl == VIA_VNF_TTL
+    assert restored.forwarded[f"{VNF_NAMESPACE}/{new.vm}"] >= 3
+
+
+def test_traffic_of_pods_outside_the_group_never_crosses_the_vnf(fresh: World):
+    fresh.label("web-a", "web")
+    fresh.apply()
+    other, c, d = fresh.pod("other-b"), fresh.pod("client-c"), fresh.pod("client-d")
+    web = fresh.pod("web-a")
+    for src, dst in ((other, c), (c, other), (d, other), (other, d)):
+        probe = fresh.dp.probe(src, dst)
+        assert probe.replies == 3 and probe.ttl == DIRECT_TTL, (src.lsp, dst.lsp, probe)
+        assert probe.through == [], f"{src.lsp} -> {dst.lsp} crossed {probe.through}"
+    # same-node traffic never reaches the router: not steered even for the group (documented)
+    same = fresh.dp.probe(web, other)
+    assert same.replies == 3 and same.ttl == 64 and same.through == []
+    # while the group's routed traffic is steered at the same moment
+    assert fresh.dp.probe(c, web).ttl == VIA_VNF_TTL
+    # and with both firewalls dead, outsiders still talk across nodes
+    for vnf in fresh.dp.vnfs.values():
+        fresh.dp.set_forwarding(vnf, False)
+    assert fresh.dp.probe(other, d).replies == 3
+    assert fresh.dp.probe(c, web, count=1, timeout=0.3).replies == 0
+
+
+def test_teardown_leaves_no_process_or_namespace(world: World):
+    """A second, independent sandbox + data path (beside the module's, which must survive it),
+    torn down by an exception inside ``with``: every process and namespace is gone."""
+    seen: dict[str, list[Any]] = {}
+    with pytest.raises(RuntimeError, match="boom"), SandboxCluster(nb_schema="installed") as c:
+        c.seed([node_object("node-9", "10.244.9.0/24")], [],
+               [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}])  # fmt: skip
+        c.add_pod("x", "lonely", "node-9")
+        with Datapath(c) as dp:
+            dp.plug_pods()
+            seen["pids"] = dp.pids + c.ovn.pids
+            seen["netns"] = dp.namespaces
+            assert len(dp.pids) == 3 and len(seen["netns"]) == 2  # vswitchd's host + the pod
+            raise RuntimeError("boom")
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [n for n in seen["netns"] if n in listed]
+    for pid in seen["pids"]:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    # the module's own data path is untouched by the second one going away
+    assert world.dp.probe(world.pod("other-b"), world.pod("client-c")).replies == 3
+
+
+def test_datapath_errors_name_the_pod_vm_and_port(world: World):
+    with pytest.raises(DatapathError, match="pod shop/ghost not found"):
+        world.dp.plug_pods([(NAMESPACE, "ghost")])
+    # a VM whose OVN port does not exist (e.g. created by hand): the guest cannot be plugged
+    world.cluster.kube.add_objects([{
+        "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+        "metadata": {"name": "stray", "namespace": VNF_NAMESPACE,
+                     "annotations": {"osc.io/ports": "in=nf_stray_node-1_in,out=x"}},
+        "spec": {"runStrategy": "Always", "template": {"spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "node-1"},
+            "domain": {"devices": {"interfaces": [
+                {"name": "data-in", "bridge": {}, "macAddress": "0a:00:00:00:00:01"}]}},
+            "networks": [{"name": "data-in", "multus": {"networkName": "none"}}]}}},
+    }])  # fmt: skip
+    try:
+        with pytest.raises(DatapathError, match=r"VirtualMachine osc-vnfs/stray: OVN port "
+                           r"nf_stray_node-1_in does not exist"):  # fmt: skip
+            world.dp.sync_vnfs()
+    finally:
+        world.cluster.delete_vm(VNF_NAMESPACE, "stray")
+    assert "osc-vnfs/stray" not in world.dp.vnfs
