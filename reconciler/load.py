@@ -46,10 +46,18 @@ from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
 from reconciler.model import API_VERSION, DNS1123_LABEL, KINDS, MODEL_BY_KIND, Desired
 from reconciler.validate import SourceDoc, build_desired, cross_check, did_you_mean
 
-MAX_FILE_BYTES = 5 * 1024 * 1024
-"""Larger files are refused unread: real manifests are a few KiB."""
+MAX_FILE_BYTES = 1024 * 1024
+"""Larger files are refused unread: real manifests are a few KiB, and 1 MiB is also Kubernetes'
+limit for a ConfigMap (a common way to mount manifests). ruamel.yaml is pure Python (about
+1.5 s per MiB), so this bounds what one file can cost."""
+MAX_LINE_CHARS = 64 * 1024
+"""Longest line accepted: ruamel.yaml's comment scanner is quadratic in the line length (a
+single 1 MB comment line takes ~30 s), and no manifest needs such a line."""
 MAX_DEPTH = 64
 """Deepest mapping/list nesting accepted (a manifest needs about 5)."""
+MAX_NODES = 50_000
+"""Most YAML nodes (scalars, lists, mappings) accepted per file: a manifest has about 30, and
+the pure-Python parser spends ~30 µs per node, so this bounds the time one file can cost."""
 YAML_SUFFIXES = (".yaml", ".yml")
 
 Position = tuple[int, int]
@@ -181,7 +189,7 @@ class _Run:
 
     def load_file(self, file: str, content: str | bytes) -> None:
         text = self._decode(file, content)
-        if text is None:
+        if text is None or not self._lines_ok(file, text):
             self.complete = False
             return
         infos = self._scan(file, text)
@@ -245,6 +253,19 @@ class _Run:
             )
             return None
 
+    def _lines_ok(self, file: str, text: str) -> bool:
+        if len(text) <= MAX_LINE_CHARS:
+            return True
+        for number, line in enumerate(text.splitlines(), start=1):
+            if len(line) > MAX_LINE_CHARS:
+                self.file_issue(
+                    file,
+                    f"line is {len(line)} characters long, more than the limit of {MAX_LINE_CHARS}",
+                    (number, MAX_LINE_CHARS + 1),
+                )
+                return False
+        return True
+
     # -- stage 2: the event stream (cheap, lazy: nothing is expanded or built)
 
     def _scan(self, file: str, text: str) -> list[_DocInfo] | None:
@@ -256,6 +277,7 @@ class _Run:
         # Stack of open collections: [is_mapping, expecting_key, keys seen -> position].
         stack: list[tuple[bool, list[bool], dict[str, Position]]] = []
         awaiting_root = False
+        nodes = 0
         try:
             for event in YAML(typ="rt").parse(text):
                 if isinstance(event, DocumentStartEvent):
@@ -268,6 +290,16 @@ class _Run:
                 if isinstance(event, CollectionEndEvent):
                     stack.pop()
                     continue
+                nodes += 1
+                if nodes > MAX_NODES:
+                    self.file_issue(
+                        file,
+                        f"more than {MAX_NODES} YAML nodes in one file; split it into "
+                        "smaller files",
+                        _mark_pos(event.start_mark),
+                        doc,
+                    )
+                    return None
                 pos = _mark_pos(event.start_mark)
                 if awaiting_root:
                     infos[-1].start = pos

@@ -9,8 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler import load
 from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
-from reconciler.load import MAX_DEPTH, MAX_FILE_BYTES, load_path, load_sources, load_text
+from reconciler.load import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_LINE_CHARS,
+    load_path,
+    load_sources,
+    load_text,
+)
 
 from .helpers import GROUP_WEB, HEADER, VNF_FW, issues_of, only_issue
 
@@ -193,3 +201,16 @@ def test_random_documents_never_raise_anything_but_validation_failed(value: obje
         load_text(text, "fuzz.yaml")
     except ValidationFailed as exc:
         assert all(i.line >= 1 for i in exc.issues)
+
+
+def test_overlong_line_is_refused_before_parsing() -> None:
+    issue = only_issue("a: 1\n#" + "x" * (MAX_LINE_CHARS + 10) + "\n", "wide.yaml")
+    assert (issue.line, issue.column) == (2, MAX_LINE_CHARS + 1)
+    assert f"more than the limit of {MAX_LINE_CHARS}" in issue.message
+
+
+def test_node_count_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(load, "MAX_NODES", 100)  # our own limit, lowered to keep the test fast
+    issue = only_issue("items:\n" + "  - 1\n" * 200, "many.yaml")
+    assert issue.message.startswith("more than 100 YAML nodes in one file")
+    assert issue.line == 99  # mapping, key, list, then 98 items
