@@ -15,14 +15,18 @@ from typing import Any
 
 import pytest
 
+from reconciler.demo_datapath import (
+    DIRECT_TTL,
+    NAMESPACE,
+    VIA_VNF_TTL,
+    VNF_NAMESPACE,
+    World,
+    node_object,
+)
 from reconciler.sandbox.cluster import SandboxCluster
 from reconciler.sandbox.datapath import Datapath, DatapathError
-from tests.datapath.conftest import NAMESPACE, VNF_NAMESPACE, World, node_object
 
 pytestmark = pytest.mark.datapath
-
-DIRECT_TTL = 63  # one router hop (ovn_cluster_router) between the node switches
-VIA_VNF_TTL = 62  # the router, then the VNF guest routing it on
 
 
 def test_a_pod_labelled_later_is_steered_through_the_vnf_and_fails_closed(fresh: World):
