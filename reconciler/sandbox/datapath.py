@@ -90,6 +90,7 @@ __all__ = [
     "Probe",
     "Vnf",
     "datapath_unavailable_reason",
+    "sweep_stale_namespaces",
 ]
 
 OVS_VSWITCHD = Path("/usr/lib/openvswitch-switch/ovs-vswitchd")

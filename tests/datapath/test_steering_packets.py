@@ -24,7 +24,7 @@ from reconciler.demo_datapath import (
     node_object,
 )
 from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.datapath import Datapath, DatapathError
+from reconciler.sandbox.datapath import Datapath, DatapathError, sweep_stale_namespaces
 
 pytestmark = pytest.mark.datapath
 
@@ -186,3 +186,20 @@ def test_datapath_errors_name_the_pod_vm_and_port(world: World):
     finally:
         world.cluster.delete_vm(VNF_NAMESPACE, "stray")
     assert "osc-vnfs/stray" not in world.dp.vnfs
+
+
+def test_namespaces_of_a_killed_run_are_swept(world: World):
+    """A run SIGKILLed before its atexit hooks leaves ``osc-dp-<pid>-…`` namespaces behind;
+    the next data path removes those whose pid is dead (and never a live run's)."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"osc-dp-{dead.pid}-dead00-1-shop_x"
+    subprocess.run(["ip", "netns", "add", stale], check=True)
+    try:
+        removed = sweep_stale_namespaces()
+        assert stale in removed
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        assert stale not in listed
+        assert all(ns in listed for ns in world.dp.namespaces), "a live run's were removed"
+    finally:
+        subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
