@@ -53,6 +53,7 @@ __all__ = [
     "OvnChange",
     "OvnConnectError",
     "OvnError",
+    "OvnLockedError",
     "OvnNorthbound",
     "OvnSettings",
     "OvnState",
@@ -181,6 +182,20 @@ class OvnCapabilityError(OvnError):
 
 class OvnApplyError(OvnError):
     """The transaction failed; nothing was committed."""
+
+
+class OvnLockedError(OvnApplyError):
+    """Another process holds this instance's write lock on the NB; nothing was written."""
+
+
+def write_lock_name(instance: str) -> str:
+    """The OVSDB named lock two reconcilers of one instance serialise on.
+
+    OVSDB lock names are ids (``[_a-zA-Z][_a-zA-Z0-9]*``; the server answers anything else
+    with an error the IDL ignores), so ``-`` becomes ``_``: instance names are DNS-1123 labels
+    without ``_``, so the mapping stays injective.
+    """
+    return "osc_gitops_" + instance.replace("-", "_")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -602,29 +617,135 @@ class OvnNorthbound:
         if not changes:
             return
         with self._lock:
-            with self._conn.lock:
-                tables = self._synced_tables()
-                ix = self._index(tables)
-                builder = _TxnBuilder(self, ix, revision)
-                commands = builder.build(changes)
+            self._take_write_lock()
             try:
-                with self._api.transaction(check_error=True, log_errors=False) as txn:
-                    for command in commands:
-                        txn.add(command)
-            except OvnError:
-                raise
-            except ovsdbapp_exceptions.TimeoutException as exc:
-                raise OvnApplyError(
-                    f"OVN NB transaction at {self.remote} timed out after "
-                    f"{self.settings.timeout}s; nothing was committed"
-                ) from exc
-            except Exception as exc:
+                self._apply_locked(changes, revision)
+            finally:
+                self._release_write_lock()
+
+    # Two reconcilers of one instance (a CronJob overlapping a loop, two replicas without
+    # leader election) must not interleave: both would plan the same creates and the second
+    # would insert duplicate ACLs (ACL has no unique column). ovsdb-server's named locks solve
+    # it in the database itself: we take ``osc_gitops_<instance>`` before building the
+    # transaction from the cache, the IDL adds an ``assert`` of the lock to the transaction (so
+    # the server refuses the commit if the lock was lost meanwhile), and we release it after.
+    # The lock reply arrives on the same session after every update committed before it, so
+    # once we hold it our cache includes the other writer's rows. Locks are per server: with a
+    # Raft cluster they work because the adapter only talks to the leader (leader_only=True).
+    def _take_write_lock(self) -> None:
+        idl = self._conn.idl
+        name = write_lock_name(self.settings.instance)
+        deadline = time.monotonic() + self.settings.timeout
+        with self._conn.lock:
+            idl.set_lock(name)
+        while True:
+            with self._conn.lock:
+                if idl.has_lock:
+                    return
+                contended = idl.is_lock_contended
+                if contended or time.monotonic() > deadline:
+                    idl.set_lock(None)
+            if contended:
+                raise OvnLockedError(
+                    f"cannot apply to OVN NB at {self.remote}: another osc-gitops process holds "
+                    f"the write lock {name!r} (same --instance {self.settings.instance!r}); "
+                    "refusing to apply so the two do not interleave. Nothing was written; "
+                    "retry when it has finished, or give each reconciler its own --instance"
+                )
+            if time.monotonic() > deadline:
+                raise OvnLockedError(
+                    f"cannot apply to OVN NB at {self.remote}: the server did not grant the "
+                    f"write lock {name!r} within {self.settings.timeout}s; nothing was written"
+                )
+            time.sleep(0.005)
+
+    def _release_write_lock(self) -> None:
+        with self._conn.lock:
+            self._conn.idl.set_lock(None)
+
+    def _apply_locked(self, changes: Sequence[OvnChange], revision: str | None) -> None:
+        with self._conn.lock:
+            tables = self._synced_tables()
+            ix = self._index(tables)
+            builder = _TxnBuilder(self, ix, revision)
+            commands = builder.build(changes)
+        creates = [(c.kind, c.key) for c in changes if c.action == "create"]
+        guard = _CreatesStillAbsent(self._api, self.settings.instance, creates)
+        try:
+            with self._api.transaction(check_error=True, log_errors=False) as txn:
+                txn.add(guard)
+                for command in commands:
+                    txn.add(command)
+        except _AlreadyCommitted:
+            return  # the lost reply's transaction had committed; the verify plan proves it
+        except OvnError:
+            raise
+        except ovsdbapp_exceptions.TimeoutException as exc:
+            raise OvnApplyError(
+                f"OVN NB transaction at {self.remote} timed out after "
+                f"{self.settings.timeout}s; nothing was committed"
+            ) from exc
+        except RuntimeError as exc:
+            if "configured to require a database lock" not in str(exc):
                 raise OvnApplyError(
                     f"OVN NB transaction at {self.remote} failed, nothing was committed: {exc}"
                 ) from exc
+            raise OvnLockedError(
+                f"OVN NB transaction at {self.remote} was refused: the write lock "
+                f"{write_lock_name(self.settings.instance)!r} was lost (connection reset "
+                "or stolen) before the commit; nothing was committed"
+            ) from exc
+        except Exception as exc:
+            raise OvnApplyError(
+                f"OVN NB transaction at {self.remote} failed, nothing was committed: {exc}"
+            ) from exc
 
     def _has_column(self, table: str, column: str) -> bool:
         return column in self._schema["tables"].get(table, {}).get("columns", {})
+
+
+class _AlreadyCommitted(Exception):
+    """A retried transaction found every row it creates already there: the first attempt
+    committed and only its reply was lost."""
+
+
+class _CreatesStillAbsent(ovsdbapp_command.BaseCommand):
+    """First command of every apply transaction: on a *retry*, refuse to create twice.
+
+    ovsdbapp re-runs all commands when a commit ends in TRY_AGAIN, which is also what happens
+    when the connection drops after the server committed but before its reply arrived. The
+    re-run sees the resynced cache, where our new rows already exist; inserting them again would
+    duplicate ACLs (no unique column). The first run is skipped: the builder just checked the
+    same cache under the same lock.
+    """
+
+    def __init__(self, api: Any, instance: str, creates: Sequence[tuple[str, str]]) -> None:
+        super().__init__(api)
+        self.instance = instance
+        self.creates = set(creates)
+        self.runs = 0
+
+    def run_idl(self, txn: Any) -> None:
+        self.runs += 1
+        if self.runs == 1 or not self.creates:
+            return
+        present: set[tuple[str, str]] = set()
+        for table in {t for t, _k in self.creates}:
+            for row in self.api.tables[table].rows.values():
+                ext = _map(row, "external_ids")
+                if ext.get(ownership.OWNER) != self.instance:
+                    continue
+                key = str(_scalar(row, "name") if table in _NAMED else ext.get(ownership.KEY))
+                if (table, key) in self.creates:
+                    present.add((table, key))
+        if present == self.creates:
+            raise _AlreadyCommitted()
+        if present:
+            raise OvnApplyError(
+                "the NB connection dropped during the commit and, after reconnecting, "
+                f"{len(present)} of {len(self.creates)} rows to create already exist (another "
+                "writer?); nothing more was written, re-run plan"
+            )
 
 
 class _TxnBuilder:
@@ -753,6 +874,11 @@ class _TxnBuilder:
         who = f"{table} {change.key!r}"
         if change.after is None:
             raise self.fail(f"{who}: create without 'after' fields")
+        if (table, change.key) in self.ix.owned:
+            raise self.fail(
+                f"{who} to create already exists (another writer created it after the plan "
+                "was made); re-run plan"
+            )
         cols = self._columns(table, after, who)
         cols["external_ids"] = self._ext(after)
         if table == "Port_Group":
