@@ -25,7 +25,7 @@ from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
 from reconciler.compile import CompileOptions
 from reconciler.loop import GitManifestSource, LocalSource, Loop, LoopConfig
 from reconciler.metrics import Metrics, MetricsServer
-from reconciler.ownership import REVISION
+from reconciler.ownership import RESOURCE, REVISION
 from reconciler.sandbox.cluster import SandboxCluster
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(120)]
@@ -121,7 +121,9 @@ def test_git_commits_drive_the_loop(
     wait_for(lambda: run.status().get("revision") == second, what="second commit applied")
     reduced = owned_rows(cluster.nb_remote)
     assert set(reduced) < set(full)
-    assert not any("backend" in key for key in set(reduced) if key.startswith("ACL:")) or True
+    resources = {ext.get(RESOURCE) for ext in reduced.values()}
+    assert not resources & {"Binding/api-firewall", "Binding/db-firewall", "Binding/api-ips"}
+    assert "Binding/web-firewall" in {ext.get(RESOURCE) for ext in full.values()}
     assert all(ext.get(REVISION) in (first, second) for ext in reduced.values()), (
         "rows record the commit they were written from"
     )
@@ -169,9 +171,8 @@ def test_git_commits_drive_the_loop(
     fifth = remote.commit("fix the kind")
     wait_for(lambda: run.status().get("revision") == fifth, what="fixed commit applied")
     assert run.status()["result"] in ("applied", "unchanged")
-    assert (
-        not any(k.startswith("ACL:") and "web" in k for k in owned_rows(cluster.nb_remote)) or True
-    )
+    live = {e.get(RESOURCE) for e in owned_rows(cluster.nb_remote).values()}
+    assert "Binding/web-firewall" not in live, "the fixed commit (no web bindings) is live"
 
 
 def _port_groups_with(nb: OvnNorthbound, lsp: str) -> list[str]:
