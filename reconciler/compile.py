@@ -111,7 +111,7 @@ def _vnf_instances(
         for node in sorted(observed.nodes, key=lambda n: n.name):
             if any(node.labels.get(k) != v for k, v in selector.items()):
                 continue
-            if not _NODE_NAME.match(node.name) or len(node.name) > 253:
+            if not _NODE_NAME.fullmatch(node.name) or len(node.name) > 253:
                 out.warnings.append(
                     f"node name {node.name!r} is not a DNS subdomain: it is never used in OVN "
                     "names or matches"

@@ -42,12 +42,12 @@ _IMAGE = re.compile(r"^[a-z0-9]+([._/:@-][A-Za-z0-9_.-]+)*$")
 def check_label_key(key: str) -> str:
     """Validate a Kubernetes label key (optional DNS-subdomain prefix, then a 63-char name)."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
         raise ValueError(
             f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain "
             "(lowercase letters, digits, '-' and '.', at most 253 characters)"
         )
-    if not _LABEL_NAME.match(name):
+    if not _LABEL_NAME.fullmatch(name):
         raise ValueError(
             f"label key {key!r}: name {name!r} must be 1-63 characters of letters, digits, "
             "'-', '_' or '.', starting and ending with a letter or digit"
@@ -57,7 +57,7 @@ def check_label_key(key: str) -> str:
 
 def check_label_value(value: str) -> str:
     """Validate a Kubernetes label value (empty, or 63 chars of ``[A-Za-z0-9-_.]``)."""
-    if not _LABEL_VALUE.match(value):
+    if not _LABEL_VALUE.fullmatch(value):
         raise ValueError(
             f"label value {value!r} must be at most 63 characters of letters, digits, '-', '_' "
             "or '.', starting and ending with a letter or digit"
@@ -83,7 +83,7 @@ def check_label_map(labels: dict[str, str]) -> dict[str, str]:
 
 
 def check_quantity(value: str) -> str:
-    if not _QUANTITY.match(value):
+    if not _QUANTITY.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a Kubernetes quantity (for example 512Mi, 2Gi, 1.5G, 500m)"
         )
@@ -207,7 +207,7 @@ class VnfDeploymentSpec(_Strict):
     @field_validator("image")
     @classmethod
     def _image(cls, image: str) -> str:
-        if not _IMAGE.match(image):
+        if not _IMAGE.fullmatch(image):
             raise ValueError(f"{image!r} is not a container image reference")
         return image
 

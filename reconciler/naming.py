@@ -32,7 +32,7 @@ def instance_token(instance: str) -> str:
 
 def ovn_ident(instance: str, *parts: str) -> str:
     name = ".".join([instance_token(instance), *(_u(p) for p in parts)])
-    if not _OVN_IDENT.match(name):
+    if not _OVN_IDENT.fullmatch(name):
         raise NameError_(f"cannot build a safe OVN identifier from {parts!r}")
     return name
 
