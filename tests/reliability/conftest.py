@@ -17,7 +17,7 @@ import select
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,35 +33,11 @@ WORKER = Path(__file__).with_name("worker.py")
 # --------------------------------------------------------------------------- figures
 
 
-@dataclass
-class Figures:
-    scenarios: int = 0
-    faults: int = 0
-    converged: int = 0
-    data_lost: int = 0
-    foreign_changed: int = 0
-    notes: list[str] = field(default_factory=list)
+# The figures live in their own module, imported under one name by the hook and the tests
+# (pytest may import this conftest under a different module name than ``tests.reliability``).
+from tests.reliability.figures import FIGURES, record  # noqa: E402
 
-
-FIGURES: dict[str, Figures] = {}
-
-
-def record(
-    area: str,
-    *,
-    faults: int,
-    converged: bool,
-    data_lost: int = 0,
-    foreign_changed: int = 0,
-    scenarios: int = 1,
-) -> None:
-    """Add one scenario's outcome to the summary table (call it after the assertions)."""
-    fig = FIGURES.setdefault(area, Figures())
-    fig.scenarios += scenarios
-    fig.faults += faults
-    fig.converged += scenarios if converged else 0
-    fig.data_lost += data_lost
-    fig.foreign_changed += foreign_changed
+__all__ = ["FIGURES", "record"]
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
