@@ -368,8 +368,12 @@ def _python(row: Any, col: str, col_type: Any) -> Any:
     ~4 s (0.4 s this way). References come back as UUIDs instead of rows (callers accept both).
     """
     datum = row._data.get(col)
-    if datum is None:
-        return getattr(row, col)
+    if datum is None:  # the IDL keeps no Datum for a column still at its default (empty) value
+        if col_type.is_map():
+            return {}
+        if col_type.n_min == 1 and col_type.n_max == 1:
+            return getattr(row, col)
+        return []
     values = datum.values
     if col_type.is_map():
         return {k.value: v.value for k, v in values.items()}
