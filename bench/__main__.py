@@ -1,0 +1,76 @@
+"""``python -m bench``: run the scenarios, write ``docs/benchmarks.md`` and ``docs/benchmarks.png``.
+
+    .venv/bin/python -m bench                       # 1k, 10k, 50k; 5 runs (3 at 50k)
+    .venv/bin/python -m bench --scales 1000 --runs 1 --events 5 --out /tmp/b.md
+    .venv/bin/python -m bench --report-only         # re-render from bench/results.json
+
+Results (every run, not only medians) are kept in a JSON file next to the report so the table
+and plot can be re-rendered without re-measuring.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from bench.report import machine_info, write_report
+from bench.run import measure_scale
+from bench.scenario import Scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--scales", default="1000,10000,50000", help="pod counts, comma-separated")
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--bindings", type=int, default=200)
+    parser.add_argument("--vnfs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5, help="repeats per figure (median)")
+    parser.add_argument("--runs-large", type=int, default=3, help="repeats at >= 50k pods")
+    parser.add_argument("--events", type=int, default=100, help="label events per scale")
+    parser.add_argument("--events-large", type=int, default=20, help="label events at >= 50k")
+    parser.add_argument("--nbctl-runs", type=int, default=2, help="repeats of (b), slow")
+    parser.add_argument("--northd", action="store_true", help="run ovn-northd during the runs")
+    parser.add_argument("--out", default="docs/benchmarks.md", help="Markdown report")
+    parser.add_argument("--results", default=None, help="JSON results (default: <out>.json)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib)")
+    parser.add_argument("--report-only", action="store_true", help="re-render from --results")
+    args = parser.parse_args(argv)
+
+    out = Path(args.out)
+    results_path = Path(args.results) if args.results else out.with_suffix(".json")
+    if args.report_only:
+        data = json.loads(results_path.read_text())
+    else:
+        data = {"machine": machine_info(), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                "scales": []}  # fmt: skip
+        for pods in (int(p) for p in args.scales.split(",") if p.strip()):
+            large = pods >= 50_000
+            scale = Scale(pods, args.nodes, args.groups, args.bindings, args.vnfs)
+            data["scales"].append(
+                measure_scale(
+                    scale,
+                    runs=args.runs_large if large else args.runs,
+                    events=args.events_large if large else args.events,
+                    northd=args.northd,
+                    nbctl_runs=args.nbctl_runs,
+                    log=lambda line: print(line, file=sys.stderr, flush=True),
+                )
+            )
+            data["load_after"] = os.getloadavg()
+            results_path.parent.mkdir(parents=True, exist_ok=True)
+            results_path.write_text(json.dumps(data, indent=1) + "\n")
+        data["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+        results_path.write_text(json.dumps(data, indent=1) + "\n")
+    png = None if args.no_plot else out.with_suffix(".png")
+    write_report(data, out, png)
+    print(f"wrote {out}" + (f" and {png}" if png else ""), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The same OVN change set written two more ways, for comparison with ``osc-gitops apply``.
+
+(a) :func:`raw_ops` / :func:`apply_raw`: a hand-written OVSDB JSON-RPC ``transact`` (through the
+    sandbox's stdlib client): one ``select`` of the names/UUIDs it must reference (pod LSPs,
+    switches, the router), then ONE transaction inserting every row. This is the physical limit
+    of the server for these rows.
+(b) :func:`nbctl_batches` / :func:`apply_nbctl`: what an admin would script: ``ovn-nbctl`` with
+    every command chained by ``--`` in as few processes as the kernel allows (ARG_MAX is 2 MiB
+    here, so the 10k scenario needs a few processes; each process is one transaction).
+
+Both take the *create* changes of a plan computed against an NB holding none of our rows, so all
+three ways write exactly the same rows. Only the tables the router-policy and network-function
+backends use are supported.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from reconciler.plan import Change
+from reconciler.sandbox import ovsdb_rpc
+
+DB = "OVN_Northbound"
+ARG_BUDGET = 1_600_000
+"""Bytes of argv per ``ovn-nbctl`` process: ARG_MAX is 2 MiB here and counts every word's
+pointer (8 bytes) and NUL as well as the environment."""
+
+_PARENT = {
+    "Logical_Switch_Port": ("switch", "Logical_Switch", "ports"),
+    "ACL": ("port_group", "Port_Group", "acls"),
+    "Logical_Router_Policy": ("router", "Logical_Router", "policies"),
+}
+_REFS = {
+    ("Port_Group", "ports"): "Logical_Switch_Port",
+    ("ACL", "network_function_group"): "Network_Function_Group",
+    ("Network_Function", "inport"): "Logical_Switch_Port",
+    ("Network_Function", "outport"): "Logical_Switch_Port",
+    ("Network_Function_Group", "network_function"): "Network_Function",
+}
+
+
+def _creates(changes: Sequence[Change]) -> list[Change]:
+    bad = [c for c in changes if c.action != "create" or c.after is None]
+    if bad:
+        raise ValueError(f"the comparison needs a create-only plan; got {bad[0].action}")
+    return list(changes)
+
+
+def _uuid_name(i: int) -> str:
+    return f"r{i}"
+
+
+def raw_ops(changes: Sequence[Change], existing: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+    """One transaction inserting every row; ``existing[table][name]`` = UUID of rows we refer to."""
+    created: dict[tuple[str, str], str] = {}
+    for i, change in enumerate(_creates(changes)):
+        created[(change.kind, change.key)] = _uuid_name(i)
+
+    def ref(table: str, name: str) -> list[str]:
+        if (table, name) in created:
+            return ["named-uuid", created[(table, name)]]
+        return ["uuid", existing[table][name]]
+
+    children: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
+    inserts: list[dict[str, Any]] = []
+    for change in changes:
+        after = dict(change.after or {})
+        row: dict[str, Any] = {}
+        parent = _PARENT.get(change.kind)
+        for col, value in after.items():
+            if parent and col == parent[0]:
+                children[(parent[1], str(value))].append(
+                    ["named-uuid", created[(change.kind, change.key)]]
+                )
+                continue
+            target_table = _REFS.get((change.kind, col))
+            if target_table is not None:
+                names = value if isinstance(value, list) else ([] if value is None else [value])
+                refs = [ref(target_table, n) for n in names]
+                row[col] = (
+                    refs[0] if len(refs) == 1 and not isinstance(value, list) else (["set", refs])
+                )
+            elif value is None:
+                row[col] = ["set", []]
+            else:
+                row[col] = ovsdb_rpc.to_datum(value)
+        inserts.append(
+            {
+                "op": "insert",
+                "table": change.kind,
+                "uuid-name": created[(change.kind, change.key)],
+                "row": row,
+            }
+        )
+    ops: list[dict[str, Any]] = []
+    # Children created in this transaction that belong to a parent also created here (ACLs of a
+    # new Port_Group) go into the parent's insert; others are mutations of existing parents.
+    by_name = {(c.kind, c.key): op for c, op in zip(changes, inserts, strict=True)}
+    for (ptable, pname), refs in children.items():
+        op = by_name.get((ptable, pname))
+        column = next(col for _f, t, col in _PARENT.values() if t == ptable)
+        if op is not None:
+            op["row"][column] = ["set", refs]
+        else:
+            ops.append(
+                {
+                    "op": "mutate",
+                    "table": ptable,
+                    "where": [["_uuid", "==", ["uuid", existing[ptable][pname]]]],
+                    "mutations": [[column, "insert", ["set", refs]]],
+                }
+            )
+    return inserts + ops
+
+
+def select_existing(remote: str) -> dict[str, dict[str, str]]:
+    """Name -> UUID of every switch, router and LSP (one ``select`` per table, one txn)."""
+    tables = ("Logical_Switch_Port", "Logical_Switch", "Logical_Router")
+    ops = [{"op": "select", "table": t, "where": [], "columns": ["_uuid", "name"]} for t in tables]
+    results = ovsdb_rpc.transact(remote, DB, ops)
+    return {
+        t: {row["name"]: row["_uuid"][1] for row in res["rows"]}
+        for t, res in zip(tables, results, strict=True)
+    }
+
+
+def apply_raw(remote: str, changes: Sequence[Change]) -> dict[str, float]:
+    """(a): select + build + ONE insert transaction. Returns the seconds of each step."""
+    t0 = time.perf_counter()
+    existing = select_existing(remote)
+    t1 = time.perf_counter()
+    ops = raw_ops(changes, existing)
+    t2 = time.perf_counter()
+    ovsdb_rpc.transact(remote, DB, ops, timeout=600)
+    t3 = time.perf_counter()
+    return {"select": t1 - t0, "build": t2 - t1, "transact": t3 - t2, "total": t3 - t0}
+
+
+# --- (b) ovn-nbctl -------------------------------------------------------------------------------
+
+
+def _q(value: Any) -> str:
+    """An ovsdb-ctl value: strings double-quoted (C escapes), numbers bare."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{text}"'
+
+
+def _map(value: dict[str, Any]) -> str:
+    return "{" + ",".join(f"{_q(k)}={_q(v)}" for k, v in value.items()) + "}"
+
+
+def _set(values: Sequence[Any]) -> str:
+    return "[" + ",".join(_q(v) for v in values) + "]"
+
+
+def nbctl_commands(changes: Sequence[Change]) -> list[list[str]]:
+    """One list of argv words per logical step; steps never span processes."""
+    steps: list[list[str]] = []
+    parents: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for i, change in enumerate(_creates(changes)):
+        after = dict(change.after or {})
+        table = change.kind
+        if table == "Port_Group":
+            words = ["--", "pg-add", str(after["name"]), *after.get("ports", [])]
+            words += [
+                "--", "set", "Port_Group", str(after["name"]),
+                f"external_ids={_map(after['external_ids'])}",
+            ]  # fmt: skip
+            steps.append(words)
+            continue
+        if table not in _PARENT:
+            raise ValueError(f"the nbctl comparison does not support {table}")
+        field, ptable, pcol = _PARENT[table]
+        rid = f"@r{i}"
+        cols = []
+        for col, value in after.items():
+            if col == field:
+                continue
+            if isinstance(value, dict):
+                cols.append(f"{col}={_map(value)}")
+            elif isinstance(value, list):
+                cols.append(f"{col}={_set(value)}")
+            elif value is None:
+                cols.append(f"{col}=[]")
+            else:
+                cols.append(f"{col}={_q(value)}")
+        parents[(ptable, str(after[field]), pcol)].append(rid)
+        steps.append(["--", f"--id={rid}", "create", table, *cols])
+    # Rows are attached to their parents at the end of each process (see nbctl_batches).
+    return [*steps, *[["@attach", t, n, c] for (t, n, c) in parents]]
+
+
+def nbctl_batches(changes: Sequence[Change], budget: int = ARG_BUDGET) -> list[list[str]]:
+    """Split the commands into processes under :data:`ARG_BUDGET`; each batch attaches the rows
+    it created to their parent (switch/router) with ONE ``add`` per parent (an ``add`` per row
+    would rewrite the parent's whole set each time: quadratic)."""
+    steps = nbctl_commands(changes)
+    batches: list[list[str]] = []
+    current: list[str] = []
+    pending: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    parent_of: dict[str, tuple[str, str, str]] = {}
+    for i, change in enumerate(changes):
+        if change.kind in _PARENT:
+            field, ptable, pcol = _PARENT[change.kind]
+            parent_of[f"@r{i}"] = (ptable, str((change.after or {})[field]), pcol)
+
+    def flush() -> None:
+        words = list(current)
+        for (t, n, c), ids in pending.items():
+            words += ["--", "add", t, n, c, *ids]
+        if words:
+            batches.append(words)
+        current.clear()
+        pending.clear()
+
+    size = 0
+    for step in steps:
+        if step and step[0] == "@attach":
+            continue
+        step_size = sum(len(w) + 9 for w in step)
+        if size + step_size > budget and current:
+            flush()
+            size = 0
+        current.extend(step)
+        size += step_size
+        rid = next((w[5:] for w in step if w.startswith("--id=")), None)
+        if rid is not None:
+            pending[parent_of[rid]].append(rid)
+            size += len(rid) + 9
+    flush()
+    return batches
+
+
+def apply_nbctl(remote: str, changes: Sequence[Change]) -> dict[str, float]:
+    """(b): run the batches; returns seconds and the number of processes."""
+    batches = nbctl_batches(changes)
+    t0 = time.perf_counter()
+    for words in batches:
+        proc = subprocess.run(
+            ["ovn-nbctl", f"--db={remote}", "--timeout=600", *words],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"ovn-nbctl failed: {proc.stderr.strip()[:500]}")
+    return {"total": time.perf_counter() - t0, "processes": float(len(batches))}
