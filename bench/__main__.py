@@ -36,13 +36,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nbctl-runs", type=int, default=2, help="repeats of (b), slow")
     parser.add_argument("--northd", action="store_true", help="run ovn-northd during the runs")
     parser.add_argument("--out", default="docs/benchmarks.md", help="Markdown report")
-    parser.add_argument("--results", default=None, help="JSON results (default: <out>.json)")
+    parser.add_argument("--results", default="bench/results.json", help="JSON results")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG (no matplotlib)")
     parser.add_argument("--report-only", action="store_true", help="re-render from --results")
     args = parser.parse_args(argv)
 
     out = Path(args.out)
-    results_path = Path(args.results) if args.results else out.with_suffix(".json")
+    results_path = Path(args.results)
     if args.report_only:
         data = json.loads(results_path.read_text())
     else:

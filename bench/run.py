@@ -289,7 +289,9 @@ def _measure(
 
     result.update(
         raw={k: _median([x[k] for x in raw]) for k in raw[0]},
-        nbctl={k: _median([x[k] for x in nbctl]) for k in nbctl[0]},
+        nbctl={k: _median([x[k] for x in nbctl]) for k in nbctl[0]}
+        if nbctl
+        else {"total": float("nan"), "processes": 0.0},
         apply_inproc={k: _median([x.get(k, 0.0) for x in inproc]) for k in inproc[0]},
         cold_apply={
             "seconds": _median([c[0] for c in cold_apply]),
