@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         data["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
         results_path.write_text(json.dumps(data, indent=1) + "\n")
     png = None if args.no_plot else out.with_suffix(".png")
-    write_report(data, out, png)
-    print(f"wrote {out}" + (f" and {png}" if png else ""), file=sys.stderr)
+    made = write_report(data, out, png)
+    note = f" and {png}" if made else (" (no PNG: pip install matplotlib)" if png else "")
+    print(f"wrote {out}{note}", file=sys.stderr)
     return 0
 
 

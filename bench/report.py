@@ -253,9 +253,11 @@ def generated(data: dict[str, Any]) -> str:
     )
 
 
-def write_report(data: dict[str, Any], out: Path, png: Path | None) -> None:
+def write_report(data: dict[str, Any], out: Path, png: Path | None) -> bool:
+    """Write the Markdown (and the PNG when matplotlib is importable); True if a PNG was made."""
     block = generated(data)
-    if png is not None and plot(data, png):
+    made = png is not None and plot(data, png)
+    if made and png is not None:
         block = block.replace(END, f"\n![benchmarks]({png.name})\n{END}")
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.exists() and BEGIN in out.read_text():
@@ -264,3 +266,4 @@ def write_report(data: dict[str, Any], out: Path, png: Path | None) -> None:
         out.write_text(text[:start] + block.rstrip("\n") + text[end:])
     else:
         out.write_text("# Benchmarks\n\n" + block)
+    return made
