@@ -120,7 +120,7 @@ def compile_options(args: argparse.Namespace) -> Any:
     from reconciler.compile import CompileOptions
     from reconciler.model import DNS1123_LABEL
 
-    if not re.match(DNS1123_LABEL, args.instance):
+    if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
     return CompileOptions(instance=args.instance, steering=args.steering)
 
