@@ -17,7 +17,6 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import POLICIES, wait_for
 from ruamel.yaml import YAML
 
 from reconciler.adapters.kube import KubeCluster, KubeSettings
@@ -27,6 +26,7 @@ from reconciler.compile import CompileOptions
 from reconciler.loop import LocalSource, Loop, LoopConfig
 from reconciler.sandbox.cluster import SandboxCluster
 from reconciler.sandbox.kubeapi import Faults
+from tests.gitops.conftest import POLICIES, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 SA = ("osc-gitops", "osc-gitops")  # namespace, name

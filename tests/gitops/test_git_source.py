@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Remote, git
 
 from reconciler.adapters.git import GitSettings, GitSource, GitSourceError, redact
 from reconciler.cli import main
+from tests.gitops.conftest import REPO, Remote, git
 
 
 def source(remote: Remote, tmp: Path, **kw: str) -> GitSource:

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Remote, git, owned_rows, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.git import GitSettings, GitSource
@@ -27,6 +26,7 @@ from reconciler.loop import GitManifestSource, LocalSource, Loop, LoopConfig
 from reconciler.metrics import Metrics, MetricsServer
 from reconciler.ownership import RESOURCE, REVISION
 from reconciler.sandbox.cluster import SandboxCluster
+from tests.gitops.conftest import Remote, git, owned_rows, wait_for
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(120)]
 
@@ -191,7 +191,7 @@ def test_labelled_pod_is_steered_quickly_and_metrics_are_served(
     record_property: Any,
 ) -> None:
     kube, ovn = connections
-    from conftest import POLICIES
+    from tests.gitops.conftest import POLICIES
 
     loop, thread = start_loop(LocalSource(POLICIES, "local-1"), kube, ovn, tmp_path)
     server = MetricsServer("127.0.0.1:0", loop.metrics, loop.health, loop.readiness).start()
@@ -270,7 +270,7 @@ def test_failed_reconciles_back_off_and_recover(
     connections: tuple[KubeCluster, OvnNorthbound], cluster: SandboxCluster, tmp_path: Path
 ) -> None:
     kube, ovn = connections
-    from conftest import POLICIES
+    from tests.gitops.conftest import POLICIES
 
     cluster.kube.faults.fail(count=6, status=403, method="POST", path_contains="virtualmachines",
                              message="forbidden for the test")  # fmt: skip

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import POLICIES, owned_rows, wait_for
 
 from reconciler.sandbox.cluster import SandboxCluster
+from tests.gitops.conftest import POLICIES, owned_rows, wait_for
 
 pytestmark = [pytest.mark.ovn, pytest.mark.slow, pytest.mark.timeout(180)]
 
