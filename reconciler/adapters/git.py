@@ -258,12 +258,16 @@ class GitSource:
         self.checkouts.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}-", dir=self.checkouts))
         try:
-            archive = tmp / "tree.tar"
-            with archive.open("wb") as out:
-                repo.archive(out, commit, format="tar")
-            with tarfile.open(archive) as tar:
-                _extract(tar, tmp / "tree")
-            archive.unlink()
+            (tmp / "tree").mkdir()
+            # A commit whose tree is empty (every file deleted) has nothing to export, and
+            # `git archive` gives no valid tar for it: an empty folder is its checkout.
+            if len(repo.commit(commit).tree) > 0:
+                archive = tmp / "tree.tar"
+                with archive.open("wb") as out:
+                    repo.archive(out, commit, format="tar")
+                with tarfile.open(archive) as tar:
+                    _extract(tar, tmp / "tree")
+                archive.unlink()
             os.replace(tmp / "tree", root)
         except OSError:
             if not root.is_dir():
