@@ -15,6 +15,7 @@ import ipaddress
 import json
 import re
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 from reconciler import naming
@@ -36,6 +37,7 @@ from reconciler.steering.base import (
     binding_nodes,
     bindings_by_group,
     directions,
+    port_group_ports,
 )
 from reconciler.target import Target
 
@@ -46,9 +48,13 @@ __all__ = [
     "CompileOptions",
     "allocate_ids",
     "binding_nodes",
+    "check_vnf_address",
     "choose_steering",
     "compile_target",
     "directions",
+    "members_by_group_and_node",
+    "pod_ips_by_switch",
+    "port_group_ports",
 ]
 
 
@@ -81,16 +87,12 @@ def compile_target(
     steering = choose_steering(desired, observed, options)
     out = TargetBuilder(options.instance)
     switches = {s.name: s for s in observed.switches}
-    pod_ips_by_switch: dict[str, set[str]] = defaultdict(set)
-    for port in observed.pod_ports:
-        for ip in port.ips:
-            pod_ips_by_switch[port.switch].add(ip.split("/")[0])
-
-    instances = _vnf_instances(desired, observed, steering, switches, pod_ips_by_switch, out)
+    taken = pod_ips_by_switch(observed)
+    instances = _vnf_instances(desired, observed, steering, switches, taken, out)
     for inst in instances.values():
         _emit_vnf_instance(inst, steering, out)
 
-    members = _members_by_group_and_node(desired, observed)
+    members = members_by_group_and_node(desired, observed)
     backend = network_function if steering == "network-function" else router_policy
     backend.emit_bindings(desired, observed, instances, members, options, out)
     _binding_warnings(desired, members, instances, observed, out)
@@ -148,12 +150,26 @@ def _vnf_ip(vnf: str, node: str, subnet: str | None, taken: dict[str, set[str]])
         return None
     net = ipaddress.ip_network(subnet, strict=False)
     ip = str(net.broadcast_address - 1) if net.version == 4 else str(net[-2])
-    if ip in taken.get(node, set()):
+    check_vnf_address(vnf, node, ip, subnet, taken.get(node, set()))
+    return ip
+
+
+def check_vnf_address(vnf: str, node: str, ip: str, subnet: str | None, pod_ips: set[str]) -> None:
+    """Refuse a VNF address a pod on the node already holds (router-policy backend)."""
+    if ip in pod_ips:
         raise CompileError(
             f"router-policy: the address reserved for VNF {vnf} on node {node} ({ip}, the "
             f"highest host of {subnet}) is already used by a pod"
         )
-    return ip
+
+
+def pod_ips_by_switch(observed: Observed) -> dict[str, set[str]]:
+    """Pod addresses (without prefix length) per node switch."""
+    ips: dict[str, set[str]] = defaultdict(set)
+    for port in observed.pod_ports:
+        for ip in port.ips:
+            ips[port.switch].add(ip.split("/")[0])
+    return ips
 
 
 def _emit_vnf_instance(inst: VnfInstance, steering: Steering, out: TargetBuilder) -> None:
@@ -268,16 +284,25 @@ def _emit_vnf_instance(inst: VnfInstance, steering: Steering, out: TargetBuilder
     )
 
 
-def _members_by_group_and_node(desired: Desired, observed: Observed) -> Members:
+def members_by_group_and_node(
+    desired: Desired, observed: Observed, only_switches: Collection[str] | None = None
+) -> Members:
     """Member pods per group and node, keeping only pods OVN knows as the same pod.
 
     A pod counts when its LSP ``<namespace>_<pod>`` exists and, if the LSP records the pod UID
     (``options:iface-id-ver``), that UID matches: a recreated pod with the same name is a new pod.
-    The node is the LSP's switch (where the steering rows must sit).
+    The node is the LSP's switch (where the steering rows must sit). With ``only_switches``,
+    only the members on those switches are computed (the incremental planner's per-node path):
+    membership on one node depends only on the pods whose LSP sits on that node's switch.
     """
     bound = {b.spec.securityGroup for b in desired.bindings.values()}
-    ports = {p.name: p for p in observed.pod_ports}
-    index = LabelIndex(observed.pods)
+    if only_switches is None:
+        ports = {p.name: p for p in observed.pod_ports}
+        index = LabelIndex(observed.pods)
+    else:
+        wanted = set(only_switches)
+        ports = {p.name: p for p in observed.pod_ports if p.switch in wanted}
+        index = LabelIndex(p for p in observed.pods if p.lsp_name in ports)
     result: Members = {}
     for group_name in sorted(bound):
         group = desired.security_groups.get(group_name)

@@ -75,6 +75,12 @@ Members = dict[str, dict[str, list[PodPort]]]
 """security group -> node -> member pod ports (sorted by name)."""
 
 
+def port_group_ports(members: Members, group: str, node: str) -> list[str]:
+    """``Port_Group.ports`` of a group on a node: its member pods' LSP names, sorted. Both
+    backends and the incremental planner (``reconciler.incremental``) build it here only."""
+    return sorted(p.name for p in members.get(group, {}).get(node, ()))
+
+
 def bindings_by_group(desired: Desired) -> dict[str, list[Binding]]:
     groups: dict[str, list[Binding]] = defaultdict(list)
     for binding in desired.bindings.values():

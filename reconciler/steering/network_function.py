@@ -24,6 +24,7 @@ from reconciler.steering.base import (
     binding_nodes,
     bindings_by_group,
     directions,
+    port_group_ports,
 )
 
 
@@ -86,7 +87,7 @@ def emit_bindings(
                     )
 
     for pg, (group, node) in sorted(port_groups.items()):
-        ports = sorted(p.name for p in members.get(group, {}).get(node, ()))
+        ports = port_group_ports(members, group, node)
         out.ovn("Port_Group", pg, f"SecurityGroup/{group}", node, {"name": pg, "ports": ports})
 
     nf_ids = allocate_ids("Network_Function", functions, observed)

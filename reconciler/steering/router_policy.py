@@ -44,6 +44,7 @@ from reconciler.steering.base import (
     binding_nodes,
     bindings_by_group,
     directions,
+    port_group_ports,
 )
 
 
@@ -64,6 +65,7 @@ def emit_bindings(
         return
     port_groups: dict[str, tuple[str, str]] = {}
     subnets = {s.name: s.subnet for s in observed.switches}
+    networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
     for group, bindings in bindings_by_group(desired).items():
         for binding in bindings:
             spec = binding.spec
@@ -75,7 +77,10 @@ def emit_bindings(
             steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
             for inst in binding_nodes(binding, instances):
                 node = inst.node
-                net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
+                net = networks.get(node)  # parsed once per node, not per binding and node
+                if net is None:
+                    net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
+                    networks[node] = net
                 if inst.ip is None or net.version != 4:
                     out.warnings.append(
                         f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
@@ -120,5 +125,5 @@ def emit_bindings(
                         },
                     )
     for pg, (group, node) in sorted(port_groups.items()):
-        ports = sorted(p.name for p in members.get(group, {}).get(node, ()))
+        ports = port_group_ports(members, group, node)
         out.ovn("Port_Group", pg, f"SecurityGroup/{group}", node, {"name": pg, "ports": ports})
