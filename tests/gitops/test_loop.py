@@ -285,3 +285,41 @@ def test_failed_reconciles_back_off_and_recover(
     finally:
         loop.shutdown()
         thread.join(timeout=10)
+
+
+def test_warm_passes_plan_only_what_changed(
+    connections: tuple[KubeCluster, OvnNorthbound], cluster: SandboxCluster, tmp_path: Path
+) -> None:
+    """The loop re-reads a local folder only when it changed, keeps its ``Desired`` object, and
+    its planner answers an unchanged world from memory and a pod label with one node's slice;
+    an edited manifest is a full compile again. Checked on the live NB, not only on the modes."""
+    from tests.gitops.conftest import POLICIES
+
+    kube, ovn = connections
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICIES, policies)
+    config = LoopConfig(options=CompileOptions(), status_file=tmp_path / "status.json")
+    loop = Loop(config, LocalSource(policies), kube, ovn)
+
+    assert loop.reconcile_pass("start").result == "applied"
+    desired = loop._desired
+    assert loop.reconcile_pass("periodic").result == "unchanged"
+    assert loop._desired is desired  # the folder was not loaded again
+    assert loop.planner.last_mode in ("cached", "incremental")
+
+    pod = "static-1"
+    cluster.label_pod("shop-frontend", pod, {"app": "web"})
+    wait_for(lambda: _pod_labelled(kube, pod), what="label visible")
+    assert loop.reconcile_pass("pod").result == "applied"
+    assert _port_groups_with(ovn, f"shop-frontend_{pod}")
+    assert loop.planner.last_mode in ("incremental", "cached")  # the verify pass
+
+    (policies / "bindings" / "backend.yaml").unlink()
+    assert loop.reconcile_pass("periodic").result == "applied"
+    assert loop._desired is not desired
+    assert not any("backend" in key for key in owned_rows(cluster.nb_remote))
+    assert loop.reconcile_pass("periodic").result == "unchanged"
+
+
+def _pod_labelled(kube: KubeCluster, pod: str) -> bool:
+    return any(p.name == pod and p.labels.get("app") == "web" for p in kube.list_pods())
