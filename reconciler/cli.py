@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler import __version__, cli_live
+from reconciler import __version__, cli_live, gc_tuning
 from reconciler.errors import ManifestIssue, UserError, ValidationFailed
 
 EXIT_OK = 0
@@ -298,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``osc-gitops`` console script; returns the exit code."""
+    gc_tuning.tune()
     parser = build_parser()
     args = parser.parse_args(list(argv) if argv is not None else None)
     run: Callable[[argparse.Namespace], int] | None = getattr(args, "_run", None)
