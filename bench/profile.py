@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import pstats
 import tempfile
@@ -38,6 +39,8 @@ def main() -> None:
                         choices=("apply", "noop", "observe", "plan", "connect"))  # fmt: skip
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="gc.freeze() before the phase (what the CLI and loop do)")  # fmt: skip
     args = parser.parse_args()
     scale = Scale(args.pods, args.nodes, args.groups, args.bindings)
     options = CompileOptions(steering="router-policy")
@@ -77,6 +80,8 @@ def main() -> None:
                     prof.disable()
                 elif args.phase == "plan":
                     observed = observe(kube, ovn, "osc-gitops")
+                    if args.gc_freeze:
+                        gc.freeze()
                     t0 = time.perf_counter()
                     prof.enable()
                     make_plan(desired, observed, options)
