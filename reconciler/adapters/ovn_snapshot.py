@@ -39,7 +39,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +60,7 @@ from reconciler.adapters.ovn import (
 from reconciler.observed import OvnCapabilities, OvnRow, PodPort, Switch
 from reconciler.target import OVN_TABLES
 
-__all__ = ["OvnSnapshotError", "read_snapshot", "snapshot_operations"]
+__all__ = ["OvnSnapshot", "OvnSnapshotError", "read_snapshot", "snapshot_operations"]
 
 _RECV_BYTES = 1 << 20
 _DEFAULT_PORT = 6640  # what OVS assumes for tcp:/ssl: remotes without a port
@@ -758,3 +758,34 @@ def _read(settings: OvnSettings) -> OvnState:
         finally:
             session.close()
     raise _connect_error(remote, reasons)
+
+
+class OvnSnapshot:
+    """A read-only stand-in for :class:`OvnNorthbound` where a one-shot command only reads.
+
+    ``read()`` takes a fresh :func:`read_snapshot` each call (no connection is held between
+    calls); ``apply()`` refuses anything but an empty change list, so a ``plan`` wired to it
+    can never write by mistake. It fits ``reconciler.reconcile.OvnProvider``.
+    """
+
+    def __init__(self, settings: OvnSettings) -> None:
+        self.settings = settings
+
+    def read(self) -> OvnState:
+        return read_snapshot(self.settings)
+
+    def apply(self, changes: Sequence[Any], revision: str | None = None) -> None:
+        if changes:
+            raise OvnError(
+                f"cannot apply to OVN NB at {self.settings.remote}: this is a read-only "
+                "snapshot (use OvnNorthbound to write); nothing was written"
+            )
+
+    def close(self) -> None:
+        """Nothing to release: every read opens and closes its own connection."""
+
+    def __enter__(self) -> OvnSnapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

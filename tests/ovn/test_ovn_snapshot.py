@@ -633,3 +633,17 @@ def test_tls_snapshot_and_unknown_ca(tmp_path: Path, pods: list[SeedPod]) -> Non
             read_snapshot(OvnSettings(remote=sandbox.nb_ssl_remote, ca_cert=rogue["ca.pem"],
                                       timeout=5, **files))  # fmt: skip
         assert sandbox.nb_ssl_remote in str(err.value)
+
+
+def test_read_only_provider_reads_and_refuses_writes(nb23: OvnSandbox, pods: list[SeedPod]) -> None:
+    from reconciler.adapters.ovn import OvnError
+    from reconciler.adapters.ovn_snapshot import OvnSnapshot
+
+    with OvnSnapshot(OvnSettings(remote=nb23.nb_remote)) as provider:
+        assert provider.read() == assert_same(nb23.nb_remote)
+        provider.apply([])  # an empty plan is fine
+        with pytest.raises(OvnError, match="read-only snapshot") as err:
+            provider.apply(creates({"Port_Group": [{"name": "osc_x", "ports": [],
+                                                   "external_ids": ext("osc_x")}]}))  # fmt: skip
+        assert nb23.nb_remote in str(err.value)
+    assert nb23.dump(["Port_Group"])["Port_Group"] == []
