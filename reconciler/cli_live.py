@@ -126,10 +126,14 @@ def compile_options(args: argparse.Namespace) -> Any:
 
 
 @contextlib.contextmanager
-def connections(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
-    """Kubernetes and OVN adapters from the flags; adapter errors become ``UserError``s."""
+def connections(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[tuple[Any, Any]]:
+    """Kubernetes and OVN adapters from the flags; adapter errors become ``UserError``s.
+
+    ``read_only``: the OVN side is a one-shot snapshot reader instead of a live IDL mirror
+    (for commands that only read the NB once)."""
     from reconciler.adapters.kube import KubeCluster, KubeError, KubeSettings
     from reconciler.adapters.ovn import OvnError, OvnNorthbound, OvnSettings
+    from reconciler.adapters.ovn_snapshot import OvnSnapshot
 
     if not args.ovn_nb:
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
@@ -147,16 +151,18 @@ def connections(args: argparse.Namespace) -> Iterator[tuple[Any, Any]]:
         kube = KubeCluster(
             KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
         )
-        ovn = OvnNorthbound.connect(
-            OvnSettings(
-                remote=args.ovn_nb,
-                private_key=args.ovn_private_key,
-                certificate=args.ovn_certificate,
-                ca_cert=args.ovn_ca_cert,
-                timeout=args.ovn_timeout,
-                instance=args.instance,
-            )
+        settings = OvnSettings(
+            remote=args.ovn_nb,
+            private_key=args.ovn_private_key,
+            certificate=args.ovn_certificate,
+            ca_cert=args.ovn_ca_cert,
+            timeout=args.ovn_timeout,
+            instance=args.instance,
         )
+        # Read-only commands read the NB once with one raw select transaction: mirroring it
+        # into the ovs IDL first (what a writer needs for its lock and transaction) cost
+        # 10.8 s and 394 MiB at 10,000 pods, the snapshot 2.0 s and 180 MiB (benchmarks.md).
+        ovn = OvnSnapshot(settings) if read_only else OvnNorthbound.connect(settings)
     except (KubeError, OvnError) as exc:
         raise UserError(str(exc)) from exc
     try:
@@ -255,7 +261,7 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.observed:
         observed = read_snapshot(args.observed)
     else:
-        with connections(args) as (kube, ovn):
+        with connections(args, read_only=True) as (kube, ovn):
             observed = observe(kube, ovn, options.instance)
     assert isinstance(observed, Observed)
     the_plan = make_plan(desired, observed, options)
@@ -385,6 +391,14 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
         help="how often to fetch --repo (default 30; SIGHUP fetches at once)",
     )
     loop.add_argument(
+        "--full-resync",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="compile everything at least this often; passes in between re-plan only the "
+        "nodes whose pods or rows changed (default 600; 0: every pass)",
+    )
+    loop.add_argument(
         "--backoff-max",
         type=float,
         default=300.0,
@@ -454,6 +468,7 @@ def run_run(args: argparse.Namespace) -> int:
         debounce=args.debounce,
         git_interval=args.git_interval,
         backoff_max=args.backoff_max,
+        full_resync=args.full_resync,
         allow_empty=args.allow_empty,
         watch=not args.no_watch,
         status_file=status.status_path(cache_dir(args), args.instance),
@@ -540,7 +555,7 @@ def configure_snapshot(parser: argparse.ArgumentParser) -> None:
 def run_snapshot(args: argparse.Namespace) -> int:
     from reconciler.reconcile import observe
 
-    with connections(args) as (kube, ovn):
+    with connections(args, read_only=True) as (kube, ovn):
         observed = observe(kube, ovn, args.instance)
     text = json.dumps(observed.to_json(), indent=1, sort_keys=True) + "\n"
     if args.file == "-":
