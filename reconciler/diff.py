@@ -19,8 +19,6 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from deepdiff import DeepDiff
-
 from reconciler import ownership as own
 from reconciler.observed import KubeObject, OvnRow
 from reconciler.plan import Change, Plan
@@ -80,6 +78,8 @@ _LIST_INDEX = re.compile(r"(\[\d+\])+$")
 def changed_paths(before: Any, after: Any) -> tuple[str, ...]:
     """Changed paths like ``['ports']`` or ``['options']['is-nf']``; list element positions are
     folded into the list (a pod joining is a change of ``ports``, not of ``ports[3]``)."""
+    from deepdiff import DeepDiff  # imported on first use: 0.2 s of every cold start otherwise
+
     paths = DeepDiff(before, after).affected_paths
     return tuple(sorted({_LIST_INDEX.sub("", p.removeprefix("root")) for p in paths}))
 
