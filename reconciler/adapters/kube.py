@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "KINDS",
+    "WATCHABLE",
     "KubeCluster",
     "KubeConnectError",
     "KubeError",
@@ -106,6 +107,11 @@ KINDS: dict[str, _Kind] = {
     "Lease": _Kind("coordination.k8s.io", "v1", "leases"),
 }
 """Kinds the adapter reads or writes, by ``kind``; one line per kind."""
+
+WATCHABLE = frozenset(
+    {"Pod", "VirtualMachine", "NetworkAttachmentDefinition", "Node", "NetworkPolicy"}
+)
+"""Kinds :meth:`KubeCluster.watch` serves (what the loop and ``adapters.kube_cache`` follow)."""
 
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _VERB = {"GET": "list", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
@@ -419,20 +425,26 @@ class KubeCluster:
 
     # ------------------------------------------------------------------ writes
 
-    def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
-        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.target`)."""
+    def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
+        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.target`).
+
+        Returns the server's answer (the created object, with its resourceVersion) so a cache
+        can write it through before the watch event arrives."""
         _check_kind(kind)
         k = KINDS[kind]
         meta = dict(body.get("metadata") or {})
         meta.update({"name": name, "namespace": namespace})
         obj = {**body, "apiVersion": k.api_version, "kind": kind, "metadata": meta}
-        self._request("POST", k.path(namespace), body=obj)
+        return self._request("POST", k.path(namespace), body=obj)
 
-    def replace_managed(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> None:
+    def replace_managed(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
         """Make the managed fields equal ``body``: one merge patch computed against the live
         object (labels and ``osc.io/*`` annotations not in ``body`` are removed; other
         annotations, status and server fields are untouched), guarded by the live
-        resourceVersion; a concurrent change (409) is retried on a fresh read."""
+        resourceVersion; a concurrent change (409) is retried on a fresh read.
+
+        Returns the object as the server has it afterwards (the patch answer, or the live
+        object when nothing had to change)."""
         _check_kind(kind)
         path = KINDS[kind].path(namespace, name)
         for _ in range(5):
@@ -453,15 +465,14 @@ class KubeCluster:
             }
             patch = merge_patch_for(current, target)
             if not patch:
-                return
+                return live
             patch.setdefault("metadata", {})["resourceVersion"] = live["metadata"][
                 "resourceVersion"
             ]
             try:
-                self._request(
+                return self._request(
                     "PATCH", path, body=patch, content_type="application/merge-patch+json"
                 )
-                return
             except KubeError as exc:
                 if exc.status != 409:
                     raise
@@ -470,14 +481,18 @@ class KubeCluster:
             "while we updated it (409 Conflict)"
         )
 
-    def delete(self, kind: str, namespace: str, name: str) -> None:
-        """Delete; an object already gone (404) is fine."""
+    def delete(self, kind: str, namespace: str, name: str) -> Any:
+        """Delete; an object already gone (404) is fine (returns ``None`` then).
+
+        Otherwise returns the server's answer: the deleted object (still carrying
+        ``deletionTimestamp`` when finalizers keep it alive) or a ``Status``."""
         _check_kind(kind)
         try:
-            self._request("DELETE", KINDS[kind].path(namespace, name))
+            return self._request("DELETE", KINDS[kind].path(namespace, name))
         except KubeError as exc:
             if exc.status != 404:
                 raise
+        return None
 
     # ------------------------------------------------------------------ watch
 
@@ -492,6 +507,7 @@ class KubeCluster:
         *,
         read_timeout: float | None = None,
         backoff: tuple[float, float] = (0.1, 10.0),
+        on_list: Callable[[list[dict[str, Any]], str], None] | None = None,
     ) -> None:
         """Deliver ``on_event(type, object)`` (ADDED/MODIFIED/DELETED) until ``stop`` is set.
 
@@ -502,10 +518,15 @@ class KubeCluster:
         says the resourceVersion is gone (410) it calls ``on_event("RELIST", {})`` and lists
         again. Other errors back off exponentially within ``backoff`` (min, max) seconds.
         Setting ``stop`` interrupts a blocked read at once. An exception raised by
-        ``on_event`` ends the watch and propagates (a caller bug must not be retried forever).
+        ``on_event`` (or ``on_list``) ends the watch and propagates (a caller bug must not be
+        retried forever).
+
+        ``on_list(items, resourceVersion)``, if given, receives the items of every list the
+        watch makes (the first one without ``resource_version``, and each one after a RELIST):
+        an informer cache replaces its store with them instead of listing a second time.
         """
-        if kind not in ("Pod", "VirtualMachine"):
-            raise ValueError(f"watch supports Pod and VirtualMachine, not {kind!r}")
+        if kind not in WATCHABLE:
+            raise ValueError(f"watch supports {', '.join(sorted(WATCHABLE))}, not {kind!r}")
         read_timeout = read_timeout if read_timeout is not None else timeout_seconds + 30.0
         current: list[Any] = []
         done = threading.Event()
@@ -524,6 +545,7 @@ class KubeCluster:
                 read_timeout,
                 backoff,
                 current,
+                on_list,
             )
         finally:
             done.set()
@@ -540,6 +562,7 @@ class KubeCluster:
         read_timeout: float,
         backoff: tuple[float, float],
         current: list[Any],
+        on_list: Callable[[list[dict[str, Any]], str], None] | None = None,
     ) -> None:
         path = KINDS[kind].path()
         rv = resource_version
@@ -547,7 +570,9 @@ class KubeCluster:
         while not stop.is_set():
             try:
                 if rv is None:
-                    _, rv = self._list(kind, None, label_selector)
+                    items, rv = self._list(kind, None, label_selector)
+                    if on_list is not None:
+                        on_list(items, rv)
                 resp = self._request(
                     "GET",
                     path,

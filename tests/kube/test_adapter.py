@@ -492,5 +492,5 @@ def test_watch_callback_error_propagates(kube_server: KubeApiServer, cluster: Ku
 
 
 def test_watch_rejects_unsupported_kind(cluster: KubeCluster) -> None:
-    with pytest.raises(ValueError, match="Node"):
-        cluster.watch("Node", lambda *_: None, threading.Event())
+    with pytest.raises(ValueError, match="Lease"):
+        cluster.watch("Lease", lambda *_: None, threading.Event())
