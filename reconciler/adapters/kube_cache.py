@@ -142,7 +142,9 @@ class _Store:
     items: dict[Key, Any] = field(default_factory=dict)
     rvs: dict[Key, int | None] = field(default_factory=dict)
     keys: list[Key] = field(default_factory=list)
-    """Sorted keys of ``items``: a changed store rebuilds its view without sorting."""
+    """Sorted keys of ``items``, and ``values`` in the same order: a changed store rebuilds
+    its view with one ``tuple(values)`` (~50 us at 10,000 pods; no sorting, no lookups)."""
+    values: list[Any] = field(default_factory=list)
     tombstones: dict[Key, int | None] = field(default_factory=dict)
     """Keys deleted (by an event or our own delete) with the deletion's resourceVersion."""
     view: tuple[Any, ...] | None = None
@@ -150,8 +152,7 @@ class _Store:
 
     def snapshot(self) -> tuple[Any, ...]:
         if self.view is None:
-            items = self.items
-            self.view = tuple([items[k] for k in self.keys])
+            self.view = tuple(self.values)
         return self.view
 
     def _put(self, key: Key, rv: int | None, obj: dict[str, Any]) -> bool:
@@ -162,8 +163,12 @@ class _Store:
         self.rvs[key] = rv
         if old is not None and (old is new or old == new):
             return False
+        idx = bisect.bisect_left(self.keys, key)
         if old is None:
-            bisect.insort(self.keys, key)
+            self.keys.insert(idx, key)
+            self.values.insert(idx, new)
+        else:
+            self.values[idx] = new
         self.items[key] = new
         self.view = None
         return True
@@ -173,7 +178,7 @@ class _Store:
         if self.items.pop(key, None) is None:
             return False
         idx = bisect.bisect_left(self.keys, key)
-        del self.keys[idx]
+        del self.keys[idx], self.values[idx]
         self.view = None
         return True
 
@@ -233,6 +238,7 @@ class _Store:
         if changed:
             self.items = items
             self.keys = sorted(items)
+            self.values = [items[k] for k in self.keys]
             self.view = None
         return changed
 
