@@ -476,8 +476,16 @@ def run_run(args: argparse.Namespace) -> int:
     metrics = Metrics()
     with connections(args) as (kube, ovn):
         lease = _lease(args, kube) if args.leader_elect else None
+        reader: Any = kube
+        if not args.once and not args.no_watch:
+            # The long-running loop reads Kubernetes from an informer cache (list once, then
+            # watch): no LIST per pass, and its pod events reach the loop after the cache.
+            from reconciler.adapters.kube_cache import KubeCache
+
+            reader = KubeCache(kube)
+            reader.start(stopping, args.instance)
         loop = Loop(
-            config, source, kube, ovn,
+            config, source, reader, ovn,
             lease=lease, metrics=metrics, notify=post_json, stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
