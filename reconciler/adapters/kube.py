@@ -508,6 +508,7 @@ class KubeCluster:
         read_timeout: float | None = None,
         backoff: tuple[float, float] = (0.1, 10.0),
         on_list: Callable[[list[dict[str, Any]], str], None] | None = None,
+        on_status: Callable[[bool], None] | None = None,
     ) -> None:
         """Deliver ``on_event(type, object)`` (ADDED/MODIFIED/DELETED) until ``stop`` is set.
 
@@ -524,6 +525,12 @@ class KubeCluster:
         ``on_list(items, resourceVersion)``, if given, receives the items of every list the
         watch makes (the first one without ``resource_version``, and each one after a RELIST):
         an informer cache replaces its store with them instead of listing a second time.
+
+        ``on_status(connected)``, if given, hears (changes only) ``True`` when a watch stream is
+        open and ``False`` when it ended (for any reason, even the server's normal timeout: the next
+        one opens a moment later) or a list/watch request failed: a cache decides from it
+        whether its store is still current (it never hears of an outage otherwise, since the
+        watch retries quietly).
         """
         if kind not in WATCHABLE:
             raise ValueError(f"watch supports {', '.join(sorted(WATCHABLE))}, not {kind!r}")
@@ -546,6 +553,7 @@ class KubeCluster:
                 backoff,
                 current,
                 on_list,
+                on_status,
             )
         finally:
             done.set()
@@ -563,8 +571,10 @@ class KubeCluster:
         backoff: tuple[float, float],
         current: list[Any],
         on_list: Callable[[list[dict[str, Any]], str], None] | None = None,
+        on_status: Callable[[bool], None] | None = None,
     ) -> None:
         path = KINDS[kind].path()
+        status = _StatusReporter(on_status)
         rv = resource_version
         delay = backoff[0]
         while not stop.is_set():
@@ -587,6 +597,7 @@ class KubeCluster:
                     timeout=(self.settings.timeout, read_timeout),
                 )
                 current[:] = [resp]
+                status(True)
                 try:
                     if stop.is_set():
                         break
@@ -614,14 +625,17 @@ class KubeCluster:
                 finally:
                     current.clear()
                     resp.release_conn()
+                    status(False)
                 delay = backoff[0]
             except (urllib3.exceptions.HTTPError, OSError) as exc:
+                status(False)
                 if stop.is_set():
                     break
                 log.warning("watch %s%s broke (%s); resuming", self.server, path, _root_cause(exc))
                 stop.wait(delay)
                 delay = min(delay * 2, backoff[1])
             except KubeError as exc:
+                status(False)
                 if stop.is_set():
                     break
                 if exc.status == 410:
@@ -631,6 +645,20 @@ class KubeCluster:
                 log.warning("watch %s: %s; retrying in %.1fs", path, exc, delay)
                 stop.wait(delay)
                 delay = min(delay * 2, backoff[1])
+
+
+class _StatusReporter:
+    """Calls ``on_status`` on changes only (a stream that breaks ends *and* fails; an outage
+    fails every retry), so the listener hears True/False alternately."""
+
+    def __init__(self, on_status: Callable[[bool], None] | None) -> None:
+        self.on_status = on_status
+        self.last: bool | None = None
+
+    def __call__(self, connected: bool) -> None:
+        if self.on_status is not None and connected is not self.last:
+            self.last = connected
+            self.on_status(connected)
 
 
 def _close_on_stop(stop: threading.Event, done: threading.Event, current: list[Any]) -> None:

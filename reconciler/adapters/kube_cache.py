@@ -26,6 +26,16 @@ an in-memory store the loop reads from. Why it looks the way it does:
   lists again and hands us the items), keeping entries written through after the list was taken.
 - **Before sync, or when not started, reads go to the live API**, so behaviour without
   :meth:`KubeCache.start` is exactly the live adapter's.
+- **A store is served only while it is known to be current**: while its watch stream is open,
+  or for :attr:`KubeCache.stale_after` seconds (default 5) after it closed or after the last
+  list. The watch closes and reopens all the time (server timeouts, dropped connections,
+  RELISTs) and a few seconds cover that; an API server that stays unreachable longer makes
+  reads go to the live API again, which then fail with the adapter's usual clear
+  ``KubeConnectError`` instead of the loop reconciling against an arbitrarily old store.
+  Reads are served from the store again as soon as the watch has reopened (it resumes from
+  its resourceVersion, or lists again after a 410). A stream that stays open but silent
+  (half-open TCP) counts as open until the read timeout of the watch
+  (``watch_timeout`` + 30 s) breaks it.
 - **Watch listeners see the store first.** :meth:`KubeCache.watch` has the signature of
   :meth:`KubeCluster.watch`; for a cached kind it delivers the cache's own events *after* the
   store was updated, so a pass triggered by an event never reads a store that has not seen it.
@@ -39,6 +49,7 @@ from __future__ import annotations
 import bisect
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -149,6 +160,11 @@ class _Store:
     """Keys deleted (by an event or our own delete) with the deletion's resourceVersion."""
     view: tuple[Any, ...] | None = None
     synced: bool = False
+    connected: bool = False
+    """The watch stream is open (or, for an absent API, the last poll answered)."""
+    current_at: float = 0.0
+    """``time.monotonic()`` when the store was last known current while not connected: the
+    end of the last list, or the moment the watch closed."""
 
     def snapshot(self) -> tuple[Any, ...]:
         if self.view is None:
@@ -255,8 +271,11 @@ class KubeCache:
     """List+watch cache of the kinds the reconciler reads; a drop-in ``KubeProvider``.
 
     ``KubeCache(kube)`` answers from the live API until :meth:`start` was called and the kind has
-    synced; :meth:`wait_synced` blocks until every followed kind has. Reads return tuples (the
-    same tuple while nothing changed); writes go to the server and are written through.
+    synced, and again whenever a kind's watch has been closed longer than :attr:`stale_after`
+    (API server unreachable: the live call then raises the usual ``KubeConnectError``);
+    :meth:`wait_synced` blocks until every followed kind has synced, :meth:`serving` tells
+    whether a kind is answered from memory right now. Reads return tuples (the same tuple while
+    nothing changed); writes go to the server and are written through.
     """
 
     absent_retry: float = 30.0
@@ -265,6 +284,9 @@ class KubeCache:
     """Backoff of the initial list after other errors (min, max seconds)."""
     watch_timeout: int = 300
     """``timeoutSeconds`` of each watch request (the watch resumes after it)."""
+    stale_after: float = 5.0
+    """Seconds a store is still served after its watch closed (or after its last list while
+    the watch has not opened yet); beyond that, reads go to the live API until it reopens."""
 
     def __init__(self, kube: KubeCluster) -> None:
         self.kube = kube
@@ -326,6 +348,18 @@ class KubeCache:
         with self._lock:
             return bool(self._stores) and all(s.synced for s in self._stores.values())
 
+    def serving(self, kind: str) -> bool:
+        """True when reads of ``kind`` are answered from the store right now (synced, and the
+        watch is open or closed less than :attr:`stale_after` seconds ago)."""
+        with self._lock:
+            store = self._stores.get(kind)
+            return store is not None and self._fresh(store)
+
+    def _fresh(self, store: _Store) -> bool:
+        return store.synced and (
+            store.connected or time.monotonic() - store.current_at <= self.stale_after
+        )
+
     @property
     def revision(self) -> int:
         """Bumped on every change of what a read returns (status-only updates do not count)."""
@@ -343,17 +377,21 @@ class KubeCache:
             except KubeError as exc:
                 if exc.status == 404:
                     self._on_list(kind, [], "", relist=False)
+                    self._on_status(kind, True)  # known absent until the next poll
                     stop.wait(self.absent_retry)
                     continue
+                self._on_status(kind, False)
                 log.warning("cache: listing %s failed (%s); retrying in %.1fs", kind, exc, delay)
                 stop.wait(delay)
                 delay = min(delay * 2, self.error_backoff[1])
                 continue
             except Exception:
+                self._on_status(kind, False)
                 log.exception("cache: listing %s failed", kind)
                 stop.wait(delay)
                 delay = min(delay * 2, self.error_backoff[1])
                 continue
+            self._on_status(kind, False)  # an absent API that appeared: not watched yet
             self._on_list(kind, items, rv)
             try:
                 self.kube.watch(
@@ -363,8 +401,10 @@ class KubeCache:
                     resource_version=rv,
                     timeout_seconds=self.watch_timeout,
                     on_list=lambda items, rv: self._on_list(kind, items, rv),
+                    on_status=lambda connected: self._on_status(kind, connected),
                 )
             except Exception:  # a bug of ours: log it, start over with a fresh list
+                self._on_status(kind, False)
                 log.exception("cache: the %s watch failed; listing again", kind)
                 stop.wait(delay)
                 delay = min(delay * 2, self.error_backoff[1])
@@ -384,12 +424,23 @@ class KubeCache:
         with self._cond:
             store = self._stores[kind]
             first = not store.synced
+            store.current_at = time.monotonic()
             changed = store.replace(items, list_rv)
             if changed:
                 self._revision += 1
             self._cond.notify_all()
         if not first and (relist or changed):
             self._notify(kind, "RELIST", {}, changed=True)
+
+    def _on_status(self, kind: str, connected: bool) -> None:
+        """The watch opened or closed: a store is current while open, and for
+        :attr:`stale_after` seconds after it closed (see the module docstring)."""
+        with self._lock:
+            store = self._stores[kind]
+            if store.connected and not connected:
+                store.current_at = time.monotonic()
+                log.debug("cache: the %s watch closed", kind)
+            store.connected = connected
 
     def _on_event(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
         if etype == "RELIST":
@@ -422,7 +473,7 @@ class KubeCache:
     def _cached(self, kind: str) -> tuple[Any, ...] | None:
         with self._lock:
             store = self._stores.get(kind)
-            if store is None or not store.synced:
+            if store is None or not self._fresh(store):
                 return None
             return store.snapshot()
 

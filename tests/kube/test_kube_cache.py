@@ -7,6 +7,7 @@ own writes at once, survive a RELIST, and fall back to the live API before it ha
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import subprocess
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 from kubehelpers import pod
 
-from reconciler.adapters.kube import KubeCluster
+from reconciler.adapters.kube import KubeCluster, KubeConnectError
 from reconciler.adapters.kube_cache import KubeCache, _Store
 from reconciler.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from reconciler.sandbox.kubeapi import KubeApiServer
@@ -270,6 +271,43 @@ def test_not_started_or_not_synced_falls_back_to_the_live_api(
     assert cache_view(cache) == live_view(cluster)
 
 
+@pytest.mark.usefixtures("seeded")
+def test_api_server_down_makes_reads_fail_like_the_live_api_then_recover(
+    kube_server: KubeApiServer, cluster: KubeCluster, started: Callable[..., KubeCache]
+) -> None:
+    """An outage longer than ``stale_after``: reads go live and fail with the adapter's error,
+    instead of serving a store nobody updates; a shorter one is served from memory."""
+    quick = started(stale_after=0.3)
+    patient = started(stale_after=3600.0)  # an outage "shorter" than its grace period
+    held = patient.list_pods()
+    assert quick.serving("Pod") and patient.serving("Pod")
+    kube_server.stop()
+    wait_until(
+        lambda: not any(quick.serving(k) for k in ("Pod", "Node", "VirtualMachine")),
+        "the quick cache to stop serving its stores",
+    )
+    with pytest.raises(KubeConnectError) as live:
+        cluster.list_pods()
+    with pytest.raises(KubeConnectError) as cached:
+        quick.list_pods()
+    assert str(cached.value) == str(live.value)
+    assert "cannot reach Kubernetes API server" in str(cached.value)
+    with pytest.raises(KubeConnectError):
+        quick.list_owned("VirtualMachine", INSTANCE)
+    # within its grace period the other cache still answers from memory (the same tuple)
+    assert patient.serving("Pod") and patient.list_pods() is held
+    # changes made while the server was down (in-process: no client can reach it) ...
+    kube_server.add_objects([pod("while-down", "shop", {"tier": "web"}, "n1")])
+    kube_server.start()  # same port
+    # ... reach both caches when their watches resume; the quick one serves its store again
+    kinds = ("Pod", "Node", "NetworkPolicy", "VirtualMachine", "NetworkAttachmentDefinition")
+    wait_until(lambda: all(quick.serving(k) for k in kinds), "the watches to reopen")
+    converge(quick, cluster)
+    converge(patient, cluster)
+    assert any(p.name == "while-down" for p in quick.list_pods())
+    assert quick.list_pods() is quick.list_pods()
+
+
 # ---------------------------------------------------------------- random changes
 
 
@@ -382,7 +420,7 @@ def test_random_changes_by_other_clients(
 def test_writes_are_visible_before_the_watch_delivers_them(
     kube_server: KubeApiServer, cluster: KubeCluster, started: Callable[..., KubeCache]
 ) -> None:
-    cache = started()
+    cache = started(stale_after=3600.0)  # served from memory while the watch is held back
     # Hold the watches back: drop the streams and delay their resumption, so whatever the
     # cache shows meanwhile it got from its own writes.
     kube_server.faults.delay(3.0, method="GET", path_contains="watch=true")
@@ -403,6 +441,7 @@ def test_writes_are_visible_before_the_watch_delivers_them(
     cache.delete("VirtualMachine", "osc", "never-existed")  # 404: fine, nothing changes
     names = [v.name for v in cache.list_owned("VirtualMachine", INSTANCE)]
     assert names == ["fw-n2", "fw-n3"]
+    assert cache.serving("VirtualMachine")  # so that answer came from the store
     assert cache_view(cache) == live_view(cluster)
     # when the delayed watch catches up, its (older) events change nothing: a marker made
     # after them arrives last, and it is the only change the cache counts
@@ -577,3 +616,35 @@ def test_cache_threads_stop_with_the_event(cluster: KubeCluster, tmp_path: Path)
         cache.start(stop, INSTANCE)
     stop.set()
     assert cache.join(15)
+
+
+def test_live_watch_reports_when_its_stream_opens_and_closes(
+    kube_server: KubeApiServer, cluster: KubeCluster
+) -> None:
+    """``KubeCluster.watch(on_status=...)``: what the cache's staleness rule is built on."""
+    states: list[bool] = []
+    stop = threading.Event()
+    watcher = threading.Thread(
+        target=cluster.watch,
+        args=("Pod", lambda t, o: None, stop),
+        kwargs={"on_status": states.append, "backoff": (0.05, 0.2)},
+        daemon=True,
+    )
+    watcher.start()
+    try:
+        wait_until(lambda: states == [True] and kube_server.watches_started == 1, "the stream")
+        kube_server.faults.drop_watches()
+        wait_until(lambda: states[1:3] == [False, True], "a dropped stream to reopen")
+        kube_server.stop()
+        wait_until(lambda: len(states) > 3 and states[-1] is False, "the outage to be seen")
+        with pytest.raises(KubeConnectError):
+            cluster.list_pods()  # the server is really gone, and the watch says so
+        assert states[-1] is False
+        assert all(a is not b for a, b in itertools.pairwise(states))  # changes only
+        kube_server.start()
+        wait_until(lambda: states[-1] is True, "the stream to reopen after the outage")
+    finally:
+        stop.set()
+        watcher.join(10)
+    assert not watcher.is_alive()
+    assert states[-1] is False  # stopping closes the stream too
