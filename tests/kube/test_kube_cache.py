@@ -481,6 +481,24 @@ def test_store_orders_events_by_resource_version() -> None:
     assert store.snapshot() is view
 
 
+def test_tombstones_do_not_pile_up() -> None:
+    """Deleted names are remembered for a while (``tombstone_ttl``), not forever."""
+
+    def obj(name: str, rv: int) -> dict[str, Any]:
+        return {"metadata": {"name": name, "resourceVersion": str(rv), "labels": {}}}
+
+    kept = _Store("Pod", lambda o: o["metadata"]["name"])
+    short = _Store("Pod", lambda o: o["metadata"]["name"], tombstone_ttl=-1.0)
+    for store in (kept, short):
+        store.replace([obj(f"p{i}", i) for i in range(100)], 100)
+        for i in range(100):
+            assert store.delete(obj(f"p{i}", 101 + i))
+        assert store.snapshot() == ()
+    assert len(kept.tombstones) == 100
+    assert list(short.tombstones) == [("", "p99")]  # only the newest survives
+    assert not kept.upsert(obj("p5", 104))  # a late answer does not resurrect p5
+
+
 # ---------------------------------------------------------------- RELIST, absent APIs
 
 
