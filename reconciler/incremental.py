@@ -29,8 +29,10 @@ Pure: no I/O, no clock; the loop decides when a full pass is due.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
+from itertools import compress, count
+from operator import is_not
 from typing import Any, Literal, TypeVar
 
 from reconciler import ownership as own
@@ -43,7 +45,7 @@ from reconciler.compile import (
     pod_ips_by_switch,
     port_group_ports,
 )
-from reconciler.diff import LiveState, diff, live_state
+from reconciler.diff import diff, live_state
 from reconciler.model import Desired
 from reconciler.observed import Observed, OvnRow, Pod, PodPort
 from reconciler.plan import Plan
@@ -52,6 +54,7 @@ from reconciler.target import Resource, Target
 Mode = Literal["full", "incremental", "cached"]
 Ident = tuple[str, str]
 T = TypeVar("T")
+Rows = list[tuple[OvnRow | None, OvnRow | None]]
 
 _GLOBAL_FIELDS = (
     "nodes",
@@ -72,12 +75,18 @@ class _Memo:
     options: CompileOptions
     observed: Observed
     plan: Plan
-    target: dict[str | None, dict[Ident, Resource]]
-    """The last target, by node."""
-    live: dict[str | None, dict[Ident, dict[str, Any]]]
-    """Owned live state (OVN rows and Kubernetes objects) of ``observed``, by node."""
+    target: dict[Ident, Resource]
+    """The last target."""
+    port_groups: dict[str, list[Ident]]
+    """Port_Group resources of the target by node: the only resources that depend on pods."""
+    vnf_ports: dict[str, list[Ident]]
+    """VNF data-port LSP resources by node (the router-policy address check needs them)."""
+    live: dict[Ident, dict[str, Any]]
+    """Owned live state (OVN rows and Kubernetes objects) of ``observed``."""
     ports: dict[str, PodPort]
     """``observed.pod_ports`` by LSP name."""
+    pods: dict[str, Pod]
+    """``observed.pods`` by the LSP name OVN-Kubernetes gives them."""
 
 
 class IncrementalPlanner:
@@ -98,21 +107,18 @@ class IncrementalPlanner:
     ) -> Plan:
         memo = self._memo
         reason = "requested" if full else _why_full(memo, desired, observed, options)
-        dirty: set[str] | None = None
-        rows: list[tuple[OvnRow | None, OvnRow | None]] = []
-        if reason is None:
-            assert memo is not None
-            dirty, rows, reason = _dirty_nodes(memo, observed)
-        if reason is not None or dirty is None:
-            return self._full(desired, observed, options, reason or "requested")
-        assert memo is not None
-        self.last_dirty_nodes = frozenset(dirty)
-        if not dirty:
-            memo.observed = observed
+        if reason is not None or memo is None:
+            return self._full(desired, observed, options, reason or "first pass")
+        delta = _delta(memo, observed)
+        if isinstance(delta, str):
+            return self._full(desired, observed, options, delta)
+        self.last_dirty_nodes = frozenset(delta.nodes)
+        if not delta.nodes and not delta.rows:
+            memo.observed, memo.ports, memo.pods = observed, delta.ports, delta.pods
             self.last_mode = "cached"
             return memo.plan
         self.last_mode = "incremental"
-        return self._incremental(memo, desired, observed, dirty, rows)
+        return self._incremental(memo, desired, observed, delta)
 
     # ------------------------------------------------------------------ full
 
@@ -126,19 +132,28 @@ class IncrementalPlanner:
             "steering": choose_steering(desired, observed, options),
             "nb_schema": observed.capabilities.schema_version,
         }
-        live = live_state(observed.ovn_rows, observed.kube_objects)
+        live = dict(live_state(observed.ovn_rows, observed.kube_objects))
         the_plan = diff(target, live, meta)
-        by_node: dict[str | None, dict[Ident, Resource]] = {}
+        port_groups: dict[str, list[Ident]] = {}
+        vnf_ports: dict[str, list[Ident]] = {}
         for ident, res in target.resources.items():
-            by_node.setdefault(res.node, {})[ident] = res
+            if res.node is None:
+                continue
+            if res.kind == "Port_Group":
+                port_groups.setdefault(res.node, []).append(ident)
+            elif res.kind == "Logical_Switch_Port":
+                vnf_ports.setdefault(res.node, []).append(ident)
         self._memo = _Memo(
             desired=desired,
             options=options,
             observed=observed,
             plan=the_plan,
-            target=by_node,
-            live=_live_by_node(live),
+            target=dict(target.resources),
+            port_groups=port_groups,
+            vnf_ports=vnf_ports,
+            live=live,
             ports={p.name: p for p in observed.pod_ports},
+            pods={p.lsp_name: p for p in observed.pods},
         )
         self.last_mode = "full"
         self.last_full_reason = reason
@@ -148,44 +163,50 @@ class IncrementalPlanner:
     # ------------------------------------------------------------------ incremental
 
     def _incremental(
-        self,
-        memo: _Memo,
-        desired: Desired,
-        observed: Observed,
-        dirty: set[str],
-        rows: list[tuple[OvnRow | None, OvnRow | None]],
+        self, memo: _Memo, desired: Desired, observed: Observed, delta: _Delta
     ) -> Plan:
-        ports = (
-            memo.ports
-            if observed.pod_ports is memo.observed.pod_ports
-            else {p.name: p for p in observed.pod_ports}
-        )
-        steering = memo.plan.meta.get("steering")
-        if steering == "router-policy":
-            _check_vnf_addresses(memo, observed, dirty)
-        members = members_by_group_and_node(desired, observed, dirty)
-        target: dict[Ident, Resource] = {}
-        new_target = dict(memo.target)
-        for node in dirty:
-            resources: dict[Ident, Resource] = {}
-            for ident, res in memo.target.get(node, {}).items():
-                if res.kind == "Port_Group":
-                    group = res.origin.partition("/")[2]
-                    wanted = port_group_ports(members, group, node)
-                    if wanted != res.fields.get("ports"):
-                        res = Resource(
-                            res.kind, res.key, res.origin, res.node, {**res.fields, "ports": wanted}
-                        )
-                resources[ident] = res
-            new_target[node] = resources
-            target.update(resources)
+        """Re-plan only the resources whose inputs changed.
 
-        live = _update_live(memo.live, rows)
-        sub_live: dict[Ident, dict[str, Any]] = {}
-        for node in dirty:
-            sub_live.update(live.get(node, {}))
-        sub = diff(Target(resources=target), sub_live, memo.plan.meta)
-        changes = [c for c in memo.plan.changes if c.node not in dirty]
+        A resource's diff depends only on its target and its live row: if neither changed
+        (the same objects as last time), last time's outcome stands. Targets change only for
+        the Port_Groups on the dirty nodes (their members), live rows only where ``delta.rows``
+        says; those are the candidates, diffed again; every other change of the last plan is
+        kept as it was."""
+        dirty = delta.nodes
+        candidates: set[Ident] = set()
+        target = memo.target
+        if dirty:
+            on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
+            if memo.plan.meta.get("steering") == "router-policy":
+                _check_vnf_addresses(memo, observed, dirty, on_dirty)
+            pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
+            members = members_by_group_and_node(
+                desired, replace(observed, pods=tuple(pods), pod_ports=tuple(on_dirty))
+            )
+            for node in dirty:
+                for ident in memo.port_groups.get(node, ()):
+                    res = target[ident]
+                    wanted = port_group_ports(members, res.origin.partition("/")[2], node)
+                    if wanted != res.fields.get("ports"):
+                        if target is memo.target:
+                            target = dict(memo.target)  # copy on write: the memo stays intact
+                        fields = {**res.fields, "ports": wanted}
+                        target[ident] = Resource(res.kind, res.key, res.origin, res.node, fields)
+                        candidates.add(ident)
+        live = memo.live
+        if delta.rows:
+            live = dict(memo.live)
+            for before, after in delta.rows:
+                if before is not None:
+                    live.pop(_row_key(before), None)
+                    candidates.add(_row_key(before))
+                if after is not None:
+                    live[_row_key(after)] = after.fields
+                    candidates.add(_row_key(after))
+        sub_target = {i: target[i] for i in candidates if i in target}
+        sub_live = {i: live[i] for i in candidates if i in live}
+        sub = diff(Target(resources=sub_target), sub_live, memo.plan.meta)
+        changes = [c for c in memo.plan.changes if (c.kind, c.key) not in candidates]
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
         the_plan = Plan(tuple(changes), memo.plan.warnings, dict(memo.plan.meta))
@@ -194,14 +215,28 @@ class IncrementalPlanner:
             options=memo.options,
             observed=observed,
             plan=the_plan,
-            target=new_target,
+            target=target,
+            port_groups=memo.port_groups,
+            vnf_ports=memo.vnf_ports,
             live=live,
-            ports=ports,
+            ports=delta.ports,
+            pods=delta.pods,
         )
         return the_plan
 
 
 # ---------------------------------------------------------------------- change detection
+
+
+@dataclass
+class _Delta:
+    nodes: set[str]
+    """Nodes whose Port_Group members may have changed."""
+    rows: Rows
+    """Owned rows that changed: (before, after), ``None`` when added or removed."""
+    ports: dict[str, PodPort]
+    pods: dict[str, Pod]
+    """The new observed's pod LSPs and pods by LSP name (updated, not rebuilt)."""
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -224,9 +259,23 @@ def _why_full(
 
 
 def _changed(
-    old: Iterable[T], new: Iterable[T], key: Callable[[T], Hashable]
+    old: Sequence[T], new: Sequence[T], key: Callable[[T], Hashable]
 ) -> list[tuple[T | None, T | None]]:
-    """Pairs (before, after) of items that differ; ``None`` for added/removed ones."""
+    """Pairs (before, after) of items that differ; ``None`` for added/removed ones.
+
+    The caches hand back the same objects for what did not change, in the same order, so the
+    common case is a C-speed identity scan of two equally long tuples (41,600 owned rows in
+    well under a millisecond); anything else falls back to matching by key."""
+    if len(old) == len(new):
+        pairs: list[tuple[T | None, T | None]] = []
+        for i in compress(count(), map(is_not, old, new)):
+            a, b = old[i], new[i]
+            if key(a) != key(b):
+                break
+            if a != b:
+                pairs.append((a, b))
+        else:
+            return pairs
     before = {key(x): x for x in old}
     out: list[tuple[T | None, T | None]] = []
     for item in new:
@@ -255,97 +304,63 @@ def _row_node(row: OvnRow) -> str | None:
     return node if isinstance(node, str) else None
 
 
-Rows = list[tuple[OvnRow | None, OvnRow | None]]
-
-
-def _dirty_nodes(memo: _Memo, observed: Observed) -> tuple[set[str] | None, Rows, str | None]:
-    """Nodes whose slice of the plan may have changed and the owned rows that changed, or
-    ``(None, [], reason)`` when only a full pass will do."""
+def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
+    """What changed since the memo, or the reason only a full pass will do."""
     old = memo.observed
-    rows: Rows = []
     dirty: set[str] = set()
-    new_ports: Mapping[str, PodPort] | None = None
+    ports, pods = memo.ports, memo.pods
     if observed.pod_ports is not old.pod_ports:
-        for old_port, new_port in _changed(old.pod_ports, observed.pod_ports, _port_key):
-            dirty.update(p.switch for p in (old_port, new_port) if p is not None)
-        new_ports = {p.name: p for p in observed.pod_ports}
+        port_changes = _changed(old.pod_ports, observed.pod_ports, _port_key)
+        if port_changes:
+            ports = dict(ports)
+        for old_port, new_port in port_changes:
+            if old_port is not None:
+                ports.pop(old_port.name, None)
+                dirty.add(old_port.switch)
+            if new_port is not None:
+                ports[new_port.name] = new_port
+                dirty.add(new_port.switch)
     if observed.pods is not old.pods:
-        ports = new_ports if new_ports is not None else memo.ports
-        for old_pod, new_pod in _changed(old.pods, observed.pods, _pod_key):
+        pod_changes = _changed(old.pods, observed.pods, _pod_key)
+        if pod_changes:
+            pods = dict(pods)
+        for old_pod, new_pod in pod_changes:
+            if old_pod is not None:
+                pods.pop(old_pod.lsp_name, None)
+            if new_pod is not None:
+                pods[new_pod.lsp_name] = new_pod
             pod = new_pod or old_pod
             assert pod is not None
             for index in (memo.ports, ports):
                 port = index.get(pod.lsp_name)
                 if port is not None:
                     dirty.add(port.switch)
+    rows: Rows = []
     if observed.ovn_rows is not old.ovn_rows:
         rows = _changed(old.ovn_rows, observed.ovn_rows, _row_key)
         for pair in rows:
             for row in pair:
                 if row is None:
                     continue
-                node = _row_node(row)
-                if node is None:
-                    return None, [], f"owned {row.table} {row.key} without a node changed"
+                if _row_node(row) is None:
+                    return f"owned {row.table} {row.key} without a node changed"
                 if row.table in _ID_TABLES:
-                    why = f"owned {row.table} {row.key} changed (ids are allocated globally)"
-                    return None, [], why
-                dirty.add(node)
-    return dirty, rows, None
+                    return f"owned {row.table} {row.key} changed (ids are allocated globally)"
+    return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)
 
 
 # ---------------------------------------------------------------------- helpers
 
 
-def _live_by_node(live: LiveState) -> dict[str | None, dict[Ident, dict[str, Any]]]:
-    by_node: dict[str | None, dict[Ident, dict[str, Any]]] = {}
-    for ident, fields in live.items():
-        ids = fields.get("external_ids")
-        if ids is None:  # a Kubernetes body
-            node = (fields.get("metadata") or {}).get("labels", {}).get(own.NODE_LABEL)
-        else:
-            node = ids.get(own.NODE)
-        by_node.setdefault(node, {})[ident] = fields
-    return by_node
-
-
-def _update_live(
-    live: dict[str | None, dict[Ident, dict[str, Any]]], rows: Rows
-) -> dict[str | None, dict[Ident, dict[str, Any]]]:
-    """The owned live state by node with the changed OVN rows applied (copy on write: the
-    memo of the previous pass stays intact). Kubernetes objects did not change, or this would
-    be a full pass."""
-    if not rows:
-        return live
-    out = dict(live)
-    copied: set[str | None] = set()
-    for before, after in rows:
-        for row in (before, after):
-            if row is None:
-                continue
-            node = _row_node(row)
-            if node not in copied:
-                out[node] = dict(out.get(node, {}))
-                copied.add(node)
-        if before is not None and after is None:
-            out[_row_node(before)].pop(_row_key(before), None)
-        elif after is not None:
-            if before is not None and _row_node(before) != _row_node(after):
-                out[_row_node(before)].pop(_row_key(before), None)
-            out[_row_node(after)][_row_key(after)] = after.fields
-    return out
-
-
-def _check_vnf_addresses(memo: _Memo, observed: Observed, dirty: set[str]) -> None:
+def _check_vnf_addresses(
+    memo: _Memo, observed: Observed, dirty: set[str], on_dirty: Sequence[PodPort]
+) -> None:
     """The router-policy backend's only pod-dependent check: no pod holds a VNF's address."""
-    taken = pod_ips_by_switch(
-        replace(observed, pod_ports=tuple(p for p in observed.pod_ports if p.switch in dirty))
-    )
+    taken = pod_ips_by_switch(replace(observed, pod_ports=tuple(on_dirty)))
     subnets = {s.name: s.subnet for s in observed.switches}
     for node in sorted(dirty):
-        for res in memo.target.get(node, {}).values():
-            if res.kind != "Logical_Switch_Port":
-                continue
+        for ident in memo.vnf_ports.get(node, ()):
+            res = memo.target[ident]
             for address in res.fields.get("addresses") or ():
                 parts = address.split()
                 if len(parts) > 1:

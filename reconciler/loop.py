@@ -338,6 +338,8 @@ class Loop:
         self.planner = IncrementalPlanner()
         self._last_full = float("-inf")
         self._settle = False
+        self._lag_key: tuple[Any, Any] | None = None
+        self._lag_missing = False
         self.passes = 0
         self.applies = 0
         self.last: PassResult | None = None
@@ -531,8 +533,8 @@ class Loop:
         self._ready = True
         first = self._plan(desired, observed)
         guard_empty(desired, first, self.config.allow_empty)
-        self._schedule_lag_retry(observed)
         if first.empty:
+            self._schedule_lag_retry(observed)
             self._applied_revision = revision
             self._set_managed(observed)
             return self._final(PassResult("unchanged"), revision, source_error)
@@ -565,6 +567,7 @@ class Loop:
         for error in report.notification_errors:
             log.warning("security manager notification failed", extra={"error": error})
         self._applied_revision = revision
+        self._schedule_lag_retry(observed)  # after the commit: not on the event's latency path
         second_observed = observe(self.kube, self.ovn, options.instance)
         second = self._plan(desired, second_observed)
         self._set_managed(second_observed)
@@ -601,8 +604,14 @@ class Loop:
     def _schedule_lag_retry(self, observed: Observed) -> None:
         """Scheduled pods without an OVN port yet: OVN-Kubernetes (and our IDL copy of the
         NB) is a few ms behind the pod event; look again shortly, a few times."""
-        ports = {p.name for p in observed.pod_ports}
-        missing = any(p.node and f"{p.namespace}_{p.name}" not in ports for p in observed.pods)
+        key = (observed.pods, observed.pod_ports)
+        last = self._lag_key
+        if last is not None and key[0] is last[0] and key[1] is last[1]:
+            missing = self._lag_missing  # the caches handed back the same tuples
+        else:
+            ports = {p.name for p in observed.pod_ports}
+            missing = any(p.node and p.lsp_name not in ports for p in observed.pods)
+            self._lag_key, self._lag_missing = key, missing
         delays = self.config.lag_retries
         if missing and self._lag_attempt < len(delays):
             delay = delays[self._lag_attempt]

@@ -9,6 +9,7 @@ address, and our own applies. Unchanged objects are sometimes handed over as the
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
 import pytest
@@ -79,7 +80,7 @@ event_st = st.one_of(
         st.integers(0, 20),
         st.sampled_from(KEYS),
         st.sampled_from((*VALUES, None)),
-    ),  # fmt: skip
+    ),
     st.tuples(st.just("add"), st.integers(0, 20), st.sampled_from(NODES), st.booleans()),
     st.tuples(st.just("delete"), st.integers(0, 20)),
     st.tuples(st.just("recreate"), st.integers(0, 20)),
@@ -157,7 +158,11 @@ def _plan_or_error(fn: Any) -> Plan | str:
         return f"CompileError: {exc}"
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("OSC_HYPOTHESIS_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     steering=st.sampled_from(["network-function", "router-policy"]),
     events=st.lists(event_st, min_size=1, max_size=14),
