@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from reconciler import diff as diff_mod
 from reconciler import gc_tuning
 from reconciler import status as status_mod
 from reconciler.compile import CompileOptions
@@ -336,6 +337,7 @@ class Loop:
         self._ready = False
         self._threads: list[threading.Thread] = []
         self.planner = IncrementalPlanner()
+        diff_mod.warm_up()
         self._last_full = float("-inf")
         self._settle = False
         self._lag_key: tuple[Any, Any] | None = None
