@@ -65,7 +65,8 @@ def machine_info() -> dict[str, Any]:
 
 
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.0f} ms"
+    ms = seconds * 1000
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
 def _s(seconds: float) -> str:
