@@ -8,10 +8,12 @@ planner remembers the last full compile and, for a new ``Observed``:
 
 - returns the remembered plan when nothing it depends on changed (a no-op pass costs a few
   identity checks);
-- when only pods, pod LSPs or owned rows changed, recomputes the plan for the nodes they sit on:
-  a pod's membership decides only the ``Port_Group`` of its groups *on its own node* (the group's
-  per-node port group, see ``reconciler.compile``), and every other row is a function of the
-  manifests, the nodes, the switches and the routers, which did not change;
+- when only pods, pod LSPs or owned rows changed, re-plans only what they can affect: a pod's
+  membership decides only the ``Port_Group`` of its groups *on its own node* (the group's
+  per-node port group, see ``reconciler.compile``), so the members of the dirty nodes are
+  recomputed, and only resources whose target or live row changed are diffed again; every other
+  row is a function of the manifests, the nodes, the switches and the routers, which did not
+  change;
 - compiles everything again (the same ``make_plan`` as the CLI) when anything else changed: the
   manifests (a different ``Desired`` object), options, nodes, switches, routers, Kubernetes objects
   we own, foreign Network Function ids, NetworkPolicies, the NB schema, an owned

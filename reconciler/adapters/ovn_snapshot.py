@@ -56,6 +56,7 @@ from reconciler.adapters.ovn import (
     OvnError,
     OvnSettings,
     OvnState,
+    _parse_addresses,
 )
 from reconciler.observed import OvnCapabilities, OvnRow, PodPort, Switch
 from reconciler.target import OVN_TABLES
@@ -404,14 +405,6 @@ def _reader(column_type: Any) -> tuple[str, Callable[[Any], Any]]:
 
 def _opt(value: list[Any]) -> Any:
     return value[0] if value else None
-
-
-def _parse_addresses(addresses: list[str]) -> tuple[str | None, tuple[str, ...]]:
-    for entry in addresses:
-        parts = entry.split()
-        if parts and parts[0].count(":") == 5:
-            return parts[0], tuple(parts[1:])
-    return None, ()
 
 
 # ---------------------------------------------------------------------------------------------
