@@ -28,7 +28,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol, runtime_checkable
@@ -377,6 +377,39 @@ def _set_ssl(settings: OvnSettings) -> None:
     ovs_stream.Stream.ssl_set_ca_cert_file(settings.ca_cert)
 
 
+def symbolic_columns(table: str, present: Container[str]) -> Iterator[tuple[str, str, Any]]:
+    """How each column of ``_COLUMNS[table]`` becomes a symbolic field, in order: the one rule
+    the IDL reader (``OvnNorthbound._symbolic``) and the snapshot reader (``ovn_snapshot``) share.
+
+    Yields ``(column, rule, extra)``: ``const`` (a column this schema lacks, ``extra`` is its
+    value), ``ref`` (``extra`` = (table, "set"|"one") it names), ``opt`` (an optional scalar),
+    ``map``, or ``plain``. ``Port_Group.acls`` is skipped: ACLs name their Port_Group."""
+    refs = _REFS.get(table, {})
+    for col in _COLUMNS[table]:
+        if table == "Port_Group" and col == "acls":
+            continue
+        if col not in present:
+            if col == "tier":
+                yield col, "const", 0  # OVN before 23.09: every ACL is in tier 0
+            elif col == "network_function_group":
+                yield col, "const", None
+            continue
+        if col in refs:
+            yield col, "ref", refs[col]
+        elif (table, col) in _OPTIONAL:
+            yield col, "opt", None
+        elif col in _MAPS:
+            yield col, "map", None
+        else:
+            yield col, "plain", None
+
+
+def tls_failure(member: str, exc: ssl.SSLError, what: str = "TLS handshake failed") -> str:
+    """The user-facing reason a TLS connection to ``member`` failed (both NB readers)."""
+    reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
+    return f"{member}: {what} ({reason}; check --ovn-ca-cert)"
+
+
 def _fetch_schema(remote: str, deadline: float) -> dict[str, Any]:
     """``get_schema`` from the first member that answers, bounded by ``deadline`` (ovsdbapp's
     own helper blocks without a timeout)."""
@@ -386,8 +419,7 @@ def _fetch_schema(remote: str, deadline: float) -> dict[str, Any]:
         try:
             err, strm = ovs_stream.Stream.open_block(ovs_stream.Stream.open(member), left_ms)
         except ssl.SSLError as exc:  # the OVS stream lets handshake errors escape
-            reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
-            errors.append(f"{member}: TLS handshake failed ({reason}; check --ovn-ca-cert)")
+            errors.append(tls_failure(member, exc))
             continue
         if err:
             errors.append(f"{member}: {os.strerror(err) if err > 0 else 'failed'}")
@@ -1190,24 +1222,14 @@ class OvnNorthbound:
         schema lookups per value cost ~1 s of a 41,600-row read)."""
         columns = self._schema["tables"][table]["columns"]
         idl_columns = self._conn.idl.tables[table].columns
-        refs = _REFS.get(table, {})
         plan: list[tuple[str, str, Any, Any]] = []
-        for col in _COLUMNS[table]:
-            if table == "Port_Group" and col == "acls":
-                continue  # the ACLs name their Port_Group, not the other way round
-            if col not in columns:
-                if col == "tier":
-                    plan.append((col, "const", None, 0))  # OVN before 23.09: all in tier 0
-                elif col == "network_function_group":
-                    plan.append((col, "const", None, None))
+        for col, rule, extra in symbolic_columns(table, columns):
+            if rule == "const":
+                plan.append((col, "const", None, extra))
                 continue
             col_type = idl_columns[col].type
-            if col in refs:
-                plan.append((col, "ref", col_type, refs[col]))
-            elif (table, col) in _OPTIONAL:
-                plan.append((col, "opt", col_type, None))
-            elif col in _MAPS:
-                plan.append((col, "map", col_type, None))
+            if rule != "plain":
+                plan.append((col, rule, col_type, extra))
             elif col_type.n_min == 1 and col_type.n_max == 1 and not col_type.is_map():
                 plan.append((col, "scalar", col_type, None))
             else:

@@ -46,17 +46,16 @@ from typing import Any
 from reconciler import ownership
 from reconciler.adapters.ovn import (
     _COLUMNS,
-    _MAPS,
     _NAMED,
-    _OPTIONAL,
     _PARENT,
-    _REFS,
     DB_NAME,
     OvnConnectError,
     OvnError,
     OvnSettings,
     OvnState,
     _parse_addresses,
+    symbolic_columns,
+    tls_failure,
 )
 from reconciler.observed import OvnCapabilities, OvnRow, PodPort, Switch
 from reconciler.target import OVN_TABLES
@@ -553,25 +552,19 @@ class _Builder:
         if plan is not None:
             return plan
         columns = self.tables[table]["columns"]
-        refs = _REFS.get(table, {})
         plan = []
-        for col in _COLUMNS[table]:
-            if table == "Port_Group" and col == "acls":
-                continue  # read for the parents only, never a symbolic field
-            if col not in columns:
-                if col == "tier":
-                    plan.append((col, "const", None, 0))  # OVN before 23.09: all in tier 0
-                elif col == "network_function_group":
-                    plan.append((col, "const", None, None))
+        for col, rule, extra in symbolic_columns(table, columns):
+            if rule == "const":
+                plan.append((col, "const", None, extra))
                 continue
             shape, read = _reader(columns[col]["type"])
-            if col in refs:
-                ref_table, ref_kind = refs[col]
+            if rule == "ref":
+                ref_table, ref_kind = extra
                 names = self.names.setdefault(ref_table, {})
                 plan.append((col, "refset" if ref_kind == "set" else "ref", read, names))
-            elif (table, col) in _OPTIONAL:
+            elif rule == "opt":
                 plan.append((col, "opt", read, None))
-            elif col in _MAPS:
+            elif rule == "map":
                 # ovsdb-server sends a map sorted by key (bytewise, which for UTF-8 is code
                 # point order, Python's): a map of plain strings is already in the order
                 # ``dict(sorted(...))`` gives it, so only other maps are re-sorted.
@@ -725,8 +718,7 @@ def _read(settings: OvnSettings) -> OvnState:
         try:
             session = _Session.open(member, tls, deadline)
         except ssl.SSLError as exc:
-            reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
-            reasons.append(f"{member}: TLS handshake failed ({reason}; check --ovn-ca-cert)")
+            reasons.append(tls_failure(member, exc))
             continue
         except TimeoutError:
             reasons.append(f"{member}: no connection before the timeout")
@@ -740,8 +732,7 @@ def _read(settings: OvnSettings) -> OvnState:
         except _Skip as exc:
             reasons.append(f"{member}: {exc}")
         except ssl.SSLError as exc:
-            reason = getattr(exc, "verify_message", None) or exc.reason or str(exc)
-            reasons.append(f"{member}: TLS failed ({reason}; check --ovn-ca-cert)")
+            reasons.append(tls_failure(member, exc, "TLS failed"))
         except TimeoutError:
             reasons.append(f"{member}: no answer before the timeout ({settings.timeout}s)")
         except OSError as exc:
