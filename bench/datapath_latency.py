@@ -5,7 +5,7 @@ pods and VNF guests as network namespaces, ``--steering router-policy``). Each r
 
 1. baseline: ``web-a`` unlabelled, applied, flows installed (not timed);
 2. t0; ``kubectl label pod web-a app=web`` (merge-patch through the API emulator);
-3. ``osc-gitops apply`` (in-process ``reconciler.cli.main``, or the console script as a new
+3. ``osc-gitops apply`` (in-process ``reconciler.cli.app.main``, or the console script as a new
    process with ``--process``);
 4. poll: one ICMP echo from ``client-c`` (node-2) to ``web-a`` every 5 ms until a reply comes
    back *and* the node-1 firewall's ``IpForwDatagrams`` rose. t1.
@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from reconciler.demo_datapath import World, world
+from osc_gitops_sandbox.demo_datapath import World, world
 
 
 def _apply_in_new_process(w: World) -> None:

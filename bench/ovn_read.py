@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
-from reconciler.sandbox.ovn import OvnSandbox, SeedNode, make_pods, seed_ovn_kubernetes
+from osc_gitops_sandbox.ovn import OvnSandbox, SeedNode, make_pods, seed_ovn_kubernetes
+
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from pathlib import Path
 from bench.run import reset_owned, wait_adapter
 from bench.sandbox_proc import SandboxProcess
 from bench.scenario import Scale, write_manifests
-from reconciler.adapters.kube import KubeCluster, KubeSettings
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
-from reconciler.compile import CompileOptions
-from reconciler.load import load_path
-from reconciler.reconcile import make_plan, observe, reconcile
+from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.core.compile import CompileOptions
+from reconciler.engine.pipeline import make_plan, observe, reconcile
+from reconciler.manifests.load import load_path
 
 
 def main() -> None:

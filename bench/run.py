@@ -28,18 +28,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from osc_gitops_sandbox import ovsdb_rpc
+
 from bench import ways
 from bench.sandbox_proc import SandboxProcess
 from bench.scenario import Scale, pod_labels, write_manifests
-from reconciler.adapters.kube import KubeCluster, KubeSettings
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
-from reconciler.compile import CompileOptions
-from reconciler.load import load_path
-from reconciler.loop import LocalSource, Loop, LoopConfig
-from reconciler.model import Desired
-from reconciler.plan import Change
-from reconciler.reconcile import make_plan, observe, reconcile
-from reconciler.sandbox import ovsdb_rpc
+from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.core.compile import CompileOptions
+from reconciler.core.model import Desired
+from reconciler.core.plan import Change
+from reconciler.engine.loop import LocalSource, Loop, LoopConfig
+from reconciler.engine.pipeline import make_plan, observe, reconcile
+from reconciler.manifests.load import load_path
 
 OWNER = "osc-gitops"
 Log = Callable[[str], None]
@@ -134,7 +135,7 @@ def run_child(argv: list[str], out: Path) -> tuple[float, int, float]:
 
 _CHILD = """
 import os, sys
-from reconciler.cli import main
+from reconciler.cli.app import main
 try:
     code = main(sys.argv[1:])
 finally:
@@ -362,7 +363,7 @@ def _warm_loop(
       cache; ``reconcile_pass("pod")`` runs at once (no debounce); the clock stops at the OVN
       commit (``OvnNorthbound.last_commit``); a raw ``select`` checks the member.
     """
-    from reconciler.adapters.kube_cache import KubeCache
+    from reconciler.adapters.kube.cache import KubeCache
 
     stop = threading.Event()
     cache = KubeCache(kube)

@@ -38,8 +38,8 @@ def _serve(
     nb_schema: str,
     northd: bool,
 ) -> None:
-    from reconciler.sandbox import ovsdb_rpc
-    from reconciler.sandbox.cluster import SandboxCluster
+    from osc_gitops_sandbox import ovsdb_rpc
+    from osc_gitops_sandbox.cluster import SandboxCluster
 
     cluster = SandboxCluster(workdir, nb_schema=nb_schema, northd=northd)
     try:

@@ -21,8 +21,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.plan import Change
-from reconciler.sandbox import ovsdb_rpc
+from osc_gitops_sandbox import ovsdb_rpc
+
+from reconciler.core.plan import Change
 
 DB = "OVN_Northbound"
 ARG_BUDGET = 1_600_000

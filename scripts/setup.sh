@@ -31,9 +31,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$VENV"
 fi
 stamp="$VENV/.osc-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/pyproject.toml -nt "$stamp" ]; then
   echo "setup: installing osc-gitops and its dev tools into $VENV" >&2
   "$VENV/bin/python" -m pip install -q --upgrade pip
   "$VENV/bin/python" -m pip install -q -e '.[dev]'
+  # The sandbox (API emulator, local OVN stacks, demo) is a distribution of its own: the
+  # product's wheel never contains it.
+  "$VENV/bin/python" -m pip install -q --no-deps -e ./sandbox
   touch "$stamp"
 fi

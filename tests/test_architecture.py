@@ -14,21 +14,9 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
 CLIENT_LIBS = {"kubernetes", "ovsdbapp", "ovs", "git"}
-CORE = {
-    "model",
-    "load",
-    "validate",
-    "schema",
-    "errors",
-    "observed",
-    "target",
-    "compile",
-    "diff",
-    "plan",
-}
-CORE_PACKAGES = {"steering", "render"}
+CORE_PACKAGES = {"core", "manifests", "render", "errors"}
 CORE_FORBIDDEN = {"subprocess", "socket", "requests", "urllib.request", "http", "threading"}
-CORE_FORBIDDEN_INTERNAL = {"reconciler.adapters", "reconciler.sandbox"}
+CORE_FORBIDDEN_INTERNAL = {"reconciler.adapters", "osc_gitops_sandbox"}
 
 
 def modules() -> list[tuple[str, Path]]:
@@ -64,7 +52,7 @@ def matches(name: str, prefixes: set[str]) -> bool:
 
 def is_core(module: str) -> bool:
     parts = module.split(".")[1:]
-    return bool(parts) and ((len(parts) == 1 and parts[0] in CORE) or parts[0] in CORE_PACKAGES)
+    return bool(parts) and parts[0] in CORE_PACKAGES
 
 
 ALL = modules()
@@ -72,7 +60,7 @@ ALL = modules()
 
 def test_modules_are_found() -> None:
     names = {m for m, _ in ALL}
-    assert {"reconciler.model", "reconciler.load", "reconciler.cli"} <= names
+    assert {"reconciler.core.model", "reconciler.manifests.load", "reconciler.cli.app"} <= names
 
 
 @pytest.mark.parametrize(("module", "path"), ALL, ids=[m for m, _ in ALL])
@@ -95,11 +83,11 @@ def test_core_modules_do_no_io_and_stay_off_the_shell(module: str, path: Path) -
 def test_the_checker_catches_violations(tmp_path: Path) -> None:
     sample = tmp_path / "x.py"
     sample.write_text(
-        "import subprocess\nfrom ovsdbapp.backend import ovs_idl\nfrom ..adapters import kube\n"
+        "import subprocess\nfrom ovsdbapp.backend import ovs_idl\nfrom ...adapters import kube\n"
     )
-    names = imported_names(sample, "reconciler.steering.x")
+    names = imported_names(sample, "reconciler.core.steering.x")
     assert matches("subprocess", names) or "subprocess" in names
     assert any(matches(n, CLIENT_LIBS) for n in names)
     assert any(matches(n, CORE_FORBIDDEN_INTERNAL) for n in names)
-    assert is_core("reconciler.steering.nf") and is_core("reconciler.load")
-    assert not is_core("reconciler.cli") and not is_core("reconciler.adapters.kube")
+    assert is_core("reconciler.core.steering.nf") and is_core("reconciler.manifests.load")
+    assert not is_core("reconciler.cli.app") and not is_core("reconciler.adapters.kube.client")

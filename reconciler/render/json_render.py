@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.plan import Plan
+from reconciler.core.plan import Plan
 
 FORMAT_VERSION = "1"
 

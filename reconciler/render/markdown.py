@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.plan import Plan
+from reconciler.core.plan import Plan
 from reconciler.render.text import SYMBOL, render_text, summary_line
 
 MARKER = "<!-- osc-gitops-plan -->"

@@ -6,7 +6,7 @@ import json
 from itertools import groupby
 from typing import Any
 
-from reconciler.plan import Change, Plan
+from reconciler.core.plan import Change, Plan
 
 SYMBOL = {"create": "+", "update": "~", "delete": "-"}
 _MAX_LIST = 8

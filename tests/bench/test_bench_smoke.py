@@ -8,13 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
+from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
 from bench import ways
 from bench.__main__ import main
 from bench.scenario import Scale, group_labels, kube_objects, manifests, pod_labels
-from reconciler.load import load_path
-from reconciler.plan import Change
-from reconciler.sandbox.ovn import ovn_unavailable_reason
+from reconciler.core.plan import Change
+from reconciler.manifests.load import load_path
 
 pytestmark = pytest.mark.ovn
 

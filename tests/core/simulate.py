@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from reconciler.plan import Plan
+from reconciler.core.plan import Plan
 
 
 def apply_to(live: dict[tuple[str, str], dict[str, Any]], plan: Plan) -> dict:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from reconciler.compile import compile_target
-from reconciler.diff import diff, live_state, project
-from reconciler.observed import KubeObject, OvnRow, Pod, PodPort
-from reconciler.target import Target
+from reconciler.core.compile import compile_target
+from reconciler.core.diff import diff, live_state, project
+from reconciler.core.observed import KubeObject, OvnRow, Pod, PodPort
+from reconciler.core.target import Target
 from tests.core.builders import binding, cluster, desired, sg, vnf
 from tests.core.simulate import apply_to
 

@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.compile import CompileError, CompileOptions
-from reconciler.incremental import IncrementalPlanner
-from reconciler.observed import KubeObject, Observed, OvnRow, Pod, PodPort
-from reconciler.plan import Plan
-from reconciler.reconcile import make_plan
-from reconciler.target import OVN_TABLES
+from reconciler.core.compile import CompileError, CompileOptions
+from reconciler.core.incremental import IncrementalPlanner
+from reconciler.core.observed import KubeObject, Observed, OvnRow, Pod, PodPort
+from reconciler.core.plan import Plan
+from reconciler.core.target import OVN_TABLES
+from reconciler.engine.pipeline import make_plan
 from tests.core.builders import binding, cluster, desired, sg, vnf
 from tests.core.simulate import apply_to
 

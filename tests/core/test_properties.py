@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.compile import CompileOptions, compile_target
-from reconciler.diff import diff
+from reconciler.core.compile import CompileOptions, compile_target
+from reconciler.core.diff import diff
 from tests.core.builders import binding, cluster, desired, sg, vnf
 from tests.core.simulate import apply_to
 

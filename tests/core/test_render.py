@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from reconciler.compile import compile_target
-from reconciler.diff import diff
+from reconciler.core.compile import compile_target
+from reconciler.core.diff import diff
 from reconciler.render import render
 from reconciler.render.markdown import MARKER
 from tests.core.builders import binding, cluster, desired, sg, vnf

@@ -14,8 +14,9 @@ import subprocess
 from typing import Any
 
 import pytest
-
-from reconciler.demo_datapath import (
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.datapath import Datapath, DatapathError, sweep_stale_namespaces
+from osc_gitops_sandbox.demo_datapath import (
     DIRECT_TTL,
     NAMESPACE,
     VIA_VNF_TTL,
@@ -23,8 +24,6 @@ from reconciler.demo_datapath import (
     World,
     node_object,
 )
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.datapath import Datapath, DatapathError, sweep_stale_namespaces
 
 pytestmark = pytest.mark.datapath
 

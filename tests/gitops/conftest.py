@@ -12,9 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import ovn_unavailable_reason
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "examples" / "policies"
@@ -81,9 +80,10 @@ def cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
 
 def owned_rows(remote_nb: str) -> dict[str, dict[str, str]]:
     """Every OVN row osc-gitops owns, by ``osc.io/key``: its ``external_ids`` (raw dump)."""
-    from reconciler.ownership import KEY, OWNER
-    from reconciler.sandbox import ovsdb_rpc
-    from reconciler.target import OVN_TABLES
+    from osc_gitops_sandbox import ovsdb_rpc
+
+    from reconciler.core.ownership import KEY, OWNER
+    from reconciler.core.target import OVN_TABLES
 
     tables = [t for t in OVN_TABLES if t != "Logical_Router_Policy"] + ["Logical_Router_Policy"]
     try:

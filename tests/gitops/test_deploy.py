@@ -17,15 +17,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.kubeapi import Faults
 from ruamel.yaml import YAML
 
-from reconciler.adapters.kube import KubeCluster, KubeSettings
-from reconciler.adapters.lease import LeaseLock, LeaseSettings, api_client
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
-from reconciler.compile import CompileOptions
-from reconciler.loop import LocalSource, Loop, LoopConfig
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.kubeapi import Faults
+from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+from reconciler.adapters.kube.lease import LeaseLock, LeaseSettings, api_client
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.core.compile import CompileOptions
+from reconciler.engine.loop import LocalSource, Loop, LoopConfig
 from tests.gitops.conftest import POLICIES, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.git import GitSettings, GitSource
-from reconciler.adapters.kube import KubeCluster, KubeSettings
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
-from reconciler.compile import CompileOptions
-from reconciler.loop import GitManifestSource, LocalSource, Loop, LoopConfig
-from reconciler.metrics import Metrics, MetricsServer
-from reconciler.ownership import RESOURCE, REVISION
-from reconciler.sandbox.cluster import SandboxCluster
+from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.core.compile import CompileOptions
+from reconciler.core.ownership import RESOURCE, REVISION
+from reconciler.engine.loop import GitManifestSource, LocalSource, Loop, LoopConfig
+from reconciler.engine.metrics import Metrics, MetricsServer
 from tests.gitops.conftest import Remote, git, owned_rows, wait_for
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(120)]

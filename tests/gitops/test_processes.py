@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
 
-from reconciler.sandbox.cluster import SandboxCluster
 from tests.gitops.conftest import POLICIES, owned_rows, wait_for
 
 pytestmark = [pytest.mark.ovn, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -100,7 +100,7 @@ def _ts(line: dict[str, Any]) -> float:
 
 
 def _pod_steered(nb: str, lsp: str) -> bool:
-    from reconciler.sandbox import ovsdb_rpc
+    from osc_gitops_sandbox import ovsdb_rpc
 
     pgs = ovsdb_rpc.dump(nb, "OVN_Northbound", ["Port_Group", "Logical_Switch_Port"])
     uuid = next((r["_uuid"] for r in pgs["Logical_Switch_Port"] if r["name"] == lsp), None)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import nf_schema_path, ovn_unavailable_reason
 
-from reconciler.cli import main
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import nf_schema_path, ovn_unavailable_reason
+from reconciler.cli.app import main
 
 REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "examples" / "policies"

@@ -9,7 +9,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.load import load_path
+from reconciler.manifests.load import load_path
 from tests.integration.conftest import POLICIES, cli, conn
 
 ALL = load_path(POLICIES)

@@ -11,9 +11,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import seed_foreign_rows
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import seed_foreign_rows
+
 from tests.integration.conftest import cli, conn
 
 NB = "OVN_Northbound"

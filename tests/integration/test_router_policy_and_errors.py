@@ -7,8 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import free_port
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import free_port
+
 from tests.integration.conftest import cli, conn
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from kubernetes import client
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
-from reconciler.adapters.kube import KubeCluster, KubeSettings
-from reconciler.sandbox.kubeapi import KubeApiServer
+from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 
 
 @pytest.fixture

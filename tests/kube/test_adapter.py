@@ -1,4 +1,4 @@
-"""``reconciler.adapters.kube.KubeCluster`` against the emulator: the production code path."""
+"""``reconciler.adapters.kube.client.KubeCluster`` against the emulator: the production path."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 from kubehelpers import pod
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
-from reconciler.adapters.kube import (
+from reconciler.adapters.kube.client import (
     KubeCluster,
     KubeConnectError,
     KubeError,
     KubeSettings,
     merge_patch_for,
 )
-from reconciler.observed import KubeObject
-from reconciler.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
-from reconciler.sandbox.kubeapi import KubeApiServer
+from reconciler.core.observed import KubeObject
+from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 
 
 def owned_labels(instance: str = "osc-gitops", **extra: str) -> dict[str, str]:
@@ -142,7 +142,7 @@ def test_list_nodes_and_network_policies(kube_server: KubeApiServer, cluster: Ku
 
 
 def test_network_policies_absent_api() -> None:
-    from reconciler.sandbox.kubeapi import RESOURCE_TYPES
+    from osc_gitops_sandbox.kubeapi import RESOURCE_TYPES
 
     without = [rt for rt in RESOURCE_TYPES if rt.kind not in ("NetworkPolicy", "VirtualMachine")]
     with KubeApiServer(resource_types=without) as srv:

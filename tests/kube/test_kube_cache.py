@@ -1,4 +1,4 @@
-"""``reconciler.adapters.kube_cache.KubeCache`` against the API emulator.
+"""``reconciler.adapters.kube.cache.KubeCache`` against the API emulator.
 
 The cache must answer exactly what the live ``KubeCluster`` answers (after other clients changed
 things through raw HTTP or kubectl), hand back the same objects while nothing changed, see its
@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 from kubehelpers import pod
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
-from reconciler.adapters.kube import KubeCluster, KubeConnectError
-from reconciler.adapters.kube_cache import CACHED_KINDS, KubeCache, _Store
-from reconciler.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
-from reconciler.sandbox.kubeapi import KubeApiServer
+from reconciler.adapters.kube.cache import CACHED_KINDS, KubeCache, _Store
+from reconciler.adapters.kube.client import KubeCluster, KubeConnectError
+from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 
 INSTANCE = "osc-gitops"
 NAMESPACES = ("default", "shop", "osc")
@@ -99,7 +99,7 @@ class Http:
 
 
 def path(kind: str, namespace: str | None = None, name: str | None = None) -> str:
-    from reconciler.adapters.kube import KINDS
+    from reconciler.adapters.kube.client import KINDS
 
     return KINDS[kind].path(namespace, name)
 

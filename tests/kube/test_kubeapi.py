@@ -10,8 +10,7 @@ import pytest
 from kubehelpers import pod
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-
-from reconciler.sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from kubehelpers import pod
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.sandbox.kubeapi import KubeApiServer
+from reconciler.adapters.kube.client import KubeCluster
 
 
 def run(kubectl: str, kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kubehelpers import pod
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
-from reconciler.adapters.kube import KubeCluster
-from reconciler.sandbox.kubeapi import KubeApiServer
+from reconciler.adapters.kube.client import KubeCluster
 
 N_PODS = 10_000
 N_NODES = 50

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from osc_gitops_sandbox.kube_tls import TestCa, make_test_ca
+from osc_gitops_sandbox.kubeapi import KubeApiServer
 
-from reconciler.adapters.kube import KubeCluster, KubeConnectError, KubeSettings
-from reconciler.sandbox.kube_tls import TestCa, make_test_ca
-from reconciler.sandbox.kubeapi import KubeApiServer
+from reconciler.adapters.kube.client import KubeCluster, KubeConnectError, KubeSettings
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl not installed")
 

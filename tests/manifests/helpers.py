@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from reconciler.errors import ManifestIssue, ValidationFailed
-from reconciler.load import load_text
+from reconciler.manifests.load import load_text
 
 HEADER = "apiVersion: osc.io/v1alpha1\n"
 

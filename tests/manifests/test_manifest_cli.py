@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import __version__, cli
+from reconciler import __version__
+from reconciler.cli import app as cli
 from reconciler.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler import load
 from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
-from reconciler.load import (
+from reconciler.manifests import load
+from reconciler.manifests.load import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_LINE_CHARS,

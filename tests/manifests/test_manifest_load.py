@@ -6,9 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.core.model import FailurePolicy, Redirection
 from reconciler.errors import PathNotFound, ValidationFailed
-from reconciler.load import find_manifest_files, format_path, load_path, load_sources, load_text
-from reconciler.model import FailurePolicy, Redirection
+from reconciler.manifests.load import (
+    find_manifest_files,
+    format_path,
+    load_path,
+    load_sources,
+    load_text,
+)
 
 from .helpers import GROUP_WEB, HEADER, VNF_FW, doc, issues_of, only_issue
 

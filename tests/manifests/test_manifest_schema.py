@@ -9,7 +9,8 @@ import jsonschema
 import pytest
 from ruamel.yaml import YAML
 
-from reconciler import cli, schema
+from reconciler import cli
+from reconciler.manifests import schema
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.load import load_sources
-from reconciler.validate import check_bindings, check_duplicates
+from reconciler.manifests.load import load_sources
+from reconciler.manifests.validate import check_bindings, check_duplicates
 
 from .helpers import GROUP_WEB, HEADER, VNF_FW, issues_of
 

@@ -1,6 +1,6 @@
 """Fixtures for the OVN tests: real ovsdb-server/ovn-northd processes from the sandbox.
 
-Other test folders can import the same building blocks from ``reconciler.sandbox.ovn``;
+Other test folders can import the same building blocks from ``osc_gitops_sandbox.ovn``;
 ``ovnhelpers`` holds small conveniences for these tests only.
 """
 
@@ -9,15 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ovnhelpers import NODES
-
-from reconciler.sandbox.ovn import (
+from osc_gitops_sandbox.ovn import (
     OvnSandbox,
     SeedPod,
     make_pods,
     nf_schema_path,
     seed_ovn_kubernetes,
 )
+from ovnhelpers import NODES
 
 
 @pytest.fixture

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import OvnSandbox
 from ovnhelpers import OVN_MARKS, connect, creates, ext
 
-from reconciler.adapters.ovn import OvnApplyError
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.ovn import OvnSandbox
+from reconciler.adapters.ovn.northbound import OvnApplyError
 
 pytestmark = OVN_MARKS
 

@@ -6,23 +6,23 @@ import re
 from typing import Any
 
 import pytest
-from ovnhelpers import NODES, OVN_MARKS, Change, connect, creates, ext
-
-from reconciler.adapters.ovn import (
-    OvnApplyError,
-    OvnCapabilityError,
-    OvnChange,
-    OvnConnectError,
-    OvnNorthbound,
-)
-from reconciler.observed import OvnRow
-from reconciler.sandbox.ovn import (
+from osc_gitops_sandbox.ovn import (
     OvnSandbox,
     SeedPod,
     free_port,
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
+from ovnhelpers import NODES, OVN_MARKS, Change, connect, creates, ext
+
+from reconciler.adapters.ovn.northbound import (
+    OvnApplyError,
+    OvnCapabilityError,
+    OvnChange,
+    OvnConnectError,
+    OvnNorthbound,
+)
+from reconciler.core.observed import OvnRow
 
 pytestmark = OVN_MARKS
 
@@ -115,7 +115,7 @@ def test_read_pod_ports_switches_and_routers(nb23: OvnSandbox, pods: list[SeedPo
 
 def test_connect_returns_after_the_initial_sync(pods: list[SeedPod]) -> None:
     """A read right after connect sees every row: the cache is never half-loaded."""
-    from reconciler.sandbox.ovn import make_pods
+    from osc_gitops_sandbox.ovn import make_pods
 
     many = make_pods(NODES, 3000, namespace="bulk")
     with OvnSandbox(northd=False) as sandbox:

@@ -6,11 +6,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import OvnCluster, make_pods, seed_ovn_kubernetes
 from ovnhelpers import NODES, OVN_MARKS, connect, creates, ext
 
-from reconciler.adapters.ovn import OvnApplyError, OvnConnectError, OvnNorthbound
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.ovn import OvnCluster, make_pods, seed_ovn_kubernetes
+from reconciler.adapters.ovn.northbound import OvnApplyError, OvnConnectError, OvnNorthbound
 
 pytestmark = OVN_MARKS
 

@@ -7,10 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ovnhelpers import NODES, OVN_MARKS, connect
-
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.ovn import (
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import (
     CLUSTER_ROUTER,
     OvnSandbox,
     OvnSandboxError,
@@ -18,6 +16,7 @@ from reconciler.sandbox.ovn import (
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
+from ovnhelpers import NODES, OVN_MARKS, connect
 
 pytestmark = OVN_MARKS
 

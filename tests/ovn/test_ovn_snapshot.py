@@ -21,22 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ovnhelpers import NODES, OVN_MARKS, Change, connect, creates, ext
-
-from reconciler.adapters.kube import KubeCluster, KubeSettings
-from reconciler.adapters.ovn import OvnConnectError, OvnNorthbound, OvnSettings, OvnState
-from reconciler.adapters.ovn_snapshot import (
-    _Framer,
-    _Session,
-    read_snapshot,
-    snapshot_operations,
-)
-from reconciler.compile import CompileOptions
-from reconciler.load import load_path
-from reconciler.reconcile import reconcile
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import (
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import (
     CLUSTER_ROUTER,
     OvnCluster,
     OvnSandbox,
@@ -46,6 +33,19 @@ from reconciler.sandbox.ovn import (
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
+from ovnhelpers import NODES, OVN_MARKS, Change, connect, creates, ext
+
+from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+from reconciler.adapters.ovn.northbound import OvnConnectError, OvnNorthbound, OvnSettings, OvnState
+from reconciler.adapters.ovn.snapshot import (
+    _Framer,
+    _Session,
+    read_snapshot,
+    snapshot_operations,
+)
+from reconciler.core.compile import CompileOptions
+from reconciler.engine.pipeline import reconcile
+from reconciler.manifests.load import load_path
 
 pytestmark = OVN_MARKS
 
@@ -636,8 +636,8 @@ def test_tls_snapshot_and_unknown_ca(tmp_path: Path, pods: list[SeedPod]) -> Non
 
 
 def test_read_only_provider_reads_and_refuses_writes(nb23: OvnSandbox, pods: list[SeedPod]) -> None:
-    from reconciler.adapters.ovn import OvnError
-    from reconciler.adapters.ovn_snapshot import OvnSnapshot
+    from reconciler.adapters.ovn.northbound import OvnError
+    from reconciler.adapters.ovn.snapshot import OvnSnapshot
 
     with OvnSnapshot(OvnSettings(remote=nb23.nb_remote)) as provider:
         assert provider.read() == assert_same(nb23.nb_remote)

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import OvnSandbox, _child_env, _Daemon, _run
 from ovnhelpers import OVN_MARKS, Change, connect, creates, ext
 
-from reconciler.adapters.ovn import OvnNorthbound, OvnState
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.ovn import OvnSandbox, _child_env, _Daemon, _run
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnState
 
 pytestmark = OVN_MARKS
 

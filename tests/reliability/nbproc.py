@@ -10,9 +10,9 @@ from __future__ import annotations
 import signal
 import time
 
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import _child_env, _Daemon
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import _child_env, _Daemon
 
 
 def kill_nb(cluster: SandboxCluster, sig: int = signal.SIGKILL) -> None:

@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from reconciler.sandbox import ovsdb_rpc
+from osc_gitops_sandbox import ovsdb_rpc
 
 NB = "OVN_Northbound"
 OWNED_TABLES = (

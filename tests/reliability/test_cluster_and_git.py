@@ -10,16 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from reconciler.sandbox.cluster import _load_items, _node_subnet, seed_pod_of
-from reconciler.sandbox.kubeapi import KubeApiServer
-from reconciler.sandbox.ovn import (
+from osc_gitops_sandbox.cluster import _load_items, _node_subnet, seed_pod_of
+from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.ovn import (
     OvnCluster,
     SeedNode,
     nf_schema_path,
     ovn_unavailable_reason,
     seed_ovn_kubernetes,
 )
+
 from tests.gitops.conftest import CLUSTER, Remote, git
 from tests.reliability import nbstate
 from tests.reliability.conftest import cli, conn

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import socket
 
-from reconciler.sandbox import ovsdb_rpc
-from reconciler.sandbox.cluster import SandboxCluster
-from reconciler.sandbox.ovn import seed_foreign_rows
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import seed_foreign_rows
+
 from tests.reliability import nbstate
 from tests.reliability.conftest import Worker, cli, conn, record
 

@@ -8,13 +8,13 @@ import time
 from typing import Any
 
 import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
 
-from reconciler.adapters.kube import KubeCluster, KubeError, KubeSettings
-from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
-from reconciler.compile import CompileOptions
-from reconciler.load import load_path
-from reconciler.reconcile import reconcile
-from reconciler.sandbox.cluster import SandboxCluster
+from reconciler.adapters.kube.client import KubeCluster, KubeError, KubeSettings
+from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.core.compile import CompileOptions
+from reconciler.engine.pipeline import reconcile
+from reconciler.manifests.load import load_path
 from tests.reliability import nbstate
 from tests.reliability.conftest import cli, conn, record
 

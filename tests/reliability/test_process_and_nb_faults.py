@@ -14,8 +14,8 @@ import signal
 import time
 
 import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
 
-from reconciler.sandbox.cluster import SandboxCluster
 from tests.reliability import nbstate
 from tests.reliability.conftest import Worker, cli, conn, record
 from tests.reliability.nbproc import kill_nb, start_nb

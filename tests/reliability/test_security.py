@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from osc_gitops_sandbox.kube_tls import make_test_ca
+from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.ovn import OvnSandbox, SeedNode, SeedPod, seed_ovn_kubernetes
 
-from reconciler import naming
-from reconciler.compile import CompileError, CompileOptions, compile_target
-from reconciler.errors import ValidationFailed
-from reconciler.load import load_path
-from reconciler.observed import (
+from reconciler.core import naming
+from reconciler.core.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.observed import (
     Node,
     Observed,
     OvnCapabilities,
@@ -27,9 +28,8 @@ from reconciler.observed import (
     PodPort,
     Switch,
 )
-from reconciler.sandbox.kube_tls import make_test_ca
-from reconciler.sandbox.kubeapi import KubeApiServer
-from reconciler.sandbox.ovn import OvnSandbox, SeedNode, SeedPod, seed_ovn_kubernetes
+from reconciler.errors import ValidationFailed
+from reconciler.manifests.load import load_path
 from tests.reliability.conftest import SET_A, SET_B, cli, record, skip_without_nf
 
 # --------------------------------------------------------------------------- TLS + secrets

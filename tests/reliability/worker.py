@@ -20,10 +20,10 @@ import sys
 import kubernetes.client  # noqa: F401  (pre-import: the point of this worker)
 import ovsdbapp.backend.ovs_idl  # noqa: F401
 
-import reconciler.adapters.kube
-import reconciler.adapters.ovn
-import reconciler.reconcile  # noqa: F401
-from reconciler.cli import main as cli_main
+import reconciler.adapters.kube.client
+import reconciler.adapters.ovn.northbound
+import reconciler.engine.pipeline  # noqa: F401
+from reconciler.cli.app import main as cli_main
 
 
 def _child(argv: list[str], out_dir: str) -> None:

@@ -1,0 +1,331 @@
+"""The manifest contract: pydantic models are the single source of truth.
+
+``schemas/*.json`` are generated from these classes (``osc-gitops schema``), and a test fails when
+they drift. Every string that can reach an OVN ``match`` or a Kubernetes label selector is
+constrained here to a safe alphabet (Kubernetes' own label and name syntax), so nothing a user
+writes is ever pasted into a match unchecked.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Final, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+from pydantic.json_schema import WithJsonSchema
+
+API_VERSION: Final = "osc.io/v1alpha1"
+KINDS = ("SecurityGroup", "VnfDeployment", "Binding")
+MAX_ORDER = 999
+"""Orders map onto 1000 ACL/router-policy priorities; see ``reconciler.core.steering``."""
+
+# Kubernetes syntax (apimachinery/pkg/util/validation).
+DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E|m)?$")
+_IMAGE = re.compile(r"^[a-z0-9]+([._/:@-][A-Za-z0-9_.-]+)*$")
+
+
+def check_label_key(key: str) -> str:
+    """Validate a Kubernetes label key (optional DNS-subdomain prefix, then a 63-char name)."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and (not prefix or len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        raise ValueError(
+            f"label key {key!r}: prefix {prefix!r} must be a DNS subdomain "
+            "(lowercase letters, digits, '-' and '.', at most 253 characters)"
+        )
+    if not _LABEL_NAME.fullmatch(name):
+        raise ValueError(
+            f"label key {key!r}: name {name!r} must be 1-63 characters of letters, digits, "
+            "'-', '_' or '.', starting and ending with a letter or digit"
+        )
+    return key
+
+
+def check_label_value(value: str) -> str:
+    """Validate a Kubernetes label value (empty, or 63 chars of ``[A-Za-z0-9-_.]``)."""
+    if not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"label value {value!r} must be at most 63 characters of letters, digits, '-', '_' "
+            "or '.', starting and ending with a letter or digit"
+        )
+    return value
+
+
+def check_label_term(term: str) -> str:
+    """``key=value``, both parts in Kubernetes label syntax (the seeds' member label format)."""
+    key, eq, value = term.partition("=")
+    if not eq:
+        raise ValueError(f"label {term!r} must have the form key=value")
+    check_label_key(key)
+    check_label_value(value)
+    return term
+
+
+def check_label_map(labels: dict[str, str]) -> dict[str, str]:
+    for key, value in labels.items():
+        check_label_key(key)
+        check_label_value(value)
+    return labels
+
+
+def check_quantity(value: str) -> str:
+    if not _QUANTITY.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes quantity (for example 512Mi, 2Gi, 1.5G, 500m)"
+        )
+    return value
+
+
+Name = Annotated[str, StringConstraints(pattern=DNS1123_LABEL, min_length=1, max_length=63)]
+"""A DNS-1123 label: manifest names, namespaces (Kubernetes' own rule for both)."""
+# Patterns mirrored into the JSON Schema so editors flag bad labels while typing; the Python
+# validators above stay the authority (and give the better messages).
+_LABEL_KEY_JS = (
+    r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]"
+)
+_LABEL_VALUE_JS = r"(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?"
+
+LabelTerm = Annotated[
+    str,
+    AfterValidator(check_label_term),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": f"^{_LABEL_KEY_JS}={_LABEL_VALUE_JS}$",
+            "description": "A Kubernetes label as key=value, e.g. app=web or example.com/tier=db.",
+        }
+    ),
+]
+LabelMap = Annotated[
+    dict[str, str],
+    AfterValidator(check_label_map),
+    WithJsonSchema(
+        {
+            "type": "object",
+            "propertyNames": {"pattern": f"^{_LABEL_KEY_JS}$"},
+            "additionalProperties": {"type": "string", "pattern": f"^{_LABEL_VALUE_JS}$"},
+        }
+    ),
+]
+Quantity = Annotated[
+    str,
+    AfterValidator(check_quantity),
+    WithJsonSchema({"type": "string", "pattern": _QUANTITY.pattern}),
+]
+
+
+class _Strict(BaseModel):
+    """Unknown fields are errors: a typo (``failurepolicy``) must not silently mean the default."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class Metadata(_Strict):
+    name: Name = Field(description="DNS-1123 label, unique per kind.")
+    labels: LabelMap = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+# --- SecurityGroup ---------------------------------------------------------------------------
+
+
+class SecurityGroupSpec(_Strict):
+    labels: list[LabelTerm] = Field(
+        min_length=1,
+        description="key=value labels; a pod carrying ANY of them is a member (keys may differ).",
+    )
+    namespaces: list[Name] | None = Field(
+        default=None, description="Namespaces to look in; omitted means all namespaces."
+    )
+    description: str | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _unique_labels(cls, labels: list[str]) -> list[str]:
+        dupes = sorted({t for t in labels if labels.count(t) > 1})
+        if dupes:
+            raise ValueError(f"duplicate labels: {', '.join(dupes)}")
+        return labels
+
+    def label_pairs(self) -> list[tuple[str, str]]:
+        return [(k, v) for k, _, v in (t.partition("=") for t in self.labels)]
+
+
+class SecurityGroup(_Strict):
+    """Pods to protect, chosen by labels (OR across the list)."""
+
+    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
+    kind: Literal["SecurityGroup"] = "SecurityGroup"
+    metadata: Metadata
+    spec: SecurityGroupSpec
+
+
+# --- VnfDeployment ---------------------------------------------------------------------------
+
+
+class SecurityManager(_Strict):
+    url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$", max_length=2048)] = Field(
+        description="Notified (HTTP POST, JSON) when a VNF instance is deployed or removed."
+    )
+
+
+class VnfDeploymentSpec(_Strict):
+    namespace: Name = Field(description="Namespace the VirtualMachines live in.")
+    nodeSelector: LabelMap = Field(
+        default_factory=dict, description="Node labels (AND); empty means every node."
+    )
+    image: Annotated[str, StringConstraints(max_length=512)] = Field(
+        description="KubeVirt containerDisk image of the VNF."
+    )
+    cpu: int = Field(default=1, ge=1, le=64, strict=True, description="Virtual CPU cores.")
+    memory: Quantity = Field(default="1Gi", description="Guest memory, a Kubernetes quantity.")
+    dataNetwork: Name | None = Field(
+        default=None,
+        description=(
+            "Name prefix of the Multus NetworkAttachmentDefinitions that attach the VM's two data "
+            "NICs (in/out) to OVN: osc-gitops creates '<dataNetwork>-<node>-in' and '-out' "
+            "(type ovs on br-int, bound to the VNF's OVN ports). Default: '<vnf name>'."
+        ),
+    )
+    securityManager: SecurityManager | None = None
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, image: str) -> str:
+        if not _IMAGE.fullmatch(image):
+            raise ValueError(f"{image!r} is not a container image reference")
+        return image
+
+
+class VnfDeployment(_Strict):
+    """A security VNF run as one KubeVirt VirtualMachine on every (selected) node."""
+
+    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
+    kind: Literal["VnfDeployment"] = "VnfDeployment"
+    metadata: Metadata
+    spec: VnfDeploymentSpec
+
+
+# --- Binding ---------------------------------------------------------------------------------
+
+
+class Redirection(StrEnum):
+    EXIT_LPORT = "exit-lport"
+    """Traffic leaving the switch towards the protected pods (a to-lport ACL)."""
+    ENTRY_LPORT = "entry-lport"
+    """Traffic entering the switch from the protected pods (a from-lport ACL)."""
+    BOTH = "both"
+
+
+class FailurePolicy(StrEnum):
+    FAIL_CLOSE = "fail-close"
+    FAIL_OPEN = "fail-open"
+
+
+class Precedence(StrEnum):
+    AFTER_NETWORK_POLICY = "after-network-policy"
+    """Tier 3: NetworkPolicy keeps deciding first; flows it allows are not steered. Safe default:
+    osc-gitops never weakens a deny the cluster already has."""
+    BEFORE_NETWORK_POLICY = "before-network-policy"
+    """Tier 1: every flow of the group is steered, but NetworkPolicy denies no longer apply to it
+    (the VNF becomes the enforcer)."""
+
+
+class Protocol(StrEnum):
+    TCP = "tcp"
+    UDP = "udp"
+    ICMP = "icmp"
+    ANY = "any"
+
+
+PortNumber = Annotated[int, Field(ge=1, le=65535)]
+
+
+class PortRange(_Strict):
+    start: PortNumber
+    end: PortNumber
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PortRange:
+        if self.start > self.end:
+            raise ValueError(f"port range start {self.start} is greater than end {self.end}")
+        return self
+
+
+class Traffic(_Strict):
+    """A structured filter; compiled to an OVN match by osc-gitops, never a raw match string."""
+
+    protocol: Protocol = Protocol.ANY
+    ports: list[PortNumber | PortRange] = Field(
+        default_factory=list, description="Destination ports (tcp/udp only); empty means all."
+    )
+
+    @model_validator(mode="after")
+    def _ports_need_l4(self) -> Traffic:
+        if self.ports and self.protocol not in (Protocol.TCP, Protocol.UDP):
+            raise ValueError(f"ports need protocol tcp or udp, not {self.protocol.value}")
+        return self
+
+
+class BindingSpec(_Strict):
+    securityGroup: Name
+    vnf: Name
+    redirection: Redirection = Redirection.EXIT_LPORT
+    failurePolicy: FailurePolicy = FailurePolicy.FAIL_CLOSE
+    order: int = Field(
+        ge=0,
+        le=MAX_ORDER,
+        strict=True,
+        description="Position among the bindings of one group (lower first); unique per group.",
+    )
+    precedence: Precedence = Precedence.AFTER_NETWORK_POLICY
+    traffic: Traffic | None = None
+
+
+class Binding(_Strict):
+    """Steer a security group's traffic through a VNF."""
+
+    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
+    kind: Literal["Binding"] = "Binding"
+    metadata: Metadata
+    spec: BindingSpec
+
+
+Manifest = SecurityGroup | VnfDeployment | Binding
+MODEL_BY_KIND: dict[str, type[SecurityGroup] | type[VnfDeployment] | type[Binding]] = {
+    "SecurityGroup": SecurityGroup,
+    "VnfDeployment": VnfDeployment,
+    "Binding": Binding,
+}
+
+
+class Desired(BaseModel):
+    """All manifests of one source (a folder or a git commit), validated and cross-checked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    security_groups: dict[str, SecurityGroup] = Field(default_factory=dict)
+    vnfs: dict[str, VnfDeployment] = Field(default_factory=dict)
+    bindings: dict[str, Binding] = Field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.security_groups or self.vnfs or self.bindings)
+
+    def all(self) -> list[Any]:
+        return [*self.security_groups.values(), *self.vnfs.values(), *self.bindings.values()]

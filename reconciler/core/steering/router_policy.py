@@ -1,0 +1,129 @@
+"""Router-policy steering: ``Logical_Router_Policy`` ``reroute`` on the cluster router.
+
+Works on any OVN (23.03 here), but only for *routed pod-to-pod* traffic: packets between pods on
+different nodes cross ``ovn_cluster_router``; packets between two pods on the same node switch
+never do and are not steered. The failure policy is not enforced: with no health check, a VNF
+that stops forwarding blackholes the group's routed traffic (always fail-close).
+
+Every steered packet goes to the VNF instance on the node of its *destination*, which hands it
+to the destination pod directly on that node's switch: the VNF on node M only ever receives
+packets for M's own subnet, so its forwarded copy never re-enters the router and cannot be
+rerouted again (no loop, no guard needed). Per binding and node M where the VNF runs, and per
+direction:
+
+- exit-lport (towards the group's pods on M, from other nodes or from outside the cluster):
+  ``ip4.dst == $<pg M>_ip4`` -> reroute to the VNF's address on M;
+- entry-lport (from the group's pods, on any node the VNF runs on, to pods on M):
+  ``ip4.dst == <subnet of M> && ip4.src == {$<pg N>_ip4, ...}`` -> reroute to the VNF on M.
+
+Why not steer entry-lport traffic at the *source* node's VNF: the VNF would have to send it back
+to the router from the pod's own switch, and in the router's policy stage nothing tells that copy
+from the original. ``eth.src`` there is already the router port's MAC (``lr_in_ip_routing``
+rewrites it), so an ``eth.src != <VNF MAC>`` guard loops the VNF's own packets until their TTL
+runs out, and ``inport != "rtos-N"`` is refused by ovn-controller ("Nominal field inport may only
+be tested for equality"), although northd accepts it. Both were seen on the real data path
+(``docs/datapath.md``). Hence entry-lport traffic that leaves the cluster, or goes to a node
+where the VNF does not run, is not steered.
+
+The VNF's address is the top host of the node subnet (see ``compile._vnf_ip``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from reconciler.core import naming
+from reconciler.core.model import Desired
+from reconciler.core.observed import Observed
+from reconciler.core.steering import common
+from reconciler.core.steering.base import (
+    CompileOptions,
+    Members,
+    TargetBuilder,
+    VnfInstance,
+    binding_nodes,
+    bindings_by_group,
+    directions,
+    port_group_ports,
+)
+
+
+def emit_bindings(
+    desired: Desired,
+    observed: Observed,
+    instances: dict[tuple[str, str], VnfInstance],
+    members: Members,
+    options: CompileOptions,
+    out: TargetBuilder,
+) -> None:
+    inst_id = options.instance
+    router = options.cluster_router
+    if desired.bindings and router not in observed.routers:
+        out.warnings.append(
+            f"router-policy: logical router {router} not found: no binding is steered"
+        )
+        return
+    port_groups: dict[str, tuple[str, str]] = {}
+    subnets = {s.name: s.subnet for s in observed.switches}
+    networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
+    for group, bindings in bindings_by_group(desired).items():
+        for binding in bindings:
+            spec = binding.spec
+            if spec.failurePolicy.value == "fail-open":
+                out.warnings.append(
+                    f"Binding {binding.metadata.name}: router-policy cannot fail open (no "
+                    "health check); a VNF that stops forwarding blackholes the traffic"
+                )
+            steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
+            for inst in binding_nodes(binding, instances):
+                node = inst.node
+                net = networks.get(node)  # parsed once per node, not per binding and node
+                if net is None:
+                    net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
+                    networks[node] = net
+                if inst.ip is None or net.version != 4:
+                    out.warnings.append(
+                        f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
+                        f"{spec.vnf} has no address there: Binding {binding.metadata.name} "
+                        f"is not steered on {node}"
+                    )
+                    continue
+                steered.append((inst, inst.ip, str(net)))
+            pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
+            for pg, (inst, _, _) in zip(pgs, steered, strict=True):
+                port_groups[pg] = (group, inst.node)
+            if not steered:
+                continue
+            sets = [f"${pg}_ip4" for pg in pgs]
+            sources = sets[0] if len(sets) == 1 else "{" + ", ".join(sets) + "}"
+            l4 = common.traffic_match(spec.traffic)
+            l4 = "" if l4 == "ip" else f" && {l4}"
+            for inst, ip, subnet in steered:
+                node = inst.node
+                pg = naming.port_group(inst_id, group, node)
+                for direction in directions(spec.redirection):
+                    if direction == "to-lport":
+                        match = f"ip4.dst == ${pg}_ip4{l4}"
+                    else:
+                        match = f"ip4.dst == {subnet} && ip4.src == {sources}{l4}"
+                    key = naming.ovn_ident(
+                        inst_id, binding.metadata.name, node, direction.split("-")[0]
+                    )
+                    out.ovn(
+                        "Logical_Router_Policy",
+                        key,
+                        f"Binding/{binding.metadata.name}",
+                        node,
+                        {
+                            "router": router,
+                            "priority": common.priority(
+                                common.ROUTER_POLICY_PRIORITY_BASE, spec.order
+                            ),
+                            "match": match,
+                            "action": "reroute",
+                            "nexthops": [ip],
+                        },
+                    )
+    for pg, (group, node) in sorted(port_groups.items()):
+        ports = port_group_ports(members, group, node)
+        out.ovn("Port_Group", pg, f"SecurityGroup/{group}", node, {"name": pg, "ports": ports})

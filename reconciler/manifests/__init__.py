@@ -1,0 +1,1 @@
+"""Manifests in, ``Desired`` out: YAML with ``file:line`` errors, validation, JSON Schemas."""

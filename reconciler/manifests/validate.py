@@ -1,0 +1,210 @@
+"""Cross-reference checks over all manifests of a run (pure functions, no I/O).
+
+A single manifest can be perfectly valid and still wrong in context: two groups named ``web``,
+a Binding to a group that does not exist, two Bindings claiming position 10 of the same group.
+Those checks need every document of the run at once, so they live here, after ``load`` turned
+each document into a model and recorded where each field was written (:class:`SourceDoc`).
+Every issue points at the offending field's ``file:line:column``, and, for clashes, also names
+where the other side was declared, so the user sees both ends of the conflict.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler.core.model import Binding, Desired, Manifest, SecurityGroup, VnfDeployment
+from reconciler.errors import ManifestIssue
+
+
+@dataclass(frozen=True, slots=True)
+class SourceDoc:
+    """A validated manifest and where it came from.
+
+    ``positions`` maps field paths (``metadata.name``, ``spec.labels[1]``) to 1-based
+    ``(line, column)`` of their value, so cross-reference issues land on the exact field.
+    """
+
+    file: str
+    document: int
+    line: int
+    column: int
+    manifest: Manifest
+    positions: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return self.manifest.kind
+
+    @property
+    def name(self) -> str:
+        return self.manifest.metadata.name
+
+    def at(self, path: str) -> tuple[int, int]:
+        """Position of ``path``, falling back to its closest written parent, then the document."""
+        probe = path
+        while probe:
+            if probe in self.positions:
+                return self.positions[probe]
+            cut = max(probe.rfind("."), probe.rfind("["))
+            probe = probe[:cut] if cut > 0 else ""
+        return (self.line, self.column)
+
+    def where(self, path: str = "metadata.name") -> str:
+        line, column = self.at(path)
+        return f"{self.file}:{line}:{column}"
+
+    def issue(self, path: str, message: str, expected: str | None = None) -> ManifestIssue:
+        line, column = self.at(path)
+        return ManifestIssue(
+            file=self.file,
+            line=line,
+            column=column,
+            document=self.document,
+            path=path,
+            kind=self.kind,
+            name=self.name,
+            message=message,
+            expected=expected,
+        )
+
+
+Declared = Mapping[str, Mapping[str, str]]
+"""``kind -> name -> "file:line"`` of manifests that failed their own validation but whose kind
+and name could be read. They still count as declared, so a typo in one group's labels does not
+also produce "unknown SecurityGroup" on every Binding that uses it."""
+
+
+def did_you_mean(value: str, candidates: Iterable[str]) -> str:
+    """`` (did you mean 'web'?)`` when a close candidate exists, else an empty string."""
+    close = difflib.get_close_matches(value, sorted(candidates), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def check_duplicates(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
+    """Names are unique per kind: the second and later declarations are errors."""
+    first: dict[tuple[str, str], SourceDoc] = {}
+    issues: list[ManifestIssue] = []
+    for doc in docs:
+        ident = (doc.kind, doc.name)
+        if ident in first:
+            issues.append(
+                doc.issue(
+                    "metadata.name",
+                    f"duplicate {doc.kind} name {doc.name!r} "
+                    f"(first declared at {first[ident].where()})",
+                )
+            )
+        else:
+            first[ident] = doc
+    return issues
+
+
+def check_references(
+    docs: Sequence[SourceDoc], declared: Declared | None = None
+) -> list[ManifestIssue]:
+    """Every Binding names an existing SecurityGroup and VnfDeployment."""
+    declared = declared or {}
+    groups = {d.name for d in docs if isinstance(d.manifest, SecurityGroup)}
+    groups |= set(declared.get("SecurityGroup", {}))
+    vnfs = {d.name for d in docs if isinstance(d.manifest, VnfDeployment)}
+    vnfs |= set(declared.get("VnfDeployment", {}))
+    issues: list[ManifestIssue] = []
+    for doc in docs:
+        if not isinstance(doc.manifest, Binding):
+            continue
+        spec = doc.manifest.spec
+        for path, kind, ref, known in (
+            ("spec.securityGroup", "SecurityGroup", spec.securityGroup, groups),
+            ("spec.vnf", "VnfDeployment", spec.vnf, vnfs),
+        ):
+            if ref not in known:
+                listing = ", ".join(sorted(known)) if known else f"no {kind} is declared"
+                issues.append(
+                    doc.issue(
+                        path,
+                        f"unknown {kind} {ref!r}{did_you_mean(ref, known)}",
+                        expected=f"one of: {listing}" if known else listing,
+                    )
+                )
+    return issues
+
+
+def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
+    """Per group: each ``order`` used once, each VNF bound once.
+
+    Two bindings at the same order would make the chain order depend on file order; binding
+    one VNF twice to one group would send each packet through the same VM twice.
+    """
+    by_order: dict[tuple[str, int], SourceDoc] = {}
+    by_vnf: dict[tuple[str, str], SourceDoc] = {}
+    seen_names: set[str] = set()
+    issues: list[ManifestIssue] = []
+    for doc in docs:
+        if not isinstance(doc.manifest, Binding) or doc.name in seen_names:
+            continue  # duplicates of a name are reported by check_duplicates
+        seen_names.add(doc.name)
+        spec = doc.manifest.spec
+        order_key = (spec.securityGroup, spec.order)
+        if order_key in by_order:
+            other = by_order[order_key]
+            issues.append(
+                doc.issue(
+                    "spec.order",
+                    f"duplicate order {spec.order} on SecurityGroup {spec.securityGroup} "
+                    f"(also used by Binding/{other.name} at {other.where('spec.order')})",
+                    expected="a unique order per SecurityGroup",
+                )
+            )
+        else:
+            by_order[order_key] = doc
+        vnf_key = (spec.securityGroup, spec.vnf)
+        if vnf_key in by_vnf:
+            other = by_vnf[vnf_key]
+            issues.append(
+                doc.issue(
+                    "spec.vnf",
+                    f"VNF {spec.vnf} is bound twice to SecurityGroup {spec.securityGroup} "
+                    f"(also by Binding/{other.name} at {other.where('spec.vnf')})",
+                )
+            )
+        else:
+            by_vnf[vnf_key] = doc
+    return issues
+
+
+def cross_check(
+    docs: Sequence[SourceDoc], declared: Declared | None = None, *, complete: bool = True
+) -> list[ManifestIssue]:
+    """All cross-reference checks.
+
+    ``complete=False`` means some file of the run could not be parsed at all: it may declare the
+    groups and VNFs that Bindings refer to, so unknown-reference checks are skipped rather than
+    reporting errors that are only echoes of the parse error.
+    """
+    issues = check_duplicates(docs)
+    if complete:
+        issues += check_references(docs, declared)
+    issues += check_bindings(docs)
+    return issues
+
+
+def build_desired(docs: Sequence[SourceDoc]) -> Desired:
+    """Index validated manifests by name (call after :func:`cross_check` found nothing)."""
+    groups: dict[str, SecurityGroup] = {}
+    vnfs: dict[str, VnfDeployment] = {}
+    bindings: dict[str, Binding] = {}
+    for doc in docs:
+        m = doc.manifest
+        if isinstance(m, SecurityGroup):
+            groups.setdefault(m.metadata.name, m)
+        elif isinstance(m, VnfDeployment):
+            vnfs.setdefault(m.metadata.name, m)
+        else:
+            bindings.setdefault(m.metadata.name, m)
+    return Desired(
+        security_groups=dict(sorted(groups.items())),
+        vnfs=dict(sorted(vnfs.items())),
+        bindings=dict(sorted(bindings.items())),
+    )

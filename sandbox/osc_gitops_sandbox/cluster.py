@@ -1,0 +1,229 @@
+"""A whole local "cluster": real OVN processes + the Kubernetes API emulator, seeded consistently.
+
+What OVN-Kubernetes would do in a real cluster is played here by :class:`SandboxCluster`: for
+every pod it writes the pod's LSP ``<namespace>_<pod>`` on the node's switch (MAC/IP from the
+``k8s.ovn.org/pod-networks`` annotation, ``iface-id-ver`` = pod UID), and it removes the LSP
+when the pod goes. The reconciler under test only ever talks to the two servers.
+
+Used by the integration tests, ``osc-gitops demo`` and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import http.client
+import ipaddress
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.ovn import (
+    OvnSandbox,
+    SeedNode,
+    SeedPod,
+    nf_schema_path,
+    seed_ovn_kubernetes,
+)
+
+POD_NETWORKS = "k8s.ovn.org/pod-networks"
+NODE_SUBNETS = "k8s.ovn.org/node-subnets"
+
+
+def _load_items(path: Path) -> list[dict[str, Any]]:
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="safe", pure=True)
+    items: list[dict[str, Any]] = []
+    for doc in yaml.load_all(path.read_text()):
+        if not doc:
+            continue
+        items.extend(doc.get("items", []) if doc.get("kind") == "List" else [doc])
+    return items
+
+
+def _node_subnet(node: Mapping[str, Any]) -> str:
+    annotations = node.get("metadata", {}).get("annotations", {})
+    if NODE_SUBNETS in annotations:
+        return str(json.loads(annotations[NODE_SUBNETS])["default"][0])
+    return str(node.get("spec", {}).get("podCIDR"))
+
+
+def seed_pod_of(pod: Mapping[str, Any]) -> SeedPod:
+    """OVN-Kubernetes' view of a pod object (its LSP), from the pod-networks annotation."""
+    meta = pod["metadata"]
+    net = json.loads(meta["annotations"][POD_NETWORKS])["default"]
+    ip = net["ip_addresses"][0].split("/")[0]
+    return SeedPod(
+        meta["namespace"], meta["name"], meta["uid"], pod["spec"]["nodeName"],
+        net["mac_address"], ip,
+    )  # fmt: skip
+
+
+class SandboxCluster:
+    """Start with :meth:`start` (or ``with``), seed with :meth:`seed_dir`, then play the cluster:
+    :meth:`add_pod`, :meth:`delete_pod`, :meth:`label_pod`.
+
+    ``nb_schema="auto"`` uses upstream OVN 26.03's NB schema (Network Function tables) when it is
+    available, else the installed one (23.03 here: router-policy steering only).
+    """
+
+    def __init__(
+        self,
+        workdir: str | Path | None = None,
+        *,
+        nb_schema: str = "auto",
+        northd: bool = True,
+        tcp: bool = False,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="osc-")
+            workdir = self._tmp.name
+        self.workdir = Path(workdir)
+        if nb_schema == "auto":
+            nb_schema = "26.03" if nf_schema_path() else "installed"
+        self.nb_schema = nb_schema
+        self.ovn = OvnSandbox(self.workdir / "ovn", northd=northd, tcp=tcp, nb_schema=nb_schema)
+        self.kube = KubeApiServer()
+        self.kubeconfig = str(self.workdir / "kubeconfig")
+        self._subnets: dict[str, str] = {}
+        self._next_host: dict[str, int] = {}
+
+    @property
+    def network_function(self) -> bool:
+        return self.nb_schema == "26.03"
+
+    def start(self) -> SandboxCluster:
+        self.ovn.start()
+        try:
+            self.kube.start()
+            self.kube.write_kubeconfig(self.kubeconfig)
+        except BaseException:
+            self.ovn.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        try:
+            self.kube.stop()
+        finally:
+            self.ovn.stop()
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
+
+    def __enter__(self) -> SandboxCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def nb_remote(self) -> str:
+        return self.ovn.nb_remote
+
+    # -- seeding -----------------------------------------------------------------------------
+    def seed(
+        self, nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> None:  # fmt: skip
+        """Seed Kubernetes objects and the matching OVN-Kubernetes rows."""
+        seed_nodes = [SeedNode(n["metadata"]["name"], _node_subnet(n)) for n in nodes]
+        for node in seed_nodes:
+            self._subnets[node.name] = node.subnet
+        seed_pods = [seed_pod_of(p) for p in pods]
+        for pod in seed_pods:
+            host = int(ipaddress.ip_address(pod.ip)) - int(
+                ipaddress.ip_network(self._subnets[pod.node]).network_address
+            )
+            self._next_host[pod.node] = max(self._next_host.get(pod.node, 2), host)
+        self.kube.add_objects([*namespaces, *nodes, *pods])
+        seed_ovn_kubernetes(self.nb_remote, seed_nodes, seed_pods)
+
+    def seed_dir(self, folder: str | Path) -> None:
+        """Seed from ``namespaces.yaml``, ``nodes.yaml``, ``pods.yaml`` (kubectl List format)."""
+        folder = Path(folder)
+
+        def items(name: str) -> list[dict[str, Any]]:
+            path = folder / name
+            return _load_items(path) if path.exists() else []
+
+        self.seed(items("nodes.yaml"), items("pods.yaml"), items("namespaces.yaml"))
+
+    # -- playing OVN-Kubernetes ----------------------------------------------------------------
+    def add_pod(
+        self, namespace: str, name: str, node: str, labels: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Create a pod in the API (server-set UID) and its LSP in OVN, as OVN-Kubernetes does."""
+        net = ipaddress.ip_network(self._subnets[node])
+        host = self._next_host.get(node, 2) + 1
+        self._next_host[node] = host
+        ip = net.network_address + host
+        mac = "0a:58:" + ":".join(f"{b:02x}" for b in ip.packed[-4:])
+        annotation = {"default": {"ip_addresses": [f"{ip}/{net.prefixlen}"], "mac_address": mac}}
+        self.kube.add_objects([{
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
+                         "annotations": {POD_NETWORKS: json.dumps(annotation)}},
+            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "app:1"}]},
+        }])  # fmt: skip
+        pod = self.kube.get_object("Pod", namespace, name)
+        assert pod is not None, "the emulator just stored this pod"
+        seed = SeedPod(namespace, name, pod["metadata"]["uid"], node, mac, str(ip))
+        addr = f"{mac} {ip}"
+        ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
+            {"op": "insert", "table": "Logical_Switch_Port", "uuid-name": "p",
+             "row": {"name": seed.lsp_name, "addresses": addr, "port_security": addr,
+                     "external_ids": ovsdb_rpc.to_datum({"namespace": namespace, "pod": "true"}),
+                     "options": ovsdb_rpc.to_datum({"iface-id-ver": seed.uid,
+                                                    "requested-chassis": node})}},
+            {"op": "mutate", "table": "Logical_Switch", "where": [["name", "==", node]],
+             "mutations": [["ports", "insert", ["set", [["named-uuid", "p"]]]]]},
+        ])  # fmt: skip
+        return pod
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Delete the pod from the API and its LSP from OVN (OVN-Kubernetes' cleanup)."""
+        self._http("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        lsp = f"{namespace}_{name}"
+        rows = ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
+            {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
+             "columns": ["_uuid"]},
+        ])[0]["rows"]  # fmt: skip
+        if not rows:
+            return
+        uuid = rows[0]["_uuid"]
+        ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
+            {"op": "mutate", "table": "Logical_Switch", "where": [],
+             "mutations": [["ports", "delete", ["set", [uuid]]]]},
+            {"op": "delete", "table": "Logical_Switch_Port", "where": [["_uuid", "==", uuid]]},
+        ])  # fmt: skip
+
+    def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
+        """Set (or with ``None`` remove) pod labels, like ``kubectl label --overwrite``."""
+        self._http(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            {"metadata": {"labels": dict(labels)}},
+        )
+
+    def delete_vm(self, namespace: str, name: str) -> None:
+        """What a user does with ``kubectl delete vm``."""
+        self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
+
+    def _http(self, method: str, path: str, body: Any = None) -> Any:
+        """Talk to the emulator over the wire (so watches see the change, as in a cluster)."""
+        conn = http.client.HTTPConnection(self.kube.host, self.kube.port, timeout=10)
+        try:
+            headers = {"Content-Type": "application/merge-patch+json"} if body else {}
+            conn.request(method, path, json.dumps(body) if body else None, headers)
+            response = conn.getresponse()
+            data = response.read()
+            if response.status >= 300:
+                raise RuntimeError(f"{method} {path}: HTTP {response.status} {data[:200]!r}")
+            return json.loads(data) if data else None
+        finally:
+            conn.close()

@@ -1,0 +1,166 @@
+"""``osc-gitops demo``: the whole story on a laptop, with real parts and no cluster.
+
+Starts the sandbox (real ``ovsdb-server`` + ``ovn-northd`` from Debian's ``ovn-central``, with
+upstream OVN 26.03's NB schema when available, and the Kubernetes API emulator), seeds it from
+``examples/cluster/`` as OVN-Kubernetes would, and walks through the user stories of the 2017
+design: plan -> apply -> empty plan -> a newly labelled pod is steered -> a VNF VM deleted by a
+user is redeployed -> a binding removed from git is pruned.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _find(folder: str | None, default: str) -> Path:
+    for candidate in [Path(folder)] if folder else [Path(default), REPO / default]:
+        if candidate.is_dir():
+            return candidate
+    raise UserError(f"cannot find {folder or default}: run the demo from the osc-gitops checkout")
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _step(title: str) -> None:
+    _say()
+    _say(f"=== {title}")
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    """The OVN adapter's cache follows the NB asynchronously (ms); wait until it saw a change
+    that another client (here: the simulated OVN-Kubernetes) just committed."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise UserError("the sandbox did not reflect a change within 5 s")
+        time.sleep(0.02)
+
+
+def run(
+    policies: str | None, cluster_dir: str | None, steering: str | None, *, datapath: bool = False
+) -> int:
+    from osc_gitops_sandbox.cluster import SandboxCluster
+    from osc_gitops_sandbox.ovn import ovn_unavailable_reason
+    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+    from reconciler.core.compile import CompileOptions
+    from reconciler.engine.pipeline import make_plan, observe, reconcile
+    from reconciler.manifests.load import load_path
+    from reconciler.render import render
+
+    if datapath:
+        from osc_gitops_sandbox.demo_datapath import run as run_datapath
+
+        return run_datapath()
+    reason = ovn_unavailable_reason(northd=True)
+    if reason:
+        raise UserError(f"the demo needs Debian's ovn-central: {reason}")
+    policy_dir = _find(policies, "examples/policies")
+    seed_dir = _find(cluster_dir, "examples/cluster")
+    work = Path(tempfile.mkdtemp(prefix="osc-demo-"))
+    policies_copy = work / "policies"
+    shutil.copytree(policy_dir, policies_copy)
+
+    with SandboxCluster(work / "sandbox") as cluster:
+        cluster.seed_dir(seed_dir)
+        if steering is None:
+            steering = "network-function" if cluster.network_function else "router-policy"
+        schema = (
+            "OVN 26.03 NB schema (Network Function tables)"
+            if cluster.network_function
+            else ("installed OVN NB schema (no Network Function tables)")
+        )
+        _say("osc-gitops demo: real ovsdb-server + ovn-northd and a Kubernetes API emulator")
+        _say(f"  OVN NB:     {cluster.nb_remote}  ({schema})")
+        _say(f"  Kubernetes: {cluster.kube.url}  (kubeconfig {cluster.kubeconfig})")
+        _say(f"  manifests:  {policy_dir}  ·  cluster seeded from {seed_dir}")
+        _say(f"  steering:   {steering}")
+
+        kube = KubeCluster(KubeSettings(kubeconfig=cluster.kubeconfig))
+        ovn = OvnNorthbound.connect(OvnSettings(remote=cluster.nb_remote))
+        options = CompileOptions(steering=steering)  # type: ignore[arg-type]
+        cmd = f"osc-gitops {{}} {policies_copy} --ovn-nb {cluster.nb_remote} " \
+              f"--kubeconfig {cluster.kubeconfig}"  # fmt: skip
+
+        def show_plan(brief: bool = False) -> Any:
+            _say(f"$ {cmd.format('plan')}")
+            the_plan = make_plan(load_path(policies_copy), observe(kube, ovn, "osc-gitops"),
+                                 options)  # fmt: skip
+            text = render(the_plan)
+            if brief and len(text.splitlines()) > 40:
+                lines = text.splitlines()
+                text = "\n".join([*lines[:30], "  …", *lines[-8:]]) + "\n"
+            sys.stdout.write(text)
+            _say(f"(exit code {2 if the_plan.changes else 0})")
+            return the_plan
+
+        def apply() -> None:
+            _say(f"$ {cmd.format('apply')}")
+            report = reconcile(load_path(policies_copy), kube, ovn, options)
+            s = report.plan.summary()
+            _say(
+                f"Apply complete: {s['create']} created, {s['update']} changed, {s['delete']} "
+                f"deleted in {sum(report.seconds.values()) * 1000:.0f} ms; re-plan is empty."
+            )
+
+        try:
+            _step("1. Plan from an empty NB: VNF VMs, their OVN ports, port groups, steering")
+            show_plan(brief=True)
+            _step("2. Apply (Kubernetes first, then ONE OVN transaction, then verify)")
+            apply()
+            _step("3. Plan again: nothing to do (idempotent)")
+            show_plan()
+
+            _step("4. A new pod labelled app=web starts on node-2 (OVN-Kubernetes adds its port)")
+            cluster.add_pod("shop-frontend", "web-new", "node-2", {"app": "web"})
+            _wait_for(lambda: any(p.name == "shop-frontend_web-new"
+                                  for p in ovn.read().pod_ports))  # fmt: skip
+            show_plan()
+            apply()
+
+            _step("5. Somebody deletes a VNF VM (kubectl delete vm firewall-node-1)")
+            vm = next(o for o in kube.list_owned("VirtualMachine", "osc-gitops"))
+            cluster.delete_vm(vm.namespace, vm.name)
+            show_plan()
+            apply()
+
+            _step("6. A binding is removed from git: its steering rows are pruned")
+            removed = _remove_one_binding(policies_copy)
+            _say(f"(removed Binding {removed} from the manifests)")
+            show_plan()
+            apply()
+            _step("7. Final plan")
+            show_plan()
+        finally:
+            ovn.close()
+    shutil.rmtree(work, ignore_errors=True)
+    _say()
+    _say("demo finished: sandbox stopped, nothing left running.")
+    return 0
+
+
+def _remove_one_binding(folder: Path) -> str:
+    """Delete the last Binding document from the copied manifests (as a git commit would)."""
+    from reconciler.manifests.load import load_path
+
+    desired = load_path(folder)
+    name = sorted(desired.bindings)[-1]
+    for path in sorted(folder.rglob("*.y*ml")):
+        docs = path.read_text().split("\n---")
+        kept = [d for d in docs if not ("kind: Binding" in d and f"name: {name}\n" in d)]
+        if len(kept) != len(docs):
+            path.write_text("\n---".join(kept))
+            return name
+    raise UserError(f"could not find Binding {name} in {folder}")
