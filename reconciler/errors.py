@@ -1,29 +1,86 @@
-"""Errors a user can act on, and how they are printed.
+"""Every error osc-gitops raises on purpose, in one hierarchy (kopf's ``clients/errors.py`` is
+the model), and how each kind is shown.
 
-Two families:
+::
 
+    OscError                      cause label   shown as
+    ├── UserError                 other         ``error: <message>``, exit 1, no traceback
+    │   ├── ValidationFailed      manifests     every ``file:line:column`` issue of the run
+    │   ├── PathNotFound          manifests
+    │   ├── CompileError          other         (reconciler.core.steering.base)
+    │   └── EmptyDesiredRefused   empty-refused (reconciler.engine.pipeline)
+    ├── EndpointError             (per client)  ``error: <message naming the endpoint>``, exit 1
+    │   ├── KubeError             kubernetes    (reconciler.adapters.kube.client)
+    │   ├── OvnError              ovn           (reconciler.adapters.ovn)
+    │   ├── GitSourceError        git           (reconciler.adapters.git)
+    │   └── LeaseError            lease         (reconciler.adapters.kube.lease)
+    ├── ConflictError             (mixin)       someone else holds or changed it first
+    ├── Aborted                   aborted       a reconcile stopped on purpose before a write
+    └── InternalError             other         our bug or a broken invariant: traceback kept
+        └── NotConverged          not-converged (reconciler.engine.pipeline)
+
+- :attr:`OscError.cause` is the label of ``osc_gitops_errors_total``: it comes from the class,
+  never from a module name, so moving code cannot change a metric.
+- A *user* error (bad input, an endpoint that is down, a lock held by another process) is
+  printed as one line: a traceback tells a user "the tool is broken", not "your input is".
+  An :class:`InternalError` keeps its traceback (``show_traceback``): it may be our bug.
 - :class:`ManifestIssue` is one problem in one manifest, located to ``file:line:column`` (the
   format compilers and editors understand, so terminals and CI annotations make it clickable).
   :class:`ValidationFailed` carries *all* issues of a run, because fixing a repository one error
   per CI round-trip is miserable.
-- :class:`UserError` is the base of every error the CLI prints as ``error: <message>`` with exit
-  code 1 and no traceback (a traceback tells a user "the tool is broken", not "your input is").
-  Other modules subclass it (endpoint unreachable, snapshot unreadable, ...).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 
-class UserError(Exception):
-    """An error caused by input or environment, shown to the user without a traceback.
+class OscError(Exception):
+    """Root of every error osc-gitops raises on purpose."""
+
+    cause: ClassVar[str] = "other"
+    """Label of the ``osc_gitops_errors_total`` metric for this kind of error."""
+    show_traceback: ClassVar[bool] = False
+    """True only where the error may be our own bug (the CLI and the log then keep the trace)."""
+
+
+class UserError(OscError):
+    """An error caused by input or configuration, shown to the user without a traceback.
 
     The message must name what is wrong and where (file, endpoint, flag), e.g.
     ``cannot read examples/policies: no such file or directory``.
     """
+
+
+class EndpointError(OscError):
+    """A live system (Kubernetes API, OVN NB, git remote) could not be reached or refused a
+    request. Each client's adapter subclasses it once and sets :attr:`cause`; the message
+    always names the endpoint."""
+
+
+class ConflictError(OscError):
+    """Someone else holds or changed the object first (a lock, a create race). Used as a mixin
+    beside the endpoint's own class, e.g. ``class OvnLockedError(OvnApplyError, ConflictError)``;
+    retrying later is the answer."""
+
+
+class Aborted(OscError):
+    """A reconcile stopped on purpose before a write: shutting down, or the Lease is not held."""
+
+    cause = "aborted"
+
+
+class InternalError(OscError):
+    """Something that should not happen did: possibly a bug of ours. Keeps its traceback."""
+
+    show_traceback = True
+
+
+def error_cause(exc: BaseException) -> str:
+    """The metric label of any exception: the class's :attr:`OscError.cause`, else "other"."""
+    return exc.cause if isinstance(exc, OscError) else "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +147,8 @@ class ManifestIssue:
 class ValidationFailed(UserError):
     """The manifests of a run are invalid; ``issues`` holds every problem found, sorted."""
 
+    cause = "manifests"
+
     def __init__(self, issues: Iterable[ManifestIssue]) -> None:
         self.issues: list[ManifestIssue] = sorted(issues, key=ManifestIssue.sort_key)
         super().__init__(self._summary())
@@ -104,6 +163,8 @@ class ValidationFailed(UserError):
 
 class PathNotFound(UserError):
     """The manifest path given on the command line does not exist."""
+
+    cause = "manifests"
 
     def __init__(self, path: str, reason: str = "no such file or directory") -> None:
         self.path = path

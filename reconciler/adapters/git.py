@@ -36,7 +36,7 @@ from pathlib import Path
 import git
 from git.exc import GitCommandError, InvalidGitRepositoryError, NoSuchPathError
 
-from reconciler.errors import UserError
+from reconciler.errors import EndpointError
 
 __all__ = [
     "Checkout",
@@ -56,8 +56,10 @@ KEEP_CHECKOUTS = 5
 """Exported commits kept in the cache (the current one, the last good one and a few more)."""
 
 
-class GitSourceError(UserError):
+class GitSourceError(EndpointError):
     """The git source could not be fetched or read; the message names the (redacted) remote."""
+
+    cause = "git"
 
 
 def default_cache_dir() -> Path:

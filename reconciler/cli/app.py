@@ -17,19 +17,20 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from reconciler import __version__
 from reconciler.cli import live as cli_live
 from reconciler.engine import gc_tuning
-from reconciler.errors import ManifestIssue, UserError, ValidationFailed
+from reconciler.errors import ManifestIssue, OscError, UserError, ValidationFailed
 
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130
 
-USER_ERRORS: tuple[type[BaseException], ...] = (UserError,)
+USER_ERRORS: tuple[type[BaseException], ...] = (OscError,)
 """Exceptions printed as ``error: <message>`` (exit 1). Extend it for library errors that are
 the user's to fix, e.g. ``cli.USER_ERRORS += (SomeClientError,)``."""
 
@@ -318,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_ERROR
     except USER_ERRORS as exc:
+        if isinstance(exc, OscError) and exc.show_traceback:  # possibly our bug: keep the trace
+            traceback.print_exception(exc, file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_ERROR
 

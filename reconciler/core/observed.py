@@ -110,6 +110,20 @@ class OvnCapabilities:
     all exist (OVN >= 26.03, NB schema >= 7.18)."""
 
 
+@dataclass(frozen=True)
+class OvnState:
+    """One consistent snapshot of what the reconciler needs from the NB (plain data): what
+    every OVN reader (the IDL mirror, the one-shot snapshot, a fake) returns."""
+
+    switches: tuple[Switch, ...]
+    routers: tuple[str, ...]
+    pod_ports: tuple[PodPort, ...]
+    owned: tuple[OvnRow, ...]
+    capabilities: OvnCapabilities
+    used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """``Network_Function``/``Network_Function_Group`` ids taken by rows we do not own."""
+
+
 @dataclass(frozen=True, slots=True)
 class Observed:
     """Everything the reconciler read in one pass."""

@@ -57,13 +57,12 @@ from reconciler.core.plan import Plan
 from reconciler.engine import gc_tuning
 from reconciler.engine import status as status_mod
 from reconciler.engine.pipeline import (
-    EmptyDesiredRefused,
     NotConverged,
     apply_plan,
     guard_empty,
     observe,
 )
-from reconciler.errors import UserError, ValidationFailed
+from reconciler.errors import Aborted, OscError, UserError, ValidationFailed, error_cause
 
 log = logging.getLogger("osc_gitops.loop")
 
@@ -236,10 +235,6 @@ class LoopConfig:
         return self.options.instance
 
 
-class Aborted(UserError):
-    """A reconcile stopped before a write: shutting down, or the Lease is not held."""
-
-
 @dataclass
 class PassResult:
     result: str  # applied | unchanged | error | refused | source-unreachable | standby | aborted
@@ -247,24 +242,6 @@ class PassResult:
     error: str | None = None
     cause: str | None = None
     seconds: float = 0.0
-
-
-def error_cause(exc: BaseException) -> str:
-    """Metric label for an exception (module names keep the client libraries out of here)."""
-    if isinstance(exc, ValidationFailed):
-        return "manifests"
-    if isinstance(exc, NotConverged):
-        return "not-converged"
-    if isinstance(exc, EmptyDesiredRefused):
-        return "empty-refused"
-    if isinstance(exc, Aborted):
-        return "aborted"
-    module = type(exc).__module__
-    for part, cause in (("adapters.git", "git"), ("adapters.kube", "kubernetes"),
-                        ("adapters.ovn", "ovn"), ("adapters.lease", "lease")):  # fmt: skip
-        if part in module:
-            return cause
-    return "other"
 
 
 # ------------------------------------------------------------------------------------- guards
@@ -495,11 +472,11 @@ class Loop:
             if self.metrics:
                 self.metrics.errors.labels(cause).inc()
             level = logging.WARNING if isinstance(exc, Aborted) else logging.ERROR
-            known = isinstance(exc, UserError) or cause != "other"
+            traced = not isinstance(exc, OscError) or exc.show_traceback
             log.log(
                 level,
                 "reconcile failed",
-                exc_info=None if known else exc,
+                exc_info=exc if traced else None,
                 extra={"error": str(exc), "cause": cause, "trigger": trigger},
             )
         finally:

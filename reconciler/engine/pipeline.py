@@ -25,11 +25,14 @@ from reconciler.core.diff import diff, live_state
 from reconciler.core.model import Desired
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Observed, Pod
 from reconciler.core.plan import Change, Plan
-from reconciler.errors import UserError
+from reconciler.errors import InternalError, UserError
 
 
-class NotConverged(UserError):
-    """Apply finished but a fresh plan is not empty (someone else wrote meanwhile, or a bug)."""
+class NotConverged(InternalError):
+    """Apply finished but a fresh plan is not empty (someone else wrote meanwhile, or a bug of
+    ours: the traceback is kept)."""
+
+    cause = "not-converged"
 
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
@@ -232,7 +235,9 @@ def reconcile(
 
 
 class EmptyDesiredRefused(UserError):
-    pass
+    """An empty manifest set would prune everything we own (pass --allow-empty to mean it)."""
+
+    cause = "empty-refused"
 
 
 def guard_empty(desired: Desired, the_plan: Plan, allow_empty: bool) -> None:

@@ -57,6 +57,7 @@ from typing import Any
 from reconciler.adapters.kube.client import (
     KubeCluster,
     KubeError,
+    KubeNotFound,
     _pod,
     managed_body,
 )
@@ -393,7 +394,7 @@ class KubeCache:
             try:
                 items, rv = self.kube._list(kind)
             except KubeError as exc:
-                if exc.status == 404:
+                if isinstance(exc, KubeNotFound):
                     self._on_list(kind, [], "", relist=False)
                     self._on_status(kind, True)  # known absent until the next poll
                     stop.wait(self.absent_retry)

@@ -33,6 +33,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
 from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER, PREFIX
+from reconciler.errors import ConflictError, EndpointError
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,13 @@ class KubeSettings:
     timeout: float = 10.0
 
 
-class KubeError(Exception):
-    """A Kubernetes API call failed; the message names the API server and the reason."""
+class KubeError(EndpointError):
+    """A Kubernetes API call failed; the message names the API server and the reason.
+
+    Callers branch on the subclass (:class:`KubeNotFound`, :class:`KubeConflict`,
+    :class:`KubeGone`, ...), never on ``status``, which is kept for the message and tests."""
+
+    cause = "kubernetes"
 
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
@@ -74,6 +80,40 @@ class KubeError(Exception):
 
 class KubeConnectError(KubeError):
     """The API server could not be reached or the client could not be configured."""
+
+
+class KubeUnauthorized(KubeError):
+    """401: the credentials were rejected."""
+
+
+class KubeForbidden(KubeError):
+    """403: the service account may not do this (RBAC)."""
+
+
+class KubeNotFound(KubeError):
+    """404: the object, or the whole API (KubeVirt/Multus not installed), does not exist."""
+
+
+class KubeConflict(KubeError, ConflictError):
+    """409: the object exists already, or changed since we read it."""
+
+
+class KubeGone(KubeError):
+    """410: a list continue token or watch resourceVersion expired; list again."""
+
+
+_BY_STATUS: dict[int, type[KubeError]] = {
+    401: KubeUnauthorized,
+    403: KubeForbidden,
+    404: KubeNotFound,
+    409: KubeConflict,
+    410: KubeGone,
+}
+
+
+def kube_error(message: str, status: int | None) -> KubeError:
+    """The :class:`KubeError` subclass for an HTTP status (plain ``KubeError`` for others)."""
+    return _BY_STATUS.get(status or 0, KubeError)(message, status=status)
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,21 +265,21 @@ class KubeCluster:
             except (ValueError, TypeError):
                 pass
             if exc.status == 403:
-                return KubeError(
+                return KubeForbidden(
                     f"Kubernetes API server {self.server} refused {_VERB.get(method, method)} "
                     f"{path}: {message} (check the RBAC of the reconciler's service account)",
                     status=403,
                 )
             if exc.status == 401:
-                return KubeError(
+                return KubeUnauthorized(
                     f"Kubernetes API server {self.server} rejected our credentials (401 "
                     f"Unauthorized) for {method} {path}: check the token or kubeconfig user",
                     status=401,
                 )
-            return KubeError(
+            return kube_error(
                 f"Kubernetes API server {self.server}: {method} {path} failed with "
                 f"{exc.status}: {message}",
-                status=exc.status,
+                exc.status,
             )
         reason = _root_cause(exc)
         return KubeConnectError(
@@ -317,8 +357,8 @@ class KubeCluster:
                     cont = (page.get("metadata") or {}).get("continue")
                     if not cont:
                         return items, str(page["metadata"].get("resourceVersion", ""))
-            except KubeError as exc:
-                if exc.status == 410 and cont:
+            except KubeGone:
+                if cont:
                     log.info("list of %s expired while paging; listing again", path)
                     continue
                 raise
@@ -373,10 +413,8 @@ class KubeCluster:
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER}={instance}"
         try:
             items, _ = self._list(kind, None, selector)
-        except KubeError as exc:
-            if exc.status == 404:
-                return []
-            raise
+        except KubeNotFound:
+            return []
         objs = [
             KubeObject(
                 kind=kind,
@@ -393,20 +431,16 @@ class KubeCluster:
         path = KINDS[kind].path(namespace, name)
         try:
             result: dict[str, Any] = self._request("GET", path)
-        except KubeError as exc:
-            if exc.status == 404:
-                return None
-            raise
+        except KubeNotFound:
+            return None
         return result
 
     def list_network_policies(self) -> list[dict[str, Any]]:
         """All NetworkPolicies as dicts (for plan warnings); ``[]`` if the API is absent."""
         try:
             items, _ = self._list("NetworkPolicy")
-        except KubeError as exc:
-            if exc.status == 404:
-                return []
-            raise
+        except KubeNotFound:
+            return []
         return items
 
     def network_policies(self) -> list[NetworkPolicy]:
@@ -450,7 +484,7 @@ class KubeCluster:
         for _ in range(5):
             live = self.get(kind, namespace, name)
             if live is None:
-                raise KubeError(
+                raise KubeNotFound(
                     f"Kubernetes API server {self.server}: {kind} {namespace}/{name} "
                     "disappeared before it could be updated",
                     status=404,
@@ -473,12 +507,12 @@ class KubeCluster:
                 return self._request(
                     "PATCH", path, body=patch, content_type="application/merge-patch+json"
                 )
-            except KubeError as exc:
-                if exc.status != 409:
-                    raise
-        raise KubeError(
+            except KubeConflict:
+                continue
+        raise KubeConflict(
             f"Kubernetes API server {self.server}: {kind} {namespace}/{name} kept changing "
-            "while we updated it (409 Conflict)"
+            "while we updated it (409 Conflict)",
+            status=409,
         )
 
     def delete(self, kind: str, namespace: str, name: str) -> Any:
@@ -489,10 +523,8 @@ class KubeCluster:
         _check_kind(kind)
         try:
             return self._request("DELETE", KINDS[kind].path(namespace, name))
-        except KubeError as exc:
-            if exc.status != 404:
-                raise
-        return None
+        except KubeNotFound:
+            return None
 
     # ------------------------------------------------------------------ watch
 
@@ -609,10 +641,10 @@ class KubeCluster:
                                 rv = None
                                 on_event("RELIST", {})
                                 break
-                            raise KubeError(
+                            raise kube_error(
                                 f"Kubernetes API server {self.server}: watch {path} failed: "
                                 f"{obj.get('message')}",
-                                status=obj.get("code"),
+                                obj.get("code"),
                             )
                         new_rv = (obj.get("metadata") or {}).get("resourceVersion")
                         if new_rv:
@@ -638,7 +670,7 @@ class KubeCluster:
                 status(False)
                 if stop.is_set():
                     break
-                if exc.status == 410:
+                if isinstance(exc, KubeGone):
                     rv = None
                     on_event("RELIST", {})
                     continue

@@ -35,14 +35,17 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from reconciler.adapters.kube.client import KubeSettings
+from reconciler.errors import EndpointError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["LeaseError", "LeaseLock", "LeaseSettings", "default_identity"]
 
 
-class LeaseError(Exception):
+class LeaseError(EndpointError):
     """The Lease API could not be used (RBAC, missing namespace, unreachable server)."""
+
+    cause = "lease"
 
 
 def default_identity() -> str:

@@ -48,8 +48,9 @@ from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
 from ovsdbapp.backend.ovs_idl import transaction as ovsdbapp_transaction
 
 from reconciler.core import ownership
-from reconciler.core.observed import OvnCapabilities, OvnRow, PodPort, Switch
+from reconciler.core.observed import OvnCapabilities, OvnRow, OvnState, PodPort, Switch
 from reconciler.core.target import OVN_TABLES
+from reconciler.errors import ConflictError, EndpointError
 
 __all__ = [
     "OvnApplyError",
@@ -139,19 +140,6 @@ class OvnSettings:
     """Value of ``osc.io/owner`` that marks our rows."""
 
 
-@dataclass(frozen=True)
-class OvnState:
-    """One consistent snapshot of what the reconciler needs from the NB (plain data)."""
-
-    switches: tuple[Switch, ...]
-    routers: tuple[str, ...]
-    pod_ports: tuple[PodPort, ...]
-    owned: tuple[OvnRow, ...]
-    capabilities: OvnCapabilities
-    used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    """``Network_Function``/``Network_Function_Group`` ids taken by rows we do not own."""
-
-
 @runtime_checkable
 class OvnChange(Protocol):
     """What :meth:`OvnNorthbound.apply` needs from a plan entry (the plan module's type fits)."""
@@ -172,8 +160,10 @@ class OvnChange(Protocol):
     def after(self) -> Mapping[str, Any] | None: ...
 
 
-class OvnError(Exception):
+class OvnError(EndpointError):
     """Base class; the message always names the NB endpoint."""
+
+    cause = "ovn"
 
 
 class OvnConnectError(OvnError):
@@ -188,7 +178,7 @@ class OvnApplyError(OvnError):
     """The transaction failed; nothing was committed."""
 
 
-class OvnLockedError(OvnApplyError):
+class OvnLockedError(OvnApplyError, ConflictError):
     """Another process holds this instance's write lock on the NB; nothing was written."""
 
 
