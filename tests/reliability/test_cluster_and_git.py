@@ -20,10 +20,11 @@ from osc_gitops_sandbox.ovn import (
     seed_ovn_kubernetes,
 )
 
-from tests.gitops.conftest import CLUSTER, Remote, git
 from tests.reliability import nbstate
-from tests.reliability.conftest import cli, conn
 from tests.reliability.figures import record
+from tests.reliability.harness import cli, conn
+from tests.support.gitops import Remote, git
+from tests.support.paths import CLUSTER
 
 
 class RaftWorld:

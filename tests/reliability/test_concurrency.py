@@ -15,7 +15,7 @@ from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.ovn import seed_foreign_rows
 
 from tests.reliability import nbstate
-from tests.reliability.conftest import Worker, cli, conn, record
+from tests.reliability.harness import Worker, cli, conn, record
 
 
 class LockHolder:

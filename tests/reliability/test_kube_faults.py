@@ -16,7 +16,7 @@ from reconciler.core.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
 from tests.reliability import nbstate
-from tests.reliability.conftest import cli, conn, record
+from tests.reliability.harness import cli, conn, record
 
 
 @pytest.mark.parametrize(

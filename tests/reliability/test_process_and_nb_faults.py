@@ -17,7 +17,7 @@ import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
 
 from tests.reliability import nbstate
-from tests.reliability.conftest import Worker, cli, conn, record
+from tests.reliability.harness import Worker, cli, conn, record
 from tests.reliability.nbproc import kill_nb, start_nb
 
 SEED = int(os.environ.get("OSC_FAULT_SEED", "20260508"))

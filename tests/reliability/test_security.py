@@ -30,7 +30,7 @@ from reconciler.core.observed import (
 )
 from reconciler.errors import ValidationFailed
 from reconciler.manifests.load import load_path
-from tests.reliability.conftest import SET_A, SET_B, cli, record, skip_without_nf
+from tests.reliability.harness import SET_A, SET_B, cli, record, skip_without_nf
 
 # --------------------------------------------------------------------------- TLS + secrets
 

@@ -7,10 +7,11 @@ import threading
 from typing import Any
 
 import pytest
-from kubehelpers import pod
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 from osc_gitops_sandbox.kubeapi import KubeApiServer
+
+from tests.support.kube import pod
 
 
 def status_of(exc: ApiException) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubehelpers import pod
 from osc_gitops_sandbox.kubeapi import KubeApiServer
 
 from reconciler.adapters.kube.client import KubeCluster
+from tests.support.kube import pod
 
 
 def run(kubectl: str, kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -16,7 +16,8 @@ from osc_gitops_sandbox.ovn import (
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
-from ovnhelpers import NODES, OVN_MARKS, connect
+
+from tests.support.ovn import NODES, OVN_MARKS, connect
 
 pytestmark = OVN_MARKS
 

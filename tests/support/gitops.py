@@ -1,4 +1,4 @@
-"""Fixtures for the GitOps tests: a seeded sandbox cluster and a git remote made with plain git.
+"""Helpers for the GitOps tests: a git remote made with plain git, owned rows, polling.
 
 The remote is a bare repository on disk; commits are made in a work clone and pushed, exactly
 as a user's ``git push`` would, so the loop under test only ever sees the remote.
@@ -8,16 +8,9 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import ovn_unavailable_reason
-
-REPO = Path(__file__).resolve().parents[2]
-POLICIES = REPO / "examples" / "policies"
-CLUSTER = REPO / "examples" / "cluster"
+from tests.support.paths import POLICIES
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -61,21 +54,6 @@ class Remote:
             shutil.rmtree(dest)
         shutil.copytree(POLICIES, dest)
         return dest
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Remote:
-    return Remote(tmp_path / "git")
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
-    reason = ovn_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with SandboxCluster(tmp_path / "sandbox", northd=False) as sandbox:
-        sandbox.seed_dir(CLUSTER)
-        yield sandbox
 
 
 def owned_rows(remote_nb: str) -> dict[str, dict[str, str]]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "reconciler"
+from tests.support.paths import PACKAGE
+
 CLIENT_LIBS = {"kubernetes", "ovsdbapp", "ovs", "git"}
 CORE_PACKAGES = {"core", "manifests", "render", "errors"}
 CORE_FORBIDDEN = {"subprocess", "socket", "requests", "urllib.request", "http", "threading"}

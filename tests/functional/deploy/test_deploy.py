@@ -26,9 +26,9 @@ from reconciler.adapters.kube.lease import LeaseLock, LeaseSettings, api_client
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compile import CompileOptions
 from reconciler.engine.loop import LocalSource, Loop, LoopConfig
-from tests.gitops.conftest import POLICIES, wait_for
+from tests.support.gitops import wait_for
+from tests.support.paths import POLICIES, REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SA = ("osc-gitops", "osc-gitops")  # namespace, name
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
+
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.y*ml"))
 
 

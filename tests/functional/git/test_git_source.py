@@ -13,7 +13,8 @@ import pytest
 
 from reconciler.adapters.git import GitSettings, GitSource, GitSourceError, redact
 from reconciler.cli.app import main
-from tests.gitops.conftest import REPO, Remote, git
+from tests.support.gitops import Remote, git
+from tests.support.paths import REPO
 
 
 def source(remote: Remote, tmp: Path, **kw: str) -> GitSource:

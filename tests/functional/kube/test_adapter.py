@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubehelpers import pod
 from osc_gitops_sandbox.kubeapi import KubeApiServer
 
 from reconciler.adapters.kube.client import (
@@ -22,6 +21,7 @@ from reconciler.adapters.kube.client import (
 )
 from reconciler.core.observed import KubeObject
 from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
+from tests.support.kube import pod
 
 
 def owned_labels(instance: str = "osc-gitops", **extra: str) -> dict[str, str]:

@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubehelpers import pod
 from osc_gitops_sandbox.kubeapi import KubeApiServer
 
 from reconciler.adapters.kube.client import KubeCluster
+from tests.support.kube import pod
 
 N_PODS = 10_000
 N_NODES = 50

@@ -26,7 +26,7 @@ from reconciler.core.compile import CompileOptions
 from reconciler.core.ownership import RESOURCE, REVISION
 from reconciler.engine.loop import GitManifestSource, LocalSource, Loop, LoopConfig
 from reconciler.engine.metrics import Metrics, MetricsServer
-from tests.gitops.conftest import Remote, git, owned_rows, wait_for
+from tests.support.gitops import Remote, git, owned_rows, wait_for
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(120)]
 
@@ -191,7 +191,7 @@ def test_labelled_pod_is_steered_quickly_and_metrics_are_served(
     record_property: Any,
 ) -> None:
     kube, ovn = connections
-    from tests.gitops.conftest import POLICIES
+    from tests.support.paths import POLICIES
 
     loop, thread = start_loop(LocalSource(POLICIES, "local-1"), kube, ovn, tmp_path)
     server = MetricsServer("127.0.0.1:0", loop.metrics, loop.health, loop.readiness).start()
@@ -270,7 +270,7 @@ def test_failed_reconciles_back_off_and_recover(
     connections: tuple[KubeCluster, OvnNorthbound], cluster: SandboxCluster, tmp_path: Path
 ) -> None:
     kube, ovn = connections
-    from tests.gitops.conftest import POLICIES
+    from tests.support.paths import POLICIES
 
     cluster.kube.faults.fail(count=6, status=403, method="POST", path_contains="virtualmachines",
                              message="forbidden for the test")  # fmt: skip
@@ -293,7 +293,7 @@ def test_warm_passes_plan_only_what_changed(
     """The loop re-reads a local folder only when it changed, keeps its ``Desired`` object, and
     its planner answers an unchanged world from memory and a pod label with one node's slice;
     an edited manifest is a full compile again. Checked on the live NB, not only on the modes."""
-    from tests.gitops.conftest import POLICIES
+    from tests.support.paths import POLICIES
 
     kube, ovn = connections
     policies = tmp_path / "policies"

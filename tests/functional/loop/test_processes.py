@@ -21,11 +21,12 @@ from typing import Any
 import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
 
-from tests.gitops.conftest import POLICIES, owned_rows, wait_for
+from tests.support.gitops import owned_rows, wait_for
+from tests.support.paths import POLICIES
 
 pytestmark = [pytest.mark.ovn, pytest.mark.slow, pytest.mark.timeout(180)]
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO  # noqa: E402
 
 
 class Proc:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnSandbox
-from ovnhelpers import OVN_MARKS, connect, creates, ext
 
 from reconciler.adapters.ovn.northbound import OvnApplyError
+from tests.support.ovn import OVN_MARKS, connect, creates, ext
 
 pytestmark = OVN_MARKS
 

@@ -13,7 +13,6 @@ from osc_gitops_sandbox.ovn import (
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
-from ovnhelpers import NODES, OVN_MARKS, Change, connect, creates, ext
 
 from reconciler.adapters.ovn.northbound import (
     OvnApplyError,
@@ -23,6 +22,7 @@ from reconciler.adapters.ovn.northbound import (
     OvnNorthbound,
 )
 from reconciler.core.observed import OvnRow
+from tests.support.ovn import NODES, OVN_MARKS, Change, connect, creates, ext
 
 pytestmark = OVN_MARKS
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnCluster, make_pods, seed_ovn_kubernetes
-from ovnhelpers import NODES, OVN_MARKS, connect, creates, ext
 
 from reconciler.adapters.ovn.northbound import OvnApplyError, OvnConnectError, OvnNorthbound
+from tests.support.ovn import NODES, OVN_MARKS, connect, creates, ext
 
 pytestmark = OVN_MARKS
 

@@ -33,7 +33,6 @@ from osc_gitops_sandbox.ovn import (
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
-from ovnhelpers import NODES, OVN_MARKS, Change, connect, creates, ext
 
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnConnectError, OvnNorthbound, OvnSettings, OvnState
@@ -46,10 +45,12 @@ from reconciler.adapters.ovn.snapshot import (
 from reconciler.core.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
+from tests.support.ovn import NODES, OVN_MARKS, Change, connect, creates, ext
 
 pytestmark = OVN_MARKS
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO  # noqa: E402
+
 INSTANCE = "osc-gitops"
 OTHER = "other-instance"
 TRICKY = [

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnSandbox, _child_env, _Daemon, _run
-from ovnhelpers import OVN_MARKS, Change, connect, creates, ext
 
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnState
+from tests.support.ovn import OVN_MARKS, Change, connect, creates, ext
 
 pytestmark = OVN_MARKS
 

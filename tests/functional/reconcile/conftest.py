@@ -1,38 +1,17 @@
 """Integration fixtures: the whole sandbox (real OVN processes + Kubernetes API emulator),
-seeded from examples/cluster, and a helper that runs the real CLI in-process."""
+seeded from examples/cluster (the CLI runner is ``tests.support.cli``)."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.ovn import nf_schema_path, ovn_unavailable_reason
 
-from reconciler.cli.app import main
-
-REPO = Path(__file__).resolve().parents[2]
-POLICIES = REPO / "examples" / "policies"
-CLUSTER = REPO / "examples" / "cluster"
-
-
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
-
-
-def cli(*args: str) -> CliResult:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return CliResult(code, out.getvalue(), err.getvalue())
+from tests.support.paths import CLUSTER, POLICIES
 
 
 def _skip_without_ovn(northd: bool) -> None:
@@ -67,7 +46,3 @@ def rp_cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
     with SandboxCluster(tmp_path / "sb", nb_schema="installed", northd=True) as cluster:
         cluster.seed_dir(CLUSTER)
         yield cluster
-
-
-def conn(cluster: SandboxCluster) -> list[str]:
-    return ["--ovn-nb", cluster.nb_remote, "--kubeconfig", cluster.kubeconfig]

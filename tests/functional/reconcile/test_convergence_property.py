@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.manifests.load import load_path
-from tests.integration.conftest import POLICIES, cli, conn
+from tests.support.cli import POLICIES, cli, conn
 
 ALL = load_path(POLICIES)
 BINDINGS = sorted(ALL.bindings)

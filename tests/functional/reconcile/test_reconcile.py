@@ -15,7 +15,7 @@ from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.ovn import seed_foreign_rows
 
-from tests.integration.conftest import cli, conn
+from tests.support.cli import cli, conn
 
 NB = "OVN_Northbound"
 TABLES = ["Logical_Switch", "Logical_Switch_Port", "Port_Group", "ACL", "Network_Function",

@@ -10,7 +10,7 @@ from pathlib import Path
 from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.ovn import free_port
 
-from tests.integration.conftest import cli, conn
+from tests.support.cli import cli, conn
 
 
 def test_network_function_is_refused_clearly_on_old_ovn(rp_cluster, policies):

@@ -10,7 +10,7 @@ import pytest
 from reconciler.core.compile import CompileError, CompileOptions, compile_target
 from reconciler.core.observed import NetworkPolicy, OvnRow, Pod, Switch
 from reconciler.core.target import Target
-from tests.core.builders import binding, cluster, desired, sg, vnf
+from tests.support.builders import binding, cluster, desired, sg, vnf
 
 PODS = [
     ("shop", "web-1", "node-1", {"app": "web"}),

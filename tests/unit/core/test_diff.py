@@ -9,8 +9,8 @@ from reconciler.core.compile import compile_target
 from reconciler.core.diff import diff, live_state, project
 from reconciler.core.observed import KubeObject, OvnRow, Pod, PodPort
 from reconciler.core.target import Target
-from tests.core.builders import binding, cluster, desired, sg, vnf
-from tests.core.simulate import apply_to
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import apply_to
 
 PODS = [
     ("shop", "web-1", "node-1", {"app": "web"}),

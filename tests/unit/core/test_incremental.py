@@ -22,8 +22,8 @@ from reconciler.core.observed import KubeObject, Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
 from reconciler.core.target import OVN_TABLES
 from reconciler.engine.pipeline import make_plan
-from tests.core.builders import binding, cluster, desired, sg, vnf
-from tests.core.simulate import apply_to
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import apply_to
 
 NODES = ("node-1", "node-2", "node-3")
 KEYS = ("app", "tier")

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from reconciler.core.compile import CompileOptions, compile_target
 from reconciler.core.diff import diff
-from tests.core.builders import binding, cluster, desired, sg, vnf
-from tests.core.simulate import apply_to
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import apply_to
 
 NODES = ("node-1", "node-2", "node-3")
 LABELS = ("app=web", "app=api", "tier=db", "team=blue")

@@ -13,8 +13,8 @@ import pytest
 from reconciler import __version__
 from reconciler.cli import app as cli
 from reconciler.errors import UserError
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 POLICIES = REPO / "examples" / "policies"
 INVALID = sorted((REPO / "examples" / "invalid").glob("*.yaml"))
 

@@ -19,8 +19,7 @@ from reconciler.manifests.load import (
     load_sources,
     load_text,
 )
-
-from .helpers import GROUP_WEB, HEADER, VNF_FW, issues_of, only_issue
+from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, issues_of, only_issue
 
 BILLION_LAUGHS = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]

@@ -15,10 +15,8 @@ from reconciler.manifests.load import (
     load_sources,
     load_text,
 )
-
-from .helpers import GROUP_WEB, HEADER, VNF_FW, doc, issues_of, only_issue
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, doc, issues_of, only_issue
+from tests.support.paths import REPO
 
 
 def test_examples_policies_load_completely() -> None:

@@ -11,8 +11,8 @@ from ruamel.yaml import YAML
 
 from reconciler import cli
 from reconciler.manifests import schema
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "schemas"
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from reconciler.manifests.load import load_sources
 from reconciler.manifests.validate import check_bindings, check_duplicates
-
-from .helpers import GROUP_WEB, HEADER, VNF_FW, issues_of
+from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, issues_of
 
 
 def binding(name: str, group: str = "web", vnf: str = "firewall", order: int = 10) -> str:

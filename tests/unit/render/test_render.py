@@ -8,8 +8,8 @@ from reconciler.core.compile import compile_target
 from reconciler.core.diff import diff
 from reconciler.render import render
 from reconciler.render.markdown import MARKER
-from tests.core.builders import binding, cluster, desired, sg, vnf
-from tests.core.simulate import apply_to
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import apply_to
 
 PODS = [("shop", "web-1", "node-1", {"app": "web"}), ("shop", "web-2", "node-2", {"app": "web"})]
 DESIRED = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
