@@ -1,0 +1,107 @@
+"""``osc-gitops apply``: make the cluster and OVN match the manifests, then verify."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from reconciler.cli.common import (
+    EXIT_OK,
+    Command,
+    add_compile_args,
+    add_connection_args,
+    add_source_args,
+    cache_dir,
+    compile_options,
+    connections,
+    load_source,
+)
+from reconciler.errors import UserError
+
+
+def configure_apply(parser: argparse.ArgumentParser) -> None:
+    add_source_args(parser)
+    add_connection_args(parser)
+    add_compile_args(parser)
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json", "markdown"), default="text",
+        help="how to print the plan that is applied",
+    )  # fmt: skip
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="allow an empty manifest set to delete everything this instance owns",
+    )
+    parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    from reconciler.adapters.notify import post_json
+    from reconciler.engine.pipeline import reconcile
+    from reconciler.render import render
+
+    desired, revision = load_source(args)
+    options = compile_options(args)
+    with connections(args) as (kube, ovn):
+        report = reconcile(
+            desired,
+            kube,
+            ovn,
+            options,
+            revision=revision,
+            notify=post_json,
+            allow_empty=args.allow_empty,
+        )
+    if args.repo or args.cache_dir:
+        _record_apply(args, revision, report)
+    sys.stdout.write(render(report.plan, args.output))
+    for error in report.notification_errors:
+        print(f"warning: {error}", file=sys.stderr)
+    if report.plan.changes:
+        print(
+            f"Apply complete: {report.applied} change(s) applied, converged "
+            f"(OVN transaction {report.seconds.get('ovn_transaction', 0) * 1000:.0f} ms).",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+def _record_apply(args: argparse.Namespace, revision: str | None, report: Any) -> None:
+    """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir)."""
+    from reconciler.engine import status
+
+    path = status.status_path(cache_dir(args), args.instance)
+    try:
+        st = status.read(path) if path.exists() else status.Status(instance=args.instance)
+    except UserError:
+        st = status.Status(instance=args.instance)
+    st.result = "applied" if report.plan.changes else "unchanged"
+    st.message, st.errors = "", []
+    st.revision = st.attempted = revision
+    st.revision_applied_at = status.now_iso()
+    st.source = args.repo or args.path
+    st.ref = args.ref if args.repo else None
+    st.changes = report.plan.summary()
+    try:
+        status.write(path, st)
+    except OSError as exc:
+        print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
+
+
+COMMAND = Command(
+    name="apply",
+    help="make the cluster and OVN match the manifests, then verify convergence",
+    configure=configure_apply,
+    run=run_apply,
+    description=(
+        "Kubernetes writes first (VNF VMs), then all OVN changes in ONE transaction, then "
+        "Kubernetes deletes; finally a fresh plan must be empty."
+    ),
+    epilog=(
+        "exit codes: 0 applied and converged (or nothing to do), 1 error or not converged\n\n"
+        "examples:\n"
+        "  osc-gitops apply examples/policies --ovn-nb tcp:10.0.0.5:6641\n"
+        "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03"
+    ),
+)

@@ -1,0 +1,268 @@
+"""What every command shares: exit codes, the source/connection/compile flags and how
+they become adapters, and the :class:`Command` record.
+
+Kept apart from ``cli`` (manifest-only commands) so that ``osc-gitops validate`` never imports
+the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconfig``,
+``--context``) and fall back to environment variables, so a CronJob or CI job sets them once:
+
+| flag | environment |
+|---|---|
+| ``--ovn-nb`` | ``OSC_OVN_NB`` |
+| ``--ovn-private-key`` | ``OSC_OVN_PRIVATE_KEY`` |
+| ``--ovn-certificate`` | ``OSC_OVN_CERTIFICATE`` |
+| ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
+| ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
+| ``--instance`` | ``OSC_INSTANCE`` |
+
+Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
+``apply`` 0 = applied and converged (or nothing to do), 1 = error or not converged."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import UserError
+
+EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, one-line help, argument setup and handler."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    description: str = ""
+    epilog: str = ""
+
+
+def add_source_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "path", nargs="?", default=".", metavar="PATH", help="manifest folder or file (default .)"
+    )
+    env = os.environ.get
+    git = parser.add_argument_group(
+        "git source (instead of PATH)",
+        "Read the manifests of one exact commit. Credentials: an https token from "
+        "$OSC_GIT_TOKEN or --git-token-file (sent as an HTTP header, never put in the URL), "
+        "or an ssh key with --git-ssh-key.",
+    )
+    git.add_argument(
+        "--repo",
+        default=env("OSC_GIT_REPO"),
+        metavar="URL|PATH",
+        help="git remote (https://, ssh://, git@host:path, or a local path)",
+    )
+    git.add_argument(
+        "--ref",
+        default=env("OSC_GIT_REF", "main"),
+        metavar="BRANCH|TAG|SHA",
+        help="what to check out (default: main)",
+    )
+    git.add_argument(
+        "--path",
+        dest="repo_path",
+        default=env("OSC_GIT_PATH", "."),
+        metavar="DIR",
+        help="manifest folder inside the repository (default: the root)",
+    )
+    git.add_argument(
+        "--cache-dir",
+        default=env("OSC_CACHE_DIR"),
+        metavar="DIR",
+        help="clone cache and status file (default: ~/.cache/osc-gitops)",
+    )
+    git.add_argument("--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE")
+    git.add_argument("--git-ssh-key", default=env("OSC_GIT_SSH_KEY"), metavar="FILE")
+    git.add_argument("--git-timeout", type=float, default=60.0, metavar="SECONDS")
+
+
+def add_connection_args(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    ovn = parser.add_argument_group("OVN Northbound")
+    ovn.add_argument(
+        "--ovn-nb",
+        default=env("OSC_OVN_NB"),
+        metavar="REMOTE",
+        help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
+    )
+    ovn.add_argument("--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE")
+    ovn.add_argument("--ovn-certificate", default=env("OSC_OVN_CERTIFICATE"), metavar="FILE")
+    ovn.add_argument("--ovn-ca-cert", default=env("OSC_OVN_CA_CERT"), metavar="FILE")
+    ovn.add_argument(
+        "--ovn-timeout", type=float, default=10.0, metavar="SECONDS", help="connect+sync timeout"
+    )
+    kube = parser.add_argument_group("Kubernetes")
+    kube.add_argument("--kubeconfig", default=env("KUBECONFIG"), metavar="FILE")
+    kube.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
+    kube.add_argument(
+        "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
+    )
+    parser.add_argument(
+        "--instance",
+        default=env("OSC_INSTANCE", "osc-gitops"),
+        metavar="NAME",
+        help="owner name written to osc.io/owner; only rows with this owner are ever changed",
+    )
+
+
+def add_compile_args(parser: argparse.ArgumentParser) -> None:
+    from reconciler.core.compile import STEERING_CHOICES
+
+    parser.add_argument(
+        "--steering",
+        choices=STEERING_CHOICES,
+        default=None,
+        help="steering backend (default: network-function when the NB schema has it)",
+    )
+
+
+def compile_options(args: argparse.Namespace) -> Any:
+    import re
+
+    from reconciler.core.compile import CompileOptions
+    from reconciler.core.model import DNS1123_LABEL
+
+    if not re.fullmatch(DNS1123_LABEL, args.instance):
+        raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
+    return CompileOptions(instance=args.instance, steering=args.steering)
+
+
+@contextlib.contextmanager
+def connections(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[tuple[Any, Any]]:
+    """Kubernetes and OVN adapters from the flags; adapter errors become ``UserError``s.
+
+    ``read_only``: the OVN side is a one-shot snapshot reader instead of a live IDL mirror
+    (for commands that only read the NB once)."""
+    from reconciler.adapters.kube.client import KubeCluster, KubeError, KubeSettings
+    from reconciler.adapters.ovn.northbound import OvnError, OvnNorthbound, OvnSettings
+    from reconciler.adapters.ovn.snapshot import OvnSnapshot
+
+    if not args.ovn_nb:
+        raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
+    in_cluster = args.in_cluster or (
+        not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
+    )
+    if not args.kubeconfig and not in_cluster:
+        default = Path.home() / ".kube" / "config"
+        if not default.exists():
+            raise UserError(
+                "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
+                "in a cluster (--in-cluster)"
+            )
+    try:
+        kube = KubeCluster(
+            KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
+        )
+        settings = OvnSettings(
+            remote=args.ovn_nb,
+            private_key=args.ovn_private_key,
+            certificate=args.ovn_certificate,
+            ca_cert=args.ovn_ca_cert,
+            timeout=args.ovn_timeout,
+            instance=args.instance,
+        )
+        # Read-only commands read the NB once with one raw select transaction: mirroring it
+        # into the ovs IDL first (what a writer needs for its lock and transaction) cost
+        # 10.8 s and 394 MiB at 10,000 pods, the snapshot 2.0 s and 180 MiB (benchmarks.md).
+        ovn = OvnSnapshot(settings) if read_only else OvnNorthbound.connect(settings)
+    except (KubeError, OvnError) as exc:
+        raise UserError(str(exc)) from exc
+    try:
+        yield kube, ovn
+    except (KubeError, OvnError) as exc:
+        raise UserError(str(exc)) from exc
+    finally:
+        ovn.close()
+
+
+def cache_dir(args: argparse.Namespace) -> Path:
+    from reconciler.adapters.git import default_cache_dir
+
+    return Path(args.cache_dir) if getattr(args, "cache_dir", None) else default_cache_dir()
+
+
+def git_source(args: argparse.Namespace) -> Any:
+    """A :class:`reconciler.adapters.git.GitSource` from the flags (``--repo`` given)."""
+    from reconciler.adapters.git import TOKEN_ENV, GitSettings, GitSource
+
+    return GitSource(
+        GitSettings(
+            repo=args.repo,
+            ref=args.ref,
+            path=args.repo_path,
+            cache_dir=str(cache_dir(args)),
+            token=os.environ.get(TOKEN_ENV),
+            token_file=args.git_token_file,
+            ssh_key=args.git_ssh_key,
+            timeout=args.git_timeout,
+        )
+    )
+
+
+def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+    """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
+    if not getattr(args, "repo", None):
+        return load_manifests(args.path), getattr(args, "revision", None)
+    if args.path != ".":
+        raise UserError(f"give either PATH ({args.path}) or --repo, not both")
+    checkout = git_source(args).sync()
+    print(f"{checkout.repo}@{checkout.ref}: commit {checkout.commit}", file=sys.stderr)
+    return load_checkout(checkout), checkout.commit
+
+
+def load_checkout(checkout: Any) -> Any:
+    from reconciler.errors import ValidationFailed
+    from reconciler.manifests.load import load_path
+
+    try:
+        return load_path(checkout.directory)
+    except ValidationFailed as failed:
+        prefix = str(checkout.root) + os.sep
+        for issue in failed.issues:
+            print(str(issue).replace(prefix, ""), file=sys.stderr)
+        raise UserError(
+            f"commit {checkout.commit} of {checkout.repo}: {len(failed.issues)} problem(s) in "
+            "the manifests"
+        ) from None
+
+
+def load_manifests(path: str) -> Any:
+    from reconciler.errors import ValidationFailed
+    from reconciler.manifests.load import load_path
+
+    try:
+        return load_path(path)
+    except ValidationFailed as failed:
+        for issue in failed.issues:
+            print(issue, file=sys.stderr)
+        raise UserError(f"{path}: {len(failed.issues)} problem(s) in the manifests") from None
+
+
+def add_output(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (stderr, for humans) or json (stdout, for tools); default: text",
+    )
+
+
+def print_json(data: object) -> None:
+    json.dump(data, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def plural(count: int, singular: str, plural: str | None = None) -> str:
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
