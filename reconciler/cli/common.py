@@ -140,12 +140,13 @@ def compile_options(args: argparse.Namespace) -> Any:
 
 @contextlib.contextmanager
 def connections(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[tuple[Any, Any]]:
-    """Kubernetes and OVN adapters from the flags; adapter errors become ``UserError``s.
+    """Kubernetes and OVN adapters from the flags (their errors are ``EndpointError``s, which
+    :func:`reconciler.cli.app.main` prints as one line naming the endpoint).
 
     ``read_only``: the OVN side is a one-shot snapshot reader instead of a live IDL mirror
     (for commands that only read the NB once)."""
-    from reconciler.adapters.kube.client import KubeCluster, KubeError, KubeSettings
-    from reconciler.adapters.ovn.northbound import OvnError, OvnNorthbound, OvnSettings
+    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
     from reconciler.adapters.ovn.snapshot import OvnSnapshot
 
     if not args.ovn_nb:
@@ -160,28 +161,23 @@ def connections(args: argparse.Namespace, *, read_only: bool = False) -> Iterato
                 "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
                 "in a cluster (--in-cluster)"
             )
-    try:
-        kube = KubeCluster(
-            KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
-        )
-        settings = OvnSettings(
-            remote=args.ovn_nb,
-            private_key=args.ovn_private_key,
-            certificate=args.ovn_certificate,
-            ca_cert=args.ovn_ca_cert,
-            timeout=args.ovn_timeout,
-            instance=args.instance,
-        )
-        # Read-only commands read the NB once with one raw select transaction: mirroring it
-        # into the ovs IDL first (what a writer needs for its lock and transaction) cost
-        # 10.8 s and 394 MiB at 10,000 pods, the snapshot 2.0 s and 180 MiB (benchmarks.md).
-        ovn = OvnSnapshot(settings) if read_only else OvnNorthbound.connect(settings)
-    except (KubeError, OvnError) as exc:
-        raise UserError(str(exc)) from exc
+    kube = KubeCluster(
+        KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
+    )
+    settings = OvnSettings(
+        remote=args.ovn_nb,
+        private_key=args.ovn_private_key,
+        certificate=args.ovn_certificate,
+        ca_cert=args.ovn_ca_cert,
+        timeout=args.ovn_timeout,
+        instance=args.instance,
+    )
+    # Read-only commands read the NB once with one raw select transaction: mirroring it into
+    # the ovs IDL first (what a writer needs for its lock and transaction) costs several times
+    # the time and memory at 10,000 pods (docs/benchmarks.md).
+    ovn = OvnSnapshot(settings) if read_only else OvnNorthbound.connect(settings)
     try:
         yield kube, ovn
-    except (KubeError, OvnError) as exc:
-        raise UserError(str(exc)) from exc
     finally:
         ovn.close()
 
