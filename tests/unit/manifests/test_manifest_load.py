@@ -10,11 +10,11 @@ from reconciler.core.model import FailurePolicy, Redirection
 from reconciler.errors import PathNotFound, ValidationFailed
 from reconciler.manifests.load import (
     find_manifest_files,
-    format_path,
     load_path,
     load_sources,
     load_text,
 )
+from reconciler.manifests.yaml_positions import format_path
 from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, doc, issues_of, only_issue
 from tests.support.paths import REPO
 
@@ -205,3 +205,9 @@ def test_single_file_path_and_missing_path(tmp_path: Path) -> None:
 
 def test_empty_folder_is_valid_and_empty(tmp_path: Path) -> None:
     assert load_path(tmp_path).is_empty
+
+
+@pytest.mark.parametrize("kind", ["{a: b}", "[SecurityGroup]"])
+def test_a_kind_that_is_not_a_string_is_an_issue_not_a_crash(kind: str) -> None:
+    issue = only_issue(HEADER + f"kind: {kind}\nmetadata: {{name: web}}\n")
+    assert "unknown kind" in issue.message and issue.line == 2
