@@ -52,14 +52,16 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-from reconciler.adapters.kube.client import (
-    KubeCluster,
-    KubeError,
-    KubeNotFound,
-    _pod,
-    managed_body,
+from reconciler.adapters.kube.client import KubeCluster
+from reconciler.adapters.kube.errors import KubeError, KubeNotFound
+from reconciler.adapters.kube.objects import (
+    network_policy_from_object,
+    node_from_object,
+    owned_object,
+    pod_from_object,
 )
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
 from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
@@ -95,33 +97,6 @@ def _key(obj: dict[str, Any]) -> Key:
 
 def _older(rv: int | None, than: int | None) -> bool:
     return rv is not None and than is not None and rv < than
-
-
-def _node(obj: dict[str, Any]) -> Node:
-    meta = obj["metadata"]
-    return Node(name=meta["name"], labels=dict(meta.get("labels") or {}))
-
-
-def _network_policy(obj: dict[str, Any]) -> NetworkPolicy:
-    meta = obj["metadata"]
-    return NetworkPolicy(
-        namespace=meta.get("namespace", ""),
-        name=meta["name"],
-        pod_selector=dict((obj.get("spec") or {}).get("podSelector") or {}),
-    )
-
-
-def _owned(kind: str) -> Callable[[dict[str, Any]], KubeObject]:
-    def convert(obj: dict[str, Any]) -> KubeObject:
-        meta = obj["metadata"]
-        return KubeObject(
-            kind=kind,
-            namespace=meta.get("namespace", ""),
-            name=meta["name"],
-            body=managed_body(obj),
-        )
-
-    return convert
 
 
 def _equality_selector(selector: str | None) -> dict[str, str] | None:
@@ -330,13 +305,13 @@ class KubeCache:
         self._stop = stop
         self._instance = instance
         kinds: list[tuple[str, Callable[[dict[str, Any]], Any], dict[str, str]]] = [
-            ("Pod", _pod, {}),
-            ("Node", _node, {}),
-            ("NetworkPolicy", _network_policy, {}),
+            ("Pod", pod_from_object, {}),
+            ("Node", node_from_object, {}),
+            ("NetworkPolicy", network_policy_from_object, {}),
         ]
         if instance is not None:
             owned = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER: instance}
-            kinds += [(k, _owned(k), owned) for k in sorted(_OWNED_KINDS)]
+            kinds += [(k, partial(owned_object, k), owned) for k in sorted(_OWNED_KINDS)]
         with self._lock:
             for kind, convert, labels in kinds:
                 self._stores[kind] = _Store(kind, convert, labels)
@@ -392,7 +367,7 @@ class KubeCache:
         delay = self.error_backoff[0]
         while not stop.is_set():
             try:
-                items, rv = self.kube._list(kind)
+                items, rv = self.kube.list_raw(kind)
             except KubeError as exc:
                 if isinstance(exc, KubeNotFound):
                     self._on_list(kind, [], "", relist=False)

@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,30 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
+from reconciler.adapters.kube.errors import (
+    KubeConflict,
+    KubeConnectError,
+    KubeError,
+    KubeForbidden,
+    KubeGone,
+    KubeNotFound,
+    KubeUnauthorized,
+    kube_error,
+)
+from reconciler.adapters.kube.objects import (
+    KINDS,
+    WATCHABLE,
+    check_writable_kind,
+    managed_body,
+    merge_patch_for,
+    network_policy_from_object,
+    node_from_object,
+    owned_object,
+    pod_from_object,
+)
+from reconciler.adapters.kube.watch_stream import StatusReporter, close_on_stop, watch_events
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER, PREFIX
-from reconciler.errors import ConflictError, EndpointError
+from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +62,17 @@ __all__ = [
     "KINDS",
     "WATCHABLE",
     "KubeCluster",
+    "KubeConflict",
     "KubeConnectError",
     "KubeError",
+    "KubeForbidden",
+    "KubeGone",
+    "KubeNotFound",
     "KubeSettings",
+    "KubeUnauthorized",
+    "managed_body",
+    "merge_patch_for",
+    "pod_from_object",
 ]
 
 
@@ -65,124 +94,8 @@ class KubeSettings:
     timeout: float = 10.0
 
 
-class KubeError(EndpointError):
-    """A Kubernetes API call failed; the message names the API server and the reason.
-
-    Callers branch on the subclass (:class:`KubeNotFound`, :class:`KubeConflict`,
-    :class:`KubeGone`, ...), never on ``status``, which is kept for the message and tests."""
-
-    cause = "kubernetes"
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class KubeConnectError(KubeError):
-    """The API server could not be reached or the client could not be configured."""
-
-
-class KubeUnauthorized(KubeError):
-    """401: the credentials were rejected."""
-
-
-class KubeForbidden(KubeError):
-    """403: the service account may not do this (RBAC)."""
-
-
-class KubeNotFound(KubeError):
-    """404: the object, or the whole API (KubeVirt/Multus not installed), does not exist."""
-
-
-class KubeConflict(KubeError, ConflictError):
-    """409: the object exists already, or changed since we read it."""
-
-
-class KubeGone(KubeError):
-    """410: a list continue token or watch resourceVersion expired; list again."""
-
-
-_BY_STATUS: dict[int, type[KubeError]] = {
-    401: KubeUnauthorized,
-    403: KubeForbidden,
-    404: KubeNotFound,
-    409: KubeConflict,
-    410: KubeGone,
-}
-
-
-def kube_error(message: str, status: int | None) -> KubeError:
-    """The :class:`KubeError` subclass for an HTTP status (plain ``KubeError`` for others)."""
-    return _BY_STATUS.get(status or 0, KubeError)(message, status=status)
-
-
-@dataclass(frozen=True, slots=True)
-class _Kind:
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None and self.namespaced:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name is not None:
-            base += f"/{name}"
-        return base
-
-
-KINDS: dict[str, _Kind] = {
-    "Pod": _Kind("", "v1", "pods"),
-    "Node": _Kind("", "v1", "nodes", namespaced=False),
-    "Namespace": _Kind("", "v1", "namespaces", namespaced=False),
-    "VirtualMachine": _Kind("kubevirt.io", "v1", "virtualmachines"),
-    "NetworkAttachmentDefinition": _Kind("k8s.cni.cncf.io", "v1", "network-attachment-definitions"),
-    "NetworkPolicy": _Kind("networking.k8s.io", "v1", "networkpolicies"),
-    "Lease": _Kind("coordination.k8s.io", "v1", "leases"),
-}
-"""Kinds the adapter reads or writes, by ``kind``; one line per kind."""
-
-WATCHABLE = frozenset(
-    {"Pod", "VirtualMachine", "NetworkAttachmentDefinition", "Node", "NetworkPolicy"}
-)
-"""Kinds :meth:`KubeCluster.watch` serves (what the loop and ``adapters.kube_cache`` follow)."""
-
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _VERB = {"GET": "list", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-def merge_patch_for(live: Any, target: Any) -> Any:
-    """The RFC 7386 merge patch that turns ``live`` into ``target`` (``None`` removes a key).
-
-    Lists and scalars are replaced whole, which is what merge patch can express.
-    """
-    if not isinstance(live, dict) or not isinstance(target, dict):
-        return target
-    patch: dict[str, Any] = {}
-    for key in live.keys() - target.keys():
-        patch[key] = None
-    for key, value in target.items():
-        if key not in live:
-            patch[key] = value
-        elif live[key] != value:
-            patch[key] = merge_patch_for(live[key], value)
-    return patch
-
-
-def managed_body(obj: dict[str, Any]) -> dict[str, Any]:
-    """The fields the reconciler manages: labels, ``osc.io/*`` annotations and spec."""
-    meta = obj.get("metadata") or {}
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PREFIX)}
-    return {
-        "metadata": {"labels": dict(meta.get("labels") or {}), "annotations": annotations},
-        "spec": obj.get("spec") or {},
-    }
 
 
 class KubeCluster:
@@ -331,7 +244,7 @@ class KubeCluster:
             data = response.data
             return json.loads(data) if data else None
 
-    def _list(
+    def list_raw(
         self, kind: str, namespace: str | None = None, label_selector: str | None = None
     ) -> tuple[list[dict[str, Any]], str]:
         """All items of a list, page by page; restarts once the continue token expired (410).
@@ -372,8 +285,8 @@ class KubeCluster:
         """Pods (all namespaces, or only ``namespaces``), sorted by namespace and name."""
         raw: list[dict[str, Any]] = []
         for ns in _namespaces(namespaces):
-            raw.extend(self._list("Pod", ns, label_selector)[0])
-        pods = {p.uid: p for p in map(_pod, raw)}
+            raw.extend(self.list_raw("Pod", ns, label_selector)[0])
+        pods = {p.uid: p for p in map(pod_from_object, raw)}
         return sorted(pods.values(), key=lambda p: (p.namespace, p.name))
 
     def pods_for_labels(
@@ -398,32 +311,20 @@ class KubeCluster:
         return sorted(found.values(), key=lambda p: (p.namespace, p.name))
 
     def list_nodes(self) -> list[Node]:
-        items, _ = self._list("Node")
-        nodes = [
-            Node(name=o["metadata"]["name"], labels=dict(o["metadata"].get("labels") or {}))
-            for o in items
-        ]
-        return sorted(nodes, key=lambda n: n.name)
+        items, _ = self.list_raw("Node")
+        return sorted((node_from_object(o) for o in items), key=lambda n: n.name)
 
     def list_owned(self, kind: str, instance: str) -> list[KubeObject]:
         """Objects of ``kind`` this instance owns (both ownership labels), managed fields only.
 
         An absent API (KubeVirt or Multus not installed: 404) means nothing is owned."""
-        _check_kind(kind)
+        check_writable_kind(kind)
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER}={instance}"
         try:
-            items, _ = self._list(kind, None, selector)
+            items, _ = self.list_raw(kind, None, selector)
         except KubeNotFound:
             return []
-        objs = [
-            KubeObject(
-                kind=kind,
-                namespace=o["metadata"].get("namespace", ""),
-                name=o["metadata"]["name"],
-                body=managed_body(o),
-            )
-            for o in items
-        ]
+        objs = [owned_object(kind, o) for o in items]
         return sorted(objs, key=lambda o: (o.namespace, o.name))
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
@@ -438,7 +339,7 @@ class KubeCluster:
     def list_network_policies(self) -> list[dict[str, Any]]:
         """All NetworkPolicies as dicts (for plan warnings); ``[]`` if the API is absent."""
         try:
-            items, _ = self._list("NetworkPolicy")
+            items, _ = self.list_raw("NetworkPolicy")
         except KubeNotFound:
             return []
         return items
@@ -446,14 +347,7 @@ class KubeCluster:
     def network_policies(self) -> list[NetworkPolicy]:
         """:meth:`list_network_policies` as :class:`reconciler.core.observed.NetworkPolicy`."""
         return sorted(
-            (
-                NetworkPolicy(
-                    namespace=o["metadata"].get("namespace", ""),
-                    name=o["metadata"]["name"],
-                    pod_selector=dict((o.get("spec") or {}).get("podSelector") or {}),
-                )
-                for o in self.list_network_policies()
-            ),
+            (network_policy_from_object(o) for o in self.list_network_policies()),
             key=lambda n: (n.namespace, n.name),
         )
 
@@ -464,7 +358,7 @@ class KubeCluster:
 
         Returns the server's answer (the created object, with its resourceVersion) so a cache
         can write it through before the watch event arrives."""
-        _check_kind(kind)
+        check_writable_kind(kind)
         k = KINDS[kind]
         meta = dict(body.get("metadata") or {})
         meta.update({"name": name, "namespace": namespace})
@@ -479,7 +373,7 @@ class KubeCluster:
 
         Returns the object as the server has it afterwards (the patch answer, or the live
         object when nothing had to change)."""
-        _check_kind(kind)
+        check_writable_kind(kind)
         path = KINDS[kind].path(namespace, name)
         for _ in range(5):
             live = self.get(kind, namespace, name)
@@ -520,7 +414,7 @@ class KubeCluster:
 
         Otherwise returns the server's answer: the deleted object (still carrying
         ``deletionTimestamp`` when finalizers keep it alive) or a ``Status``."""
-        _check_kind(kind)
+        check_writable_kind(kind)
         try:
             return self._request("DELETE", KINDS[kind].path(namespace, name))
         except KubeNotFound:
@@ -570,7 +464,7 @@ class KubeCluster:
         current: list[Any] = []
         done = threading.Event()
         guard = threading.Thread(
-            target=_close_on_stop, args=(stop, done, current), daemon=True, name="kube-watch-stop"
+            target=close_on_stop, args=(stop, done, current), daemon=True, name="kube-watch-stop"
         )
         guard.start()
         try:
@@ -606,13 +500,13 @@ class KubeCluster:
         on_status: Callable[[bool], None] | None = None,
     ) -> None:
         path = KINDS[kind].path()
-        status = _StatusReporter(on_status)
+        status = StatusReporter(on_status)
         rv = resource_version
         delay = backoff[0]
         while not stop.is_set():
             try:
                 if rv is None:
-                    items, rv = self._list(kind, None, label_selector)
+                    items, rv = self.list_raw(kind, None, label_selector)
                     if on_list is not None:
                         on_list(items, rv)
                 resp = self._request(
@@ -633,7 +527,7 @@ class KubeCluster:
                 try:
                     if stop.is_set():
                         break
-                    for event in _events(resp):
+                    for event in watch_events(resp):
                         etype = event.get("type")
                         obj = event.get("object") or {}
                         if etype == "ERROR":
@@ -679,66 +573,10 @@ class KubeCluster:
                 delay = min(delay * 2, backoff[1])
 
 
-class _StatusReporter:
-    """Calls ``on_status`` on changes only (a stream that breaks ends *and* fails; an outage
-    fails every retry), so the listener hears True/False alternately."""
-
-    def __init__(self, on_status: Callable[[bool], None] | None) -> None:
-        self.on_status = on_status
-        self.last: bool | None = None
-
-    def __call__(self, connected: bool) -> None:
-        if self.on_status is not None and connected is not self.last:
-            self.last = connected
-            self.on_status(connected)
-
-
-def _close_on_stop(stop: threading.Event, done: threading.Event, current: list[Any]) -> None:
-    """Unblock a watch read as soon as ``stop`` is set (instead of waiting for data); exits
-    with the watch (``done``) so an exception in a callback leaves no thread behind."""
-    while not stop.wait(0.2):
-        if done.is_set():
-            return
-    for resp in list(current):
-        try:
-            resp.shutdown()
-        except Exception:  # already closed or finished: nothing to interrupt
-            log.debug("watch response already closed")
-
-
-def _events(resp: Any) -> Iterator[dict[str, Any]]:
-    """Newline-delimited JSON events from a chunked watch response."""
-    buffer = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            if line.strip():
-                yield json.loads(line)
-    if buffer.strip():
-        yield json.loads(buffer)
-
-
-def _check_kind(kind: str) -> None:
-    if kind not in ("VirtualMachine", "NetworkAttachmentDefinition", "Pod", "Lease"):
-        raise ValueError(f"unsupported kind {kind!r}")
-
-
 def _namespaces(namespaces: Sequence[str] | None) -> list[str | None]:
     if not namespaces:
         return [None]
     return list(dict.fromkeys(namespaces))
-
-
-def _pod(obj: dict[str, Any]) -> Pod:
-    meta = obj["metadata"]
-    return Pod(
-        namespace=meta.get("namespace", ""),
-        name=meta["name"],
-        uid=meta.get("uid", ""),
-        node=(obj.get("spec") or {}).get("nodeName") or None,
-        labels=dict(meta.get("labels") or {}),
-    )
 
 
 def _retry_delay(exc: ApiException, attempt: int, base: float) -> float:

@@ -1,0 +1,116 @@
+"""The Kubernetes kinds the adapter knows, and the pure shaping of their JSON: the fields we
+manage, the merge patch that sets them, and a Pod as plain :mod:`reconciler.core.observed` data.
+Shared by the live client and the informer cache so both answer with the same values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
+from reconciler.core.ownership import PREFIX
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace is not None and self.namespaced:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{name}"
+        return base
+
+
+KINDS: dict[str, Kind] = {
+    "Pod": Kind("", "v1", "pods"),
+    "Node": Kind("", "v1", "nodes", namespaced=False),
+    "Namespace": Kind("", "v1", "namespaces", namespaced=False),
+    "VirtualMachine": Kind("kubevirt.io", "v1", "virtualmachines"),
+    "NetworkAttachmentDefinition": Kind("k8s.cni.cncf.io", "v1", "network-attachment-definitions"),
+    "NetworkPolicy": Kind("networking.k8s.io", "v1", "networkpolicies"),
+    "Lease": Kind("coordination.k8s.io", "v1", "leases"),
+}
+"""Kinds the adapter reads or writes, by ``kind``; one line per kind."""
+
+
+WATCHABLE = frozenset(
+    {"Pod", "VirtualMachine", "NetworkAttachmentDefinition", "Node", "NetworkPolicy"}
+)
+"""Kinds :meth:`KubeCluster.watch` serves (what the loop and ``adapters.kube_cache`` follow)."""
+
+
+def merge_patch_for(live: Any, target: Any) -> Any:
+    """The RFC 7386 merge patch that turns ``live`` into ``target`` (``None`` removes a key).
+
+    Lists and scalars are replaced whole, which is what merge patch can express.
+    """
+    if not isinstance(live, dict) or not isinstance(target, dict):
+        return target
+    patch: dict[str, Any] = {}
+    for key in live.keys() - target.keys():
+        patch[key] = None
+    for key, value in target.items():
+        if key not in live:
+            patch[key] = value
+        elif live[key] != value:
+            patch[key] = merge_patch_for(live[key], value)
+    return patch
+
+
+def managed_body(obj: dict[str, Any]) -> dict[str, Any]:
+    """The fields the reconciler manages: labels, ``osc.io/*`` annotations and spec."""
+    meta = obj.get("metadata") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k.startswith(PREFIX)}
+    return {
+        "metadata": {"labels": dict(meta.get("labels") or {}), "annotations": annotations},
+        "spec": obj.get("spec") or {},
+    }
+
+
+def check_writable_kind(kind: str) -> None:
+    if kind not in ("VirtualMachine", "NetworkAttachmentDefinition", "Pod", "Lease"):
+        raise ValueError(f"unsupported kind {kind!r}")
+
+
+def pod_from_object(obj: dict[str, Any]) -> Pod:
+    meta = obj["metadata"]
+    return Pod(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        node=(obj.get("spec") or {}).get("nodeName") or None,
+        labels=dict(meta.get("labels") or {}),
+    )
+
+
+def node_from_object(obj: dict[str, Any]) -> Node:
+    meta = obj["metadata"]
+    return Node(name=meta["name"], labels=dict(meta.get("labels") or {}))
+
+
+def network_policy_from_object(obj: dict[str, Any]) -> NetworkPolicy:
+    meta = obj["metadata"]
+    return NetworkPolicy(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        pod_selector=dict((obj.get("spec") or {}).get("podSelector") or {}),
+    )
+
+
+def owned_object(kind: str, obj: dict[str, Any]) -> KubeObject:
+    """An object we own, reduced to the fields we manage (what the diff compares)."""
+    meta = obj["metadata"]
+    return KubeObject(
+        kind=kind, namespace=meta.get("namespace", ""), name=meta["name"], body=managed_body(obj)
+    )
