@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Set up everything osc-gitops needs on a fresh Debian machine: OVN/OVS from Debian (real
-# ovsdb-server, ovn-northd, ovn-controller, ovs-vswitchd for the sandbox and the data-path tests)
-# and a virtualenv with the package and its dev tools. Idempotent and quiet when already done.
+# ovsdb-server, ovn-northd, ovn-controller, ovs-vswitchd for the sandbox and the data-path tests),
+# a virtualenv with the package and its dev tools, and OVN 26.03 + OVS 4.0 from Debian sid (the
+# Network Function backend; see "the Debian sid root" below). Idempotent and quiet when already
+# done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 make)
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 make mmdebstrap)
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
@@ -39,4 +41,115 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/pyproject.t
   # product's wheel never contains it.
   "$VENV/bin/python" -m pip install -q --no-deps -e ./sandbox
   touch "$stamp"
+fi
+
+# --- the Debian sid root -------------------------------------------------------------------------
+# Debian bookworm ships OVN 23.03, which has no Network Function tables; Debian sid ships OVN 26.03
+# and OVS 4.0. mmdebstrap builds a sid root file system (no chroot needed afterwards: the sandbox
+# runs its binaries through sid's own dynamic loader, see sandbox/osc_gitops_sandbox/
+# distributions.py, which also owns every path inside it).
+#
+# Where: ${OSC_SID_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/osc-gitops/sid-ovn}, outside the clone,
+# so every clone and work tree on the machine shares one copy (distributions.sid_root() reads
+# the same variables). Built once: the root holds a stamp with the recipe and the versions found,
+# and a changed recipe rebuilds it. Atomic: built and verified in a temp folder beside it, then
+# renamed into place; a failed or refused build leaves the previous root untouched. A lock keeps
+# two concurrent `make setup` runs from building it twice.
+SID_ROOT=${OSC_SID_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/osc-gitops/sid-ovn}
+SID_STAMP="$SID_ROOT/.osc-gitops-stamp"
+SID_PACKAGES=ovn-central,ovn-host,openvswitch-switch
+SID_RECIPE="variant=essential packages=$SID_PACKAGES excludes=doc,man,info,locale"
+
+sid_root_current() {
+  [ -f "$SID_STAMP" ] && [ "$(head -n 1 "$SID_STAMP")" = "recipe: $SID_RECIPE" ]
+}
+
+# The Debian mirror apt already uses for this machine's release (sources.list or deb822
+# *.sources); sid is taken from the same place.
+debian_mirror() {
+  local codename
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  {
+    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+      [ -f "$f" ] || continue
+      awk -v codename="$codename" '
+        $1 == "deb" {
+          i = 2
+          if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
+          if ($(i + 1) == codename) print $i
+        }' "$f"
+    done
+    for f in /etc/apt/sources.list.d/*.sources; do
+      [ -f "$f" ] || continue
+      awk -v codename="$codename" '
+        BEGIN { RS = ""; FS = "\n" }
+        {
+          delete field; key = ""
+          for (i = 1; i <= NF; i++) {
+            line = $i
+            if (line ~ /^#/) continue
+            if (line ~ /^[ \t]/ && key != "") { field[key] = field[key] " " line; continue }
+            p = index(line, ":"); if (!p) continue
+            key = tolower(substr(line, 1, p - 1)); field[key] = substr(line, p + 1)
+          }
+          if (tolower(field["enabled"]) ~ /no/) next
+          if (field["types"] !~ /(^|[ \t])deb([ \t]|$)/) next
+          n = split(field["suites"], suites, /[ \t]+/); wanted = 0
+          for (j = 1; j <= n; j++) if (suites[j] == codename) wanted = 1
+          if (!wanted) next
+          n = split(field["uris"], uris, /[ \t]+/)
+          for (j = 1; j <= n; j++) if (uris[j] != "") { print uris[j]; next }
+        }' "$f"
+    done
+  } | head -n 1
+}
+
+build_sid_root() {
+  local parent mirror tmp versions started
+  parent=$(dirname "$SID_ROOT")
+  mkdir -p "$parent"
+  mirror=$(debian_mirror)
+  if [ -z "$mirror" ]; then
+    echo "setup: cannot tell which Debian mirror apt uses (no 'deb' source for this release in" \
+      "/etc/apt/sources.list or /etc/apt/sources.list.d/); cannot build the Debian sid root" >&2
+    exit 1
+  fi
+  tmp=$(mktemp -d "$parent/.sid-ovn.build.XXXXXX")
+  # --one-file-system: never follow a mount mmdebstrap might have left inside the tree.
+  trap '$SUDO rm -rf --one-file-system "$tmp" "$tmp.old" "$tmp.log"' EXIT
+  echo "setup: building the Debian sid root (OVN 26.03, OVS 4.0) in $SID_ROOT" >&2
+  started=$SECONDS
+  # Check-Valid-Until: a mirror's sid Release file can be past its Valid-Until date (mirrors
+  # that serve a frozen snapshot); apt would refuse it.
+  if ! $SUDO mmdebstrap --quiet --variant=essential \
+      --aptopt='Acquire::Check-Valid-Until "false"' \
+      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+      --dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --include="$SID_PACKAGES" sid "$tmp" "$mirror" >"$tmp.log" 2>&1; then
+    echo "setup: mmdebstrap failed building the Debian sid root; its log:" >&2
+    tail -n 20 "$tmp.log" >&2
+    rm -f "$tmp.log"
+    exit 1
+  fi
+  rm -f "$tmp.log"
+  # Every tool, run through sid's loader, must answer --version and be new enough.
+  if ! versions=$("$VENV/bin/python" -m osc_gitops_sandbox.distributions verify --root "$tmp"); then
+    echo "setup: refusing the Debian sid root (see above); the previous one, if any, is kept" >&2
+    exit 1
+  fi
+  printf 'recipe: %s\nbuilt: %s\nversions: %s\n' "$SID_RECIPE" "$(date -u +%FT%TZ)" "$versions" \
+    | $SUDO tee "$tmp/.osc-gitops-stamp" >/dev/null
+  if [ -e "$SID_ROOT" ]; then $SUDO mv -T "$SID_ROOT" "$tmp.old"; fi
+  $SUDO mv -T "$tmp" "$SID_ROOT"
+  $SUDO rm -rf --one-file-system "$tmp.old"
+  trap - EXIT
+  echo "setup: Debian sid root ready in $((SECONDS - started)) s: $versions" >&2
+}
+
+if ! sid_root_current; then
+  mkdir -p "$(dirname "$SID_ROOT")"
+  exec 9>"$(dirname "$SID_ROOT")/.sid-ovn.lock"
+  flock 9
+  sid_root_current || build_sid_root
+  exec 9>&-
 fi

@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.distributions import HOST, SID, Distribution
 from osc_gitops_sandbox.kubeapi import KubeApiServer
 from osc_gitops_sandbox.ovn import (
+    NF_SCHEMA,
+    OWN_SCHEMA,
     OvnSandbox,
     SeedNode,
     SeedPod,
-    nf_schema_path,
+    ovn_unavailable_reason,
     seed_ovn_kubernetes,
 )
 
@@ -62,12 +65,30 @@ def seed_pod_of(pod: Mapping[str, Any]) -> SeedPod:
     )  # fmt: skip
 
 
+def _choose_distribution(
+    nb_schema: str, dist: str | Distribution, *, northd: bool
+) -> str | Distribution:
+    """``"auto"`` resolves to sid when it is there (the product's default backend needs it),
+    else to the host's distribution; an explicit choice or the older ``nb_schema`` spelling
+    wins."""
+    if dist != "auto":
+        return dist
+    if nb_schema == NF_SCHEMA:
+        return SID
+    if nb_schema != "auto":
+        return HOST
+    return SID if ovn_unavailable_reason(northd=northd, distribution=SID) is None else HOST
+
+
 class SandboxCluster:
     """Start with :meth:`start` (or ``with``), seed with :meth:`seed_dir`, then play the cluster:
     :meth:`add_pod`, :meth:`delete_pod`, :meth:`label_pod`.
 
-    ``nb_schema="auto"`` uses upstream OVN 26.03's NB schema (Network Function tables) when it is
-    available, else the installed one (23.03 here: router-policy steering only).
+    ``distribution``: ``"sid"`` (OVN 26.03: Network Function steering), ``"host"`` (Debian
+    bookworm's 23.03: router-policy steering only) or ``"auto"``: sid when ``make setup`` has built
+    it, else the host's. ``nb_schema``: ``"auto"`` (the distribution's own), or as for
+    :class:`OvnSandbox` (``"26.03"`` = sid, ``"installed"`` = the host's, when no
+    ``distribution`` is given).
     """
 
     def __init__(
@@ -75,6 +96,7 @@ class SandboxCluster:
         workdir: str | Path | None = None,
         *,
         nb_schema: str = "auto",
+        distribution: str | Distribution = "auto",
         northd: bool = True,
         tcp: bool = False,
     ) -> None:
@@ -83,18 +105,28 @@ class SandboxCluster:
             self._tmp = tempfile.TemporaryDirectory(prefix="osc-")
             workdir = self._tmp.name
         self.workdir = Path(workdir)
-        if nb_schema == "auto":
-            nb_schema = "26.03" if nf_schema_path() else "installed"
-        self.nb_schema = nb_schema
-        self.ovn = OvnSandbox(self.workdir / "ovn", northd=northd, tcp=tcp, nb_schema=nb_schema)
+        chosen = _choose_distribution(nb_schema, distribution, northd=northd)
+        self.ovn = OvnSandbox(
+            self.workdir / "ovn",
+            northd=northd,
+            tcp=tcp,
+            nb_schema=OWN_SCHEMA if nb_schema in ("auto", NF_SCHEMA) else nb_schema,
+            distribution=chosen,
+        )
         self.kube = KubeApiServer()
         self.kubeconfig = str(self.workdir / "kubeconfig")
         self._subnets: dict[str, str] = {}
         self._next_host: dict[str, int] = {}
 
     @property
+    def distribution(self) -> Distribution:
+        """The OVN distribution whose daemons run this cluster."""
+        return self.ovn.distribution
+
+    @property
     def network_function(self) -> bool:
-        return self.nb_schema == "26.03"
+        """Whether the NB has the Network Function tables (OVN >= 26.03)."""
+        return self.ovn.network_function
 
     def start(self) -> SandboxCluster:
         self.ovn.start()

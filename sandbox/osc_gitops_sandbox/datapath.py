@@ -7,10 +7,13 @@ so tests can prove that a labelled pod's traffic really crosses the VNF.
 What it starts (as owned children, never ``--detach``; reaped by :meth:`Datapath.stop`, the
 context manager, an ``atexit`` hook and ``PR_SET_PDEATHSIG``):
 
-- ``ovsdb-server`` for a private ``conf.db`` (``/usr/share/openvswitch/vswitch.ovsschema``);
-- ``ovs-vswitchd`` (``/usr/lib/openvswitch-switch/ovs-vswitchd``) with ``br-int``
-  ``datapath_type=netdev`` (no kernel module needed) and ``fail-mode=secure``;
+- ``ovsdb-server`` for a private ``conf.db`` (the distribution's ``vswitch.ovsschema``);
+- ``ovs-vswitchd`` with ``br-int`` ``datapath_type=netdev`` (no kernel module needed) and
+  ``fail-mode=secure``;
 - ``ovn-controller`` against the sandbox SB (geneve on 127.0.0.1, netdev bridges).
+
+All of them come from the cluster's OVN distribution (``cluster.ovn.distribution``, see
+:mod:`osc_gitops_sandbox.distributions`), so northd and ovn-controller are always of one version.
 
 One chassis hosts every "node": OVN-Kubernetes pins each pod port with
 ``options:requested-chassis=<node>``, and ``ovn-controller`` accepts a port whose requested
@@ -69,20 +72,20 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
 
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox import distributions, ovsdb_rpc
+from osc_gitops_sandbox.distributions import HOST, Distribution
 from osc_gitops_sandbox.ovn import (
+    Daemon,
     OvnSandboxError,
-    _child_env,
-    _Daemon,
-    _run,
-    _tail,
-    _wait_until,
-    ovn_unavailable_reason,
+    child_env,
+    run_command,
+    run_tool,
+    tail,
+    wait_until,
 )
 
 __all__ = [
-    "OVS_VSWITCHD",
-    "VSWITCH_SCHEMA",
+    "DATAPATH_TOOLS",
     "Datapath",
     "DatapathError",
     "Endpoint",
@@ -93,8 +96,11 @@ __all__ = [
     "sweep_stale_namespaces",
 ]
 
-OVS_VSWITCHD = Path("/usr/lib/openvswitch-switch/ovs-vswitchd")
-VSWITCH_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+DATAPATH_TOOLS = (
+    "ovsdb-server", "ovsdb-tool", "ovs-appctl", "ovs-vsctl", "ovs-vswitchd", "ovn-northd",
+    "ovn-nbctl", "ovn-controller",
+)  # fmt: skip
+"""What a data path runs from its distribution."""
 NETNS_DIR = Path("/run/netns")
 NETNS_PREFIX = "osc-dp-"
 POD_NETWORKS = "k8s.ovn.org/pod-networks"
@@ -110,19 +116,20 @@ class DatapathError(OvnSandboxError):
     or port, and ends with the tail of the relevant log where there is one."""
 
 
-def datapath_unavailable_reason() -> str | None:
-    """Why a data path cannot run here (a ``pytest.skip`` reason), or ``None`` if it can."""
+def datapath_unavailable_reason(distribution: str | Distribution = HOST) -> str | None:
+    """Why a data path of ``distribution`` cannot run here (a ``pytest.skip`` reason), or
+    ``None`` if it can."""
     if os.geteuid() != 0:
         return "the data path needs root (network namespaces, veths, ovs-vswitchd)"
-    reason = ovn_unavailable_reason(northd=True)
+    dist = distributions.distribution(distribution)
+    reason = dist.unavailable_reason(DATAPATH_TOOLS)
     if reason:
         return reason
-    missing = [t for t in ("ip", "ovs-vsctl", "ovn-controller", "sysctl") if not shutil.which(t)]
+    if not dist.vswitch_schema.exists():
+        return f"{dist.vswitch_schema} missing (install Debian's openvswitch-common)"
+    missing = [t for t in ("ip", "sysctl") if not shutil.which(t)]
     if missing:
-        return f"{', '.join(missing)} not on PATH (install iproute2, openvswitch-switch, ovn-host)"
-    for path, package in ((OVS_VSWITCHD, "openvswitch-switch"), (VSWITCH_SCHEMA, "openvswitch")):
-        if not path.exists():
-            return f"{path} missing (install Debian's {package})"
+        return f"{', '.join(missing)} not on PATH (install iproute2, procps)"
     probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False)
     if probe.returncode != 0:
         return f"`ip netns` does not work here: {probe.stderr.strip()}"
@@ -369,9 +376,9 @@ class Datapath:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.timeout = timeout
         self.token = secrets.token_hex(3)
-        self.ovsdb: _Daemon | None = None
-        self.vswitchd: _Daemon | None = None
-        self.controller: _Daemon | None = None
+        self.ovsdb: Daemon | None = None
+        self.vswitchd: Daemon | None = None
+        self.controller: Daemon | None = None
         self.chassis = ""
         self.host_netns = f"{NETNS_PREFIX}{os.getpid()}-{self.token}-0-host"
         """The "host" network namespace ovs-vswitchd runs in: the userspace datapath creates
@@ -407,8 +414,15 @@ class Datapath:
         return sorted([e.netns for e in ends] + ([self.host_netns] if self._host_created else []))
 
     # -- lifecycle -----------------------------------------------------------------------------
+    @property
+    def distribution(self) -> Distribution:
+        """The cluster's OVN distribution: OVS and ovn-controller match its northd."""
+        dist = self.cluster.ovn.distribution
+        assert isinstance(dist, Distribution)
+        return dist
+
     def start(self) -> Datapath:
-        reason = datapath_unavailable_reason()
+        reason = datapath_unavailable_reason(self.distribution)
         if reason:
             raise DatapathError(f"cannot start the data path: {reason}")
         try:
@@ -419,7 +433,10 @@ class Datapath:
         return self
 
     def _vsctl(self, *args: str) -> str:
-        return _run(["ovs-vsctl", f"--db={self.ovs_remote}", "--timeout=10", *args], timeout=15)
+        return run_tool(
+            self.distribution, "ovs-vsctl", f"--db={self.ovs_remote}", "--timeout=10", *args,
+            timeout=15,
+        )  # fmt: skip
 
     def _start(self) -> None:
         sweep_stale_namespaces()
@@ -430,26 +447,28 @@ class Datapath:
             )
         self.chassis = nodes[0]
         hostname = nodes[-1]
-        env = _child_env(self.workdir)
+        dist = self.distribution
+        env = child_env(self.workdir, dist)
         _ip("netns", "add", self.host_netns)
         with _LIVE_LOCK:
             _LIVE_NETNS.add(self.host_netns)
         self._host_created = True
         _ip("-n", self.host_netns, "link", "set", "lo", "up")
         db = self.workdir / "conf.db"
-        _run(["ovsdb-tool", "create", str(db), str(VSWITCH_SCHEMA)])
+        run_tool(dist, "ovsdb-tool", "create", str(db), str(dist.vswitch_schema))
         log = self.workdir / "ovsdb-server.log"
-        self.ovsdb = _Daemon(
+        self.ovsdb = Daemon(
             "ovsdb-server (OVS conf.db)",
             [
-                "ovsdb-server", "--no-chdir", f"--remote=punix:{self.workdir / 'db.sock'}",
+                *dist.command("ovsdb-server"), "--no-chdir",
+                f"--remote=punix:{self.workdir / 'db.sock'}",
                 f"--unixctl={self.workdir / 'ovsdb-server.ctl'}", f"--log-file={log}",
                 "-vconsole:off", "-vfile:info", str(db),
             ],
             log, self.workdir / "ovsdb-server.ctl", env,
         )  # fmt: skip
         remote = self.ovs_remote
-        _wait_until(lambda: ovsdb_rpc.list_dbs(remote, 1.0), self.ovsdb, "OVS db", self.timeout)
+        wait_until(lambda: ovsdb_rpc.list_dbs(remote, 1.0), self.ovsdb, "OVS db", self.timeout)
         self._vsctl(
             "--no-wait", "init", "--",
             "set", "Open_vSwitch", ".",
@@ -464,32 +483,33 @@ class Datapath:
             "other_config:disable-in-band=true",
         )  # fmt: skip
         log = self.workdir / "ovs-vswitchd.log"
-        self.vswitchd = _Daemon(
+        self.vswitchd = Daemon(
             "ovs-vswitchd",
             [
                 "ip", "netns", "exec", self.host_netns,  # execs: the pid is ovs-vswitchd's
-                str(OVS_VSWITCHD), remote, "--no-chdir",
+                *dist.command("ovs-vswitchd"), remote, "--no-chdir",
                 f"--unixctl={self.workdir / 'ovs-vswitchd.ctl'}", f"--log-file={log}",
                 "-vconsole:off", "-vfile:info",
             ],
             log, self.workdir / "ovs-vswitchd.ctl", env,
         )  # fmt: skip
         vswitchd = self.vswitchd
-        _wait_until(
+        wait_until(
             lambda: (self.workdir / "ovs-vswitchd.ctl").exists()
-            and "br-int" in _run(["ovs-appctl", "-t", str(vswitchd.ctl), "dpif/show"], timeout=2),
+            and "br-int" in run_tool(dist, "ovs-appctl", "-t", str(vswitchd.ctl), "dpif/show",
+                                     timeout=2),
             vswitchd, "br-int in the netdev datapath", self.timeout,
         )  # fmt: skip
         log = self.workdir / "ovn-controller.log"
         # ovn-controller 23.03 has no --unixctl: its control socket lands in $OVN_RUNDIR.
-        self.controller = _Daemon(
+        self.controller = Daemon(
             "ovn-controller",
-            ["ovn-controller", remote, "--no-chdir", f"--log-file={log}",
+            [*dist.command("ovn-controller"), remote, "--no-chdir", f"--log-file={log}",
              "-vconsole:off", "-vfile:info"],
             log, self.workdir / "ovn-controller.ctl", env,
         )  # fmt: skip
         controller = self.controller
-        _wait_until(self._chassis_ready, controller, f"chassis {self.chassis} in SB", self.timeout)
+        wait_until(self._chassis_ready, controller, f"chassis {self.chassis} in SB", self.timeout)
 
     def _chassis_ready(self) -> bool:
         rows = ovsdb_rpc.transact(self.sb_remote, "OVN_Southbound", [
@@ -568,7 +588,7 @@ class Datapath:
                     "net.ipv4.conf.all.send_redirects=0",
                     "net.ipv4.conf.default.send_redirects=0",
                 ]
-            _run(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *sysctls])
+            run_command(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *sysctls])
             host = ("-n", self.host_netns)
             _ip(*host, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
             _ip(*host, "link", "set", veth, "up")
@@ -729,7 +749,7 @@ class Datapath:
                 raise DatapathError(
                     f"port(s) {', '.join(sorted(pending))} not up after {timeout or self.timeout}"
                     f" s; ovn-controller log {self.workdir / 'ovn-controller.log'}:\n"
-                    f"{_tail(self.workdir / 'ovn-controller.log')}"
+                    f"{tail(self.workdir / 'ovn-controller.log')}"
                 )
             time.sleep(0.01)
 
@@ -789,12 +809,12 @@ class Datapath:
 
     def set_forwarding(self, vnf: Vnf, enabled: bool) -> None:
         """Turn the guest's IP forwarding on/off (off = a dead VNF that swallows packets)."""
-        _run([
+        run_command([
             "ip", "netns", "exec", vnf.endpoint.netns, "sysctl", "-q", "-w",
             f"net.ipv4.ip_forward={1 if enabled else 0}",
         ])  # fmt: skip
         if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
-            _run([
+            run_command([
                 "ip", "netns", "exec", vnf.endpoint.netns, "sysctl", "-q", "-w",
                 "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0",
                 "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.eth0.rp_filter=0",

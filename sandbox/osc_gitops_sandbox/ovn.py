@@ -7,10 +7,13 @@ calling process (never ``--detach``), so they are reaped by :meth:`OvnSandbox.st
 context manager, by an ``atexit`` hook, and (on Linux) killed by the kernel if the parent dies
 (``PR_SET_PDEATHSIG``).
 
-Use from any test::
+Two OVN distributions can run here (:mod:`osc_gitops_sandbox.distributions`): ``host``
+(Debian bookworm's OVN 23.03, no Network Function tables) and ``sid`` (OVN 26.03 from the Debian
+sid root that ``make setup`` builds). Every stack takes its tools, schemas and NB schema from one
+of them. Use from any test::
 
     from osc_gitops_sandbox.ovn import OvnSandbox, seed_ovn_kubernetes, SeedNode, SeedPod
-    with OvnSandbox(northd=False) as ovn:
+    with OvnSandbox(northd=False, distribution="sid") as ovn:
         seed_ovn_kubernetes(ovn.nb_remote, [SeedNode("node1", "10.244.1.0/24")], pods)
 
 This module must not import ``ovs``/``ovsdbapp``: it shells out to ``ovsdb-tool``,
@@ -23,9 +26,9 @@ import atexit
 import contextlib
 import ctypes
 import ipaddress
+import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -38,12 +41,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import reconciler
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox import distributions, ovsdb_rpc
+from osc_gitops_sandbox.distributions import HOST, SID, Distribution, DistributionError
 
 __all__ = [
-    "INSTALLED_NB_SCHEMA",
-    "INSTALLED_SB_SCHEMA",
     "ForeignRows",
     "OvnCluster",
     "OvnSandbox",
@@ -51,17 +52,17 @@ __all__ = [
     "SeedNode",
     "SeedPod",
     "make_pods",
-    "nf_schema_path",
     "ovn_unavailable_reason",
+    "resolve_stack",
     "seed_foreign_rows",
     "seed_ovn_kubernetes",
 ]
 
-INSTALLED_NB_SCHEMA = Path("/usr/share/ovn/ovn-nb.ovsschema")
-INSTALLED_SB_SCHEMA = Path("/usr/share/ovn/ovn-sb.ovsschema")
-NF_SCHEMA_ENV = "OSC_OVN_NB_SCHEMA_26"
-NF_SCHEMA_FILE = "ovn-nb-26.03.2.ovsschema"
 CLUSTER_ROUTER = "ovn_cluster_router"
+NF_SCHEMA = "26.03"
+"""``nb_schema="26.03"``: the older spelling of ``distribution="sid"`` (its own NB schema)."""
+OWN_SCHEMA = "installed"
+"""``nb_schema="installed"``: the NB schema the chosen distribution ships."""
 
 
 class OvnSandboxError(RuntimeError):
@@ -70,53 +71,54 @@ class OvnSandboxError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------------
-# locating tools and schemas
+# choosing a distribution and its schema
 
 
-def ovn_unavailable_reason(*, northd: bool = False) -> str | None:
-    """Why the sandbox cannot run here (a ``pytest.skip`` reason), or ``None`` if it can."""
+def ovn_unavailable_reason(*, northd: bool = False, distribution: str = HOST) -> str | None:
+    """Why the sandbox cannot run ``distribution`` here (a ``pytest.skip`` reason for the host
+    one; a missing sid root should fail a test instead), or ``None`` if it can."""
     tools = ["ovsdb-server", "ovsdb-tool", "ovs-appctl"] + (["ovn-northd"] if northd else [])
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        return f"{', '.join(missing)} not on PATH (install Debian's ovn-central)"
-    if not INSTALLED_NB_SCHEMA.exists():
-        return f"{INSTALLED_NB_SCHEMA} missing (install Debian's ovn-common)"
-    return None
+    return _distribution(distribution).unavailable_reason(tools)
 
 
-def nf_schema_path() -> Path | None:
-    """The OVN 26.03 NB schema (Network Function tables), or ``None`` when it is not available.
+def _distribution(spec: str | Distribution) -> Distribution:
+    try:
+        return distributions.distribution(spec)
+    except DistributionError as exc:
+        raise OvnSandboxError(str(exc)) from exc
 
-    Looked up in ``$OSC_OVN_NB_SCHEMA_26``, then ``<repo>/../shared/ovn/`` relative to the
-    installed package, then ``../shared/ovn/`` relative to the working directory.
+
+def resolve_stack(
+    nb_schema: str | os.PathLike[str] = OWN_SCHEMA,
+    dist: str | Distribution | None = None,
+    tools: Sequence[str] = ("ovsdb-server", "ovsdb-tool", "ovs-appctl"),
+) -> tuple[Distribution, Path]:
+    """The distribution to run and the NB schema file to serve.
+
+    ``nb_schema``: ``"installed"`` (the distribution's own), ``"26.03"`` (the sid distribution's
+    own: real OVN 26.03 with Network Function tables) or a schema file. ``dist``: ``"host"``,
+    ``"sid"`` or ``None`` (sid for ``"26.03"``, else the host's). A distribution that is not
+    there raises :class:`OvnSandboxError` saying how to get it (``make setup``).
     """
-    env = os.environ.get(NF_SCHEMA_ENV)
-    if env:
-        return Path(env) if Path(env).is_file() else None
-    candidates = [
-        Path(reconciler.__file__).resolve().parents[2] / "shared" / "ovn" / NF_SCHEMA_FILE,
-        Path.cwd().resolve().parent / "shared" / "ovn" / NF_SCHEMA_FILE,
-    ]
-    return next((p for p in candidates if p.is_file()), None)
-
-
-def resolve_nb_schema(spec: str | os.PathLike[str]) -> Path:
-    """``"installed"`` (23.03 here), ``"26.03"`` (see :func:`nf_schema_path`) or a path."""
-    if spec == "installed":
-        path: Path | None = INSTALLED_NB_SCHEMA
-    elif spec == "26.03":
-        path = nf_schema_path()
-        if path is None:
-            raise OvnSandboxError(
-                f"OVN 26.03 NB schema not found: set ${NF_SCHEMA_ENV} or provide "
-                f"../shared/ovn/{NF_SCHEMA_FILE}"
-            )
-    else:
-        path = Path(spec)
-    assert path is not None
+    if dist is None:
+        dist = SID if nb_schema == NF_SCHEMA else HOST
+    chosen = _distribution(dist)
+    if nb_schema == NF_SCHEMA and chosen.name != SID:
+        raise OvnSandboxError(
+            f'nb_schema="26.03" is OVN 26.03\'s own schema: use distribution="sid", not {dist!r}'
+        )
+    reason = chosen.unavailable_reason(tools)
+    if reason:
+        raise OvnSandboxError(reason)
+    path = chosen.nb_schema if nb_schema in (OWN_SCHEMA, NF_SCHEMA) else Path(nb_schema)
     if not path.is_file():
         raise OvnSandboxError(f"OVN NB schema file not found: {path}")
-    return path
+    return chosen, path
+
+
+def schema_has_network_function(schema: Path) -> bool:
+    """Whether an NB schema file has the Network Function tables (OVN >= 26.03)."""
+    return "Network_Function" in json.loads(schema.read_text())["tables"]
 
 
 def free_port() -> int:
@@ -126,27 +128,48 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _run(args: Sequence[str], *, timeout: float = 30.0, cwd: Path | None = None) -> str:
-    """Run a short OVS/OVN tool and return stdout; a failure names the command and its stderr."""
+def run_command(
+    args: Sequence[str],
+    *,
+    timeout: float = 30.0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    name: str | None = None,
+) -> str:
+    """Run a short command and return stdout; a failure names it (``name``, else the argv)
+    and shows its stderr."""
+    what = name or " ".join(args)
     try:
         proc = subprocess.run(
-            list(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
-        )
+            list(args), capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+            check=False,
+        )  # fmt: skip
     except FileNotFoundError as exc:
-        raise OvnSandboxError(f"{args[0]} not found: install Debian's ovn-central") from exc
+        raise OvnSandboxError(f"{args[0]} not found (`make setup` installs OVN/OVS)") from exc
     except subprocess.TimeoutExpired as exc:
-        raise OvnSandboxError(f"{' '.join(args)} timed out after {timeout}s") from exc
+        raise OvnSandboxError(f"{what} timed out after {timeout}s") from exc
     if proc.returncode != 0:
-        raise OvnSandboxError(
-            f"{' '.join(args)} failed (exit {proc.returncode}): {proc.stderr.strip()}"
-        )
+        raise OvnSandboxError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()}")
     return proc.stdout
+
+
+def run_tool(dist: Distribution, tool: str, *args: str, timeout: float = 30.0) -> str:
+    """Run an OVS/OVN tool of ``dist`` (e.g. ``ovsdb-tool create ...``) and return stdout.
+
+    No work dir is involved: every call here passes explicit sockets and files, and the
+    environment keeps tools of the sid root away from the host's run directories."""
+    return run_command(
+        [*dist.command(tool), *args],
+        timeout=timeout,
+        env=dist.env(tempfile.gettempdir()),
+        name=f"{tool} ({dist.name}) {' '.join(args)}",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # owned child processes
 
-_LIVE: set[_Daemon] = set()
+_LIVE: set[Daemon] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -168,7 +191,7 @@ def _pdeathsig() -> None:  # pragma: no cover - runs in the child
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _tail(path: Path, lines: int = 15) -> str:
+def tail(path: Path, lines: int = 15) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
     except OSError:
@@ -176,7 +199,7 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(text[-lines:]) or "(empty log)"
 
 
-class _Daemon:
+class Daemon:
     """One owned child process (ovsdb-server or ovn-northd) with its log and control socket."""
 
     def __init__(self, name: str, args: list[str], log: Path, ctl: Path, env: dict[str, str]):
@@ -206,10 +229,10 @@ class _Daemon:
         return self.proc.poll() is None
 
     def failure(self, what: str) -> OvnSandboxError:
-        stderr = _tail(self.log.with_suffix(".stderr"), 5)
+        stderr = tail(self.log.with_suffix(".stderr"), 5)
         return OvnSandboxError(
             f"{self.name} {what} (exit code {self.proc.poll()}); log {self.log}:\n"
-            f"{_tail(self.log)}\n{stderr if stderr != '(empty log)' else ''}".rstrip()
+            f"{tail(self.log)}\n{stderr if stderr != '(empty log)' else ''}".rstrip()
         )
 
     def stop(self, timeout: float = 5.0, sig: int = signal.SIGTERM) -> None:
@@ -225,15 +248,13 @@ class _Daemon:
             _LIVE.discard(self)
 
 
-def _child_env(workdir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    for var in ("OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVN_RUNDIR", "OVN_LOGDIR", "OVN_DBDIR"):
-        env[var] = str(workdir)
-    return env
+def child_env(workdir: Path, dist: Distribution | None = None) -> dict[str, str]:
+    """Environment of a daemon of ``dist`` (default: the host's) working in ``workdir``."""
+    return (dist or distributions.host()).env(workdir)
 
 
-def _wait_until(
-    check: Any, daemon: _Daemon, what: str, timeout: float, interval: float = 0.02
+def wait_until(
+    check: Any, daemon: Daemon, what: str, timeout: float, interval: float = 0.02
 ) -> Any:
     """Poll ``check()`` until it returns a truthy value; fail fast if the daemon died."""
     deadline = time.monotonic() + timeout
@@ -250,9 +271,15 @@ def _wait_until(
         if time.monotonic() > deadline:
             raise OvnSandboxError(
                 f"{daemon.name} not ready ({what}) after {timeout}s: {last_error}; "
-                f"log {daemon.log}:\n{_tail(daemon.log)}"
+                f"log {daemon.log}:\n{tail(daemon.log)}"
             )
         time.sleep(interval)
+
+
+# The names some tests still import; new code uses the public ones above.
+_run = run_command
+_Daemon = Daemon
+_child_env = child_env
 
 
 def _listening_ports(log: Path) -> list[int]:
@@ -270,9 +297,10 @@ def _listening_ports(log: Path) -> list[int]:
 class OvnSandbox:
     """NB and SB ``ovsdb-server`` processes plus (optionally) ``ovn-northd``, in a temp dir.
 
-    ``nb_schema``: ``"installed"`` (Debian's 23.03), ``"26.03"`` (the Network Function schema,
-    see :func:`nf_schema_path`) or a path. northd 23.03 runs against the 26.03 NB but ignores the
-    NF columns, so with that schema ``northd`` is still allowed but proves nothing about NF.
+    ``distribution``: ``"host"`` (Debian bookworm's OVN 23.03) or ``"sid"`` (OVN 26.03 with
+    Network Function insertion, from the root ``make setup`` builds); every daemon and tool comes
+    from it. ``nb_schema``: ``"installed"`` (the distribution's own), ``"26.03"`` (the older
+    spelling of ``distribution="sid"``) or a schema file. See :func:`resolve_stack`.
 
     ``tcp=True`` adds a ``ptcp`` remote on an ephemeral loopback port (``nb_tcp_remote``);
     ``ssl=(key, cert, ca)`` adds a ``pssl`` remote (``nb_ssl_remote``) with those files.
@@ -284,10 +312,14 @@ class OvnSandbox:
         *,
         northd: bool = True,
         tcp: bool = False,
-        nb_schema: str | os.PathLike[str] = "installed",
+        nb_schema: str | os.PathLike[str] = OWN_SCHEMA,
+        distribution: str | Distribution | None = None,
         ssl: tuple[str, str, str] | None = None,
         timeout: float = 10.0,
     ) -> None:
+        tools = ["ovsdb-server", "ovsdb-tool", "ovs-appctl"]
+        tools += ["ovn-northd", "ovn-nbctl", "ovn-sbctl"] if northd else []
+        self.distribution, self.nb_schema_path = resolve_stack(nb_schema, distribution, tools)
         self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
             # Short prefix: unix socket paths are limited to ~107 bytes.
@@ -299,10 +331,9 @@ class OvnSandbox:
         self.tcp = tcp
         self.ssl = ssl
         self.timeout = timeout
-        self.nb_schema_path = resolve_nb_schema(nb_schema)
-        self.nb: _Daemon | None = None
-        self.sb: _Daemon | None = None
-        self.northd: _Daemon | None = None
+        self.nb: Daemon | None = None
+        self.sb: Daemon | None = None
+        self.northd: Daemon | None = None
         self._nb_tcp_port: int | None = None
         self._nb_ssl_port: int | None = None
 
@@ -350,19 +381,20 @@ class OvnSandbox:
         return self
 
     def _start(self) -> None:
-        env = _child_env(self.workdir)
-        for name, schema in (("nb", self.nb_schema_path), ("sb", INSTALLED_SB_SCHEMA)):
+        dist = self.distribution
+        env = child_env(self.workdir, dist)
+        for name, schema in (("nb", self.nb_schema_path), ("sb", dist.sb_schema)):
             db = self.workdir / f"{name}.db"
             if not db.exists():
-                _run(["ovsdb-tool", "create", str(db), str(schema)])
+                run_tool(dist, "ovsdb-tool", "create", str(db), str(schema))
         self.nb = self._start_server("nb", env, tcp=self.tcp, ssl=self.ssl)
         self.sb = self._start_server("sb", env, tcp=False, ssl=None)
         nb_sock, sb_sock = self.nb_remote, self.sb_remote
-        _wait_until(lambda: ovsdb_rpc.list_dbs(nb_sock, 1.0), self.nb, "NB socket", self.timeout)
-        _wait_until(lambda: ovsdb_rpc.list_dbs(sb_sock, 1.0), self.sb, "SB socket", self.timeout)
+        wait_until(lambda: ovsdb_rpc.list_dbs(nb_sock, 1.0), self.nb, "NB socket", self.timeout)
+        wait_until(lambda: ovsdb_rpc.list_dbs(sb_sock, 1.0), self.sb, "SB socket", self.timeout)
         if self.tcp:
             nb = self.nb
-            ports = _wait_until(
+            ports = wait_until(
                 lambda: [p for p in _listening_ports(nb.log) if p != self._nb_ssl_port],
                 nb,
                 "ptcp listener",
@@ -374,10 +406,10 @@ class OvnSandbox:
 
     def _start_server(
         self, name: str, env: dict[str, str], *, tcp: bool, ssl: tuple[str, str, str] | None
-    ) -> _Daemon:
+    ) -> Daemon:
         log = self.workdir / f"{name}.log"
         args = [
-            "ovsdb-server",
+            *self.distribution.command("ovsdb-server"),
             "--no-chdir",
             f"--remote=punix:{self.workdir / (name + '.sock')}",
             f"--unixctl={self.workdir / (name + '.ctl')}",
@@ -397,17 +429,17 @@ class OvnSandbox:
                 f"--ca-cert={ca}",
             ]
         args.append(str(self.workdir / f"{name}.db"))
-        return _Daemon(
+        return Daemon(
             f"ovsdb-server ({name.upper()})", args, log, self.workdir / f"{name}.ctl", env
         )
 
     def _start_northd(self, env: dict[str, str]) -> None:
         ctl = self.workdir / "northd.ctl"
         log = self.workdir / "northd.log"
-        self.northd = _Daemon(
+        self.northd = Daemon(
             "ovn-northd",
             [
-                "ovn-northd",
+                *self.distribution.command("ovn-northd"),
                 "--no-chdir",
                 f"--ovnnb-db={self.nb_remote}",
                 f"--ovnsb-db={self.sb_remote}",
@@ -421,8 +453,8 @@ class OvnSandbox:
             env,
         )
         northd = self.northd
-        _wait_until(
-            lambda: "active" in _run(["ovs-appctl", "-t", str(ctl), "status"], timeout=2.0),
+        wait_until(
+            lambda: "active" in self.appctl(ctl, "status", timeout=2.0),
             northd,
             "northd status active",
             self.timeout,
@@ -451,10 +483,23 @@ class OvnSandbox:
     # -- conveniences ------------------------------------------------------------------------
     def nbctl(self, *args: str, timeout: float = 30.0) -> str:
         """Run ``ovn-nbctl --db=<nb>`` (one process; fine for a handful of objects)."""
-        return _run(["ovn-nbctl", f"--db={self.nb_remote}", *args], timeout=timeout)
+        return run_tool(
+            self.distribution, "ovn-nbctl", f"--db={self.nb_remote}", *args, timeout=timeout
+        )
 
     def sbctl(self, *args: str, timeout: float = 30.0) -> str:
-        return _run(["ovn-sbctl", f"--db={self.sb_remote}", *args], timeout=timeout)
+        return run_tool(
+            self.distribution, "ovn-sbctl", f"--db={self.sb_remote}", *args, timeout=timeout
+        )
+
+    def appctl(self, target: Path, *args: str, timeout: float = 5.0) -> str:
+        """``ovs-appctl -t <control socket> ...`` for one of this sandbox's daemons."""
+        return run_tool(self.distribution, "ovs-appctl", "-t", str(target), *args, timeout=timeout)
+
+    @property
+    def network_function(self) -> bool:
+        """Whether the NB served here has the Network Function tables (OVN >= 26.03)."""
+        return schema_has_network_function(self.nb_schema_path)
 
     def wait_northd_sync(self, timeout: float = 10.0) -> None:
         """Block until northd has processed the current NB contents into the SB.
@@ -479,6 +524,7 @@ class OvnCluster:
 
     Every member keeps its ports across :meth:`kill`/:meth:`start`, so :attr:`remotes` stays a
     valid client connection string while members come and go (as in a real deployment).
+    ``nb_schema`` and ``distribution`` as for :class:`OvnSandbox`.
     """
 
     DB = "OVN_Northbound"
@@ -488,9 +534,11 @@ class OvnCluster:
         workdir: str | os.PathLike[str] | None = None,
         *,
         size: int = 3,
-        nb_schema: str | os.PathLike[str] = "installed",
+        nb_schema: str | os.PathLike[str] = OWN_SCHEMA,
+        distribution: str | Distribution | None = None,
         timeout: float = 20.0,
     ) -> None:
+        self.distribution, self.schema = resolve_stack(nb_schema, distribution)
         self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
             self._own_tmp = tempfile.TemporaryDirectory(prefix="ovnc-")
@@ -499,10 +547,9 @@ class OvnCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.size = size
         self.timeout = timeout
-        self.schema = resolve_nb_schema(nb_schema)
         self.raft_ports = [free_port() for _ in range(size)]
         self.client_ports = [free_port() for _ in range(size)]
-        self.members: list[_Daemon | None] = [None] * size
+        self.members: list[Daemon | None] = [None] * size
 
     @property
     def remotes(self) -> str:
@@ -521,9 +568,12 @@ class OvnCluster:
     def start_all(self) -> OvnCluster:
         try:
             raft = [f"tcp:127.0.0.1:{p}" for p in self.raft_ports]
-            _run(["ovsdb-tool", "create-cluster", str(self._db(0)), str(self.schema), raft[0]])
+            dist = self.distribution
+            run_tool(dist, "ovsdb-tool", "create-cluster", str(self._db(0)), str(self.schema),
+                     raft[0])  # fmt: skip
             for i in range(1, self.size):
-                _run(["ovsdb-tool", "join-cluster", str(self._db(i)), self.DB, raft[i], raft[0]])
+                run_tool(dist, "ovsdb-tool", "join-cluster", str(self._db(i)), self.DB, raft[i],
+                         raft[0])  # fmt: skip
             for i in range(self.size):
                 self.start(i, wait=False)
             self.wait_healthy()
@@ -538,10 +588,10 @@ class OvnCluster:
         if member is not None and member.alive():
             return
         log = self.workdir / f"nb{i}.log"
-        self.members[i] = _Daemon(
+        self.members[i] = Daemon(
             f"ovsdb-server (NB cluster member {i})",
             [
-                "ovsdb-server",
+                *self.distribution.command("ovsdb-server"),
                 "--no-chdir",
                 f"--remote=ptcp:{self.client_ports[i]}:127.0.0.1",
                 f"--unixctl={self._ctl(i)}",
@@ -552,7 +602,7 @@ class OvnCluster:
             ],
             log,
             self._ctl(i),
-            _child_env(self.workdir),
+            child_env(self.workdir, self.distribution),
         )
         if wait:
             self.wait_healthy()
@@ -564,7 +614,10 @@ class OvnCluster:
             member.stop(sig=signal.SIGKILL)
 
     def status(self, i: int) -> str:
-        return _run(["ovs-appctl", "-t", str(self._ctl(i)), "cluster/status", self.DB], timeout=5)
+        return run_tool(
+            self.distribution, "ovs-appctl", "-t", str(self._ctl(i)), "cluster/status", self.DB,
+            timeout=5,
+        )  # fmt: skip
 
     def leader_index(self) -> int | None:
         """Index of the member that reports ``Role: leader`` (``None`` during an election)."""
@@ -576,17 +629,31 @@ class OvnCluster:
                     return i
         return None
 
+    def joined(self, i: int) -> bool:
+        """Whether member ``i`` has completed joining the cluster (``Status: cluster member``).
+
+        Until then it accepts client connections but answers every transaction with "database
+        not available ... has not completed joining its cluster"."""
+        return bool(re.search(r"^Status: cluster member$", self.status(i), re.M))
+
     def wait_healthy(self) -> int:
-        """Wait until every live member serves clients and a leader is elected; return it."""
+        """Wait until every live member serves clients and has joined the cluster, and a leader
+        is elected; return the leader's index."""
         deadline = time.monotonic() + self.timeout
         for i, member in enumerate(self.members):
             if member is None or not member.alive():
                 continue
             remote = self.remote(i)
-            _wait_until(
+            wait_until(
                 lambda remote=remote: ovsdb_rpc.list_dbs(remote, 1.0),
                 member,
                 "client port",
+                max(0.1, deadline - time.monotonic()),
+            )
+            wait_until(
+                lambda i=i: self.joined(i),
+                member,
+                "Status: cluster member",
                 max(0.1, deadline - time.monotonic()),
             )
         while True:

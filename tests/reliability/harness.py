@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.ovn import nf_schema_path, ovn_unavailable_reason
+from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
 from tests.reliability.figures import FIGURES, record
 from tests.support.cli import CliResult, cli, conn
@@ -77,8 +77,6 @@ def skip_without_nf() -> None:
     reason = ovn_unavailable_reason(northd=False)
     if reason:
         pytest.skip(reason)
-    if nf_schema_path() is None:
-        pytest.skip("OVN 26.03 NB schema not found (OSC_OVN_NB_SCHEMA_26 / ../shared/ovn)")
 
 
 class Worker:

@@ -15,7 +15,6 @@ from osc_gitops_sandbox.kubeapi import KubeApiServer
 from osc_gitops_sandbox.ovn import (
     OvnCluster,
     SeedNode,
-    nf_schema_path,
     ovn_unavailable_reason,
     seed_ovn_kubernetes,
 )
@@ -28,7 +27,7 @@ from tests.support.paths import CLUSTER
 
 
 class RaftWorld:
-    """A 3-member clustered NB (26.03 schema) + the API emulator, seeded like examples/cluster."""
+    """A 3-member clustered NB (OVN 26.03, sid) + the API emulator, seeded like examples/cluster."""
 
     def __init__(self, root: Path) -> None:
         self.nb = OvnCluster(root / "raft", nb_schema="26.03")
@@ -81,8 +80,6 @@ def raft(tmp_path: Path) -> Iterator[RaftWorld]:
     reason = ovn_unavailable_reason(northd=False)
     if reason:
         pytest.skip(reason)
-    if nf_schema_path() is None:
-        pytest.skip("OVN 26.03 NB schema not found (OSC_OVN_NB_SCHEMA_26 / ../shared/ovn)")
     with RaftWorld(tmp_path) as world:
         yield world
 

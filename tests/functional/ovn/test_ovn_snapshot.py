@@ -29,7 +29,6 @@ from osc_gitops_sandbox.ovn import (
     OvnSandbox,
     SeedPod,
     free_port,
-    nf_schema_path,
     seed_foreign_rows,
     seed_ovn_kubernetes,
 )
@@ -501,8 +500,6 @@ def test_operations_select_only_our_rows_of_owned_tables(nb26: OvnSandbox) -> No
     ("schema", "steering"), [("installed", "router-policy"), ("26.03", "network-function")]
 )
 def test_snapshot_after_reconcile(tmp_path: Path, schema: str, steering: str) -> None:
-    if schema == "26.03" and nf_schema_path() is None:
-        pytest.skip("OVN 26.03 NB schema not found (set OSC_OVN_NB_SCHEMA_26)")
     with SandboxCluster(tmp_path / "sb", nb_schema=schema, northd=False) as cluster:
         cluster.seed_dir(REPO / "examples" / "cluster")
         seed_foreign_rows(cluster.nb_remote)
