@@ -1,0 +1,62 @@
+"""How the NB rows we only read become ``reconciler.core.observed`` values.
+
+Shared by the IDL reader (:mod:`~reconciler.adapters.ovn.read_cache`) and the snapshot reader
+(:mod:`~reconciler.adapters.ovn.snapshot`): each passes plain Python values of the columns, so
+the rules (what a pod port is, which address is its MAC, where a switch's subnet is) exist
+once and the two readers give equal results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from reconciler.core import ownership
+from reconciler.core.observed import PodPort, Switch
+
+__all__ = ["is_ours", "parse_addresses", "pod_port", "switch"]
+
+
+def is_ours(external_ids: Mapping[str, str], instance: str) -> bool:
+    """The row carries ``osc.io/owner=<instance>``."""
+    return external_ids.get(ownership.OWNER) == instance
+
+
+def parse_addresses(addresses: Sequence[str]) -> tuple[str | None, tuple[str, ...]]:
+    """(MAC, IPs) of the first ``"<mac> <ip>..."`` entry of an LSP's ``addresses``."""
+    for entry in addresses:
+        parts = entry.split()
+        if parts and parts[0].count(":") == 5:
+            return parts[0], tuple(parts[1:])
+    return None, ()
+
+
+def pod_port(
+    name: str,
+    switch: str,
+    external_ids: Mapping[str, str],
+    addresses: Sequence[str],
+    options: Mapping[str, str],
+) -> PodPort | None:
+    """The :class:`PodPort` of a Logical_Switch_Port, or ``None`` when OVN-Kubernetes did not
+    make it for a pod (``external_ids:pod=true``). OVN-Kubernetes names it
+    ``<namespace>_<pod>`` and keeps the pod's UID in ``options:iface-id-ver``."""
+    if external_ids.get("pod") != "true":
+        return None
+    ns = external_ids.get("namespace", "")
+    pod = name[len(ns) + 1 :] if ns and name.startswith(ns + "_") else name
+    mac, ips = parse_addresses(addresses)
+    return PodPort(
+        name=name,
+        switch=switch,
+        namespace=ns,
+        pod=pod,
+        pod_uid=options.get("iface-id-ver"),
+        mac=mac,
+        ips=ips,
+    )
+
+
+def switch(name: str, other_config: Mapping[str, str], load_balancers: bool) -> Switch:
+    """A Logical_Switch; OVN-Kubernetes keeps a node switch's subnet in
+    ``other_config:subnet``."""
+    return Switch(name=name, subnet=other_config.get("subnet"), load_balancers=load_balancers)
