@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from osc_gitops_sandbox.ovn import SeedNode, ovn_unavailable_reason
 
-from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
 
 _SKIP = ovn_unavailable_reason(northd=True)
 OVN_MARKS = [pytest.mark.ovn, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]

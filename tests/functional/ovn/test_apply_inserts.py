@@ -13,7 +13,7 @@ import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnSandbox
 
-from reconciler.adapters.ovn.northbound import OvnApplyError
+from reconciler.adapters.ovn import OvnApplyError
 from tests.support.ovn import OVN_MARKS, connect, creates, ext
 
 pytestmark = OVN_MARKS

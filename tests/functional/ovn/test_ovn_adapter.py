@@ -14,7 +14,7 @@ from osc_gitops_sandbox.ovn import (
     seed_ovn_kubernetes,
 )
 
-from reconciler.adapters.ovn.northbound import (
+from reconciler.adapters.ovn import (
     OvnApplyError,
     OvnCapabilityError,
     OvnChange,

@@ -9,7 +9,7 @@ import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnCluster, make_pods, seed_ovn_kubernetes
 
-from reconciler.adapters.ovn.northbound import OvnApplyError, OvnConnectError, OvnNorthbound
+from reconciler.adapters.ovn import OvnApplyError, OvnConnectError, OvnNorthbound
 from tests.support.ovn import NODES, OVN_MARKS, connect, creates, ext
 
 pytestmark = OVN_MARKS

@@ -34,13 +34,15 @@ from osc_gitops_sandbox.ovn import (
 )
 
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
-from reconciler.adapters.ovn.northbound import OvnConnectError, OvnNorthbound, OvnSettings, OvnState
-from reconciler.adapters.ovn.snapshot import (
-    _Framer,
-    _Session,
+from reconciler.adapters.ovn import (
+    OvnConnectError,
+    OvnNorthbound,
+    OvnSettings,
+    OvnState,
     read_snapshot,
     snapshot_operations,
 )
+from reconciler.adapters.ovn.rpc import Framer, Session
 from reconciler.core.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
@@ -112,7 +114,7 @@ def test_framer_never_misses_a_message_end() -> None:
         ends.add(at)
     false_candidates = 0
     for cut in range(1, len(stream)):
-        framer = _Framer()
+        framer = Framer()
         candidate = framer.feed(stream[:cut])
         if cut in ends:
             assert candidate, cut
@@ -121,24 +123,17 @@ def test_framer_never_misses_a_message_end() -> None:
     assert false_candidates <= len(stream) // 50
 
 
-def _feed(session: _Session, data: bytes) -> None:
-    """What ``_Session.reply`` does with each received chunk."""
-    session.pending.append(data)
-    if session.framer.feed(data):
-        session._dispatch()
-
-
 def test_session_decodes_replies_split_anywhere_and_answers_echo() -> None:
     rng = random.Random(11)
     stream = b"".join(_messages())
     for _ in range(100):
         ours, server = socket.socketpair()
         with ours, server:
-            session = _Session("test", ours, time.monotonic() + 5)
+            session = Session("test", ours, time.monotonic() + 5)
             pos = 0
             while pos < len(stream):
                 step = rng.randint(1, 64)
-                _feed(session, stream[pos : pos + step])
+                session.receive(stream[pos : pos + step])
                 pos += step
             assert sorted(session.replies) == [1, 2]
             rows = session.replies[2]["result"][0]["rows"]
@@ -634,8 +629,7 @@ def test_tls_snapshot_and_unknown_ca(tmp_path: Path, pods: list[SeedPod]) -> Non
 
 
 def test_read_only_provider_reads_and_refuses_writes(nb23: OvnSandbox, pods: list[SeedPod]) -> None:
-    from reconciler.adapters.ovn.northbound import OvnError
-    from reconciler.adapters.ovn.snapshot import OvnSnapshot
+    from reconciler.adapters.ovn import OvnError, OvnSnapshot
 
     with OvnSnapshot(OvnSettings(remote=nb23.nb_remote)) as provider:
         assert provider.read() == assert_same(nb23.nb_remote)

@@ -21,7 +21,7 @@ import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnSandbox, _child_env, _Daemon, _run
 
-from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnState
+from reconciler.adapters.ovn import OvnNorthbound, OvnState
 from tests.support.ovn import OVN_MARKS, Change, connect, creates, ext
 
 pytestmark = OVN_MARKS

@@ -1,0 +1,344 @@
+"""A minimal raw OVSDB JSON-RPC client for one-shot reads: framing, TLS, the Raft leader.
+
+Why not the ovs library's stream and JSON-RPC: the snapshot reader reads a whole database in
+one reply and must parse it with the stdlib's C-accelerated :mod:`json`; the ovs library's
+pure-Python JSON parser and per-message objects would cost more than the read itself. Only the
+standard library is used (``socket``, ``ssl``, ``json``).
+
+:func:`query_leader` is the entry point: it tries the members of a remote list in order and
+hands the first one that is readable (answers, serves the NB, is the Raft leader if clustered,
+like the IDL's ``leader_only``) to the caller's query, so a read never sees a stale follower.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from reconciler.adapters.ovn.errors import OvnConnectError, connect_error, tls_failure
+from reconciler.adapters.ovn.settings import OvnSettings
+from reconciler.adapters.ovn.tables import DB_NAME
+
+__all__ = [
+    "DEFAULT_PORT",
+    "Framer",
+    "MemberSkipped",
+    "Session",
+    "host_port",
+    "leader_problem",
+    "query_leader",
+    "rpc_error",
+    "ssl_context",
+]
+
+T = TypeVar("T")
+
+_RECV_BYTES = 1 << 20
+DEFAULT_PORT = 6640
+"""What OVS assumes for ``tcp:``/``ssl:`` remotes without a port."""
+
+_ESCAPE = re.compile(rb"\\.", re.S)
+_BLANK = b" \t\r\n"
+
+
+class Framer:
+    """Tells, chunk by chunk, when the bytes received so far *may* end a JSON-RPC message.
+
+    OVSDB's JSON-RPC puts messages back to back with no delimiter or length, and stdlib
+    :mod:`json` has no incremental parser. Re-parsing a large reply after every ``recv`` would
+    be quadratic, and a trailing ``}`` alone is no sign of the end: match strings like
+    ``ip4.src == {$a, $b}`` end in one. A message ends outside any string (an even number of
+    unescaped quotes so far) on a ``}``; both are tracked with C-speed passes per chunk
+    (``bytes.count``, and an escape-dropping regex only for the rare chunk with a backslash).
+    So no real end is ever missed; a false candidate (a chunk that happens to end right after
+    a row's closing brace) only costs one failed decode. The exact answer is the decoder's.
+    """
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self.carry = b""  # a trailing backslash whose escaped character is in the next chunk
+        self.last = b""  # the last non-blank byte outside the carry
+
+    def feed(self, data: bytes) -> bool:
+        """Account for ``data``; True when the stream may now end on a message boundary."""
+        text = self.carry + data
+        self.carry = b""
+        if b"\\" in text:
+            run = len(text) - len(text.rstrip(b"\\"))
+            if run % 2:
+                text, self.carry = text[:-1], text[-1:]
+            text = _ESCAPE.sub(b"", text)
+        if text.count(b'"') % 2:
+            self.in_string = not self.in_string
+        tail = text.rstrip(_BLANK)
+        if tail:
+            self.last = tail[-1:]
+        return not self.in_string and not self.carry and self.last == b"}"
+
+
+def host_port(member: str, rest: str) -> tuple[str, int]:
+    """Host and port of ``tcp:``/``ssl:`` ``member`` (``rest`` is what follows the kind)."""
+    if rest.startswith("["):  # tcp:[::1]:6641
+        host, _, tail = rest[1:].partition("]")
+        port = tail[1:] if tail.startswith(":") else ""
+    elif rest.count(":") == 1:
+        host, port = rest.split(":")
+    else:
+        host, port = rest, ""
+    try:
+        return host, int(port) if port else DEFAULT_PORT
+    except ValueError:
+        raise ValueError(f"{member}: invalid port {port!r}") from None
+
+
+def ssl_context(settings: OvnSettings) -> ssl.SSLContext:
+    """Client TLS like OVS's: the server's certificate must chain to ``ca_cert``; the name is
+    not checked (OVS never does: NB certificates are issued by ``ovs-pki`` for switch ids, not
+    host names), and we present our own certificate (``ovsdb-server`` requires one)."""
+    files = (settings.private_key, settings.certificate, settings.ca_cert)
+    if not all(files):
+        raise connect_error(
+            settings.remote, ["an ssl: remote needs private_key, certificate and ca_cert"]
+        )
+    for path in files:
+        assert path is not None
+        if not os.path.isfile(path):
+            raise connect_error(settings.remote, [f"file not found: {path}"])
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    try:
+        ctx.load_verify_locations(settings.ca_cert)
+        ctx.load_cert_chain(str(settings.certificate), str(settings.private_key))
+    except (ssl.SSLError, OSError) as exc:
+        raise connect_error(settings.remote, [f"cannot load TLS files: {exc}"]) from None
+    return ctx
+
+
+class Session:
+    """One stream to one server member: send requests, wait for their replies (by id)."""
+
+    def __init__(self, member: str, sock: socket.socket, deadline: float) -> None:
+        self.member = member
+        self.sock = sock
+        self.deadline = deadline
+        self.next_id = 0
+        self.replies: dict[Any, dict[str, Any]] = {}
+        """Replies received and not yet taken by :meth:`reply`, by request id."""
+        self.framer = Framer()
+        self.pending: list[bytes] = []
+        """Bytes received that do not complete a message yet."""
+
+    @classmethod
+    def open(cls, member: str, tls: ssl.SSLContext | None, deadline: float) -> Session:
+        """Connect to ``member``; raises ``ValueError`` (bad remote) or ``OSError``."""
+        kind, _, rest = member.partition(":")
+        left = max(0.001, deadline - time.monotonic())
+        if kind == "unix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.settimeout(left)
+                sock.connect(rest)
+            except OSError:
+                sock.close()
+                raise
+        elif kind in ("tcp", "ssl"):
+            host, port = host_port(member, rest)
+            sock = socket.create_connection((host, port), timeout=left)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if kind == "ssl":
+                try:
+                    assert tls is not None  # query_leader makes it for any ssl: member
+                    sock = tls.wrap_socket(sock)
+                except BaseException:
+                    sock.close()
+                    raise
+        else:
+            raise ValueError(f"{member}: unsupported remote (use tcp:, ssl: or unix:)")
+        return cls(member, sock, deadline)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def send(self, method: str, params: list[Any]) -> int:
+        """Send a request; returns its id (for :meth:`reply`)."""
+        self.next_id += 1
+        self._write({"method": method, "params": params, "id": self.next_id})
+        return self.next_id
+
+    def _write(self, message: Mapping[str, Any]) -> None:
+        self.sock.settimeout(max(0.001, self.deadline - time.monotonic()))
+        self.sock.sendall(json.dumps(message, separators=(",", ":")).encode())
+
+    def reply(self, request_id: int) -> dict[str, Any]:
+        """The reply to ``request_id``, answering the server's ``echo`` probes meanwhile."""
+        while request_id not in self.replies:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no answer before the timeout")
+            self.sock.settimeout(left)
+            data = self.sock.recv(_RECV_BYTES)
+            if not data:
+                raise ConnectionResetError("connection closed by the server")
+            self.receive(data)
+        return self.replies.pop(request_id)
+
+    def receive(self, data: bytes) -> None:
+        """Account for bytes received: every message they complete is decoded (a reply is
+        kept in :attr:`replies`, an ``echo`` is answered at once)."""
+        self.pending.append(data)
+        if self.framer.feed(data):
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Decode every complete message received; keep an incomplete rest for later."""
+        raw = b"".join(self.pending)
+        self.pending.clear()
+        text = raw.decode("utf-8")
+        del raw
+        decoder = json.JSONDecoder()
+        pos, end = 0, len(text)
+        while True:
+            while pos < end and text[pos] in " \t\r\n":
+                pos += 1
+            if pos >= end:
+                return
+            try:
+                message, pos = decoder.raw_decode(text, pos)
+            except json.JSONDecodeError:
+                # Not complete yet (a false candidate of the framer): wait for more bytes.
+                self.pending.append(text[pos:].encode("utf-8"))
+                return
+            if not isinstance(message, dict):
+                raise ValueError(f"{self.member}: not a JSON-RPC message: {message!r:.80}")
+            if message.get("method") == "echo" and message.get("id") is not None:
+                self._write({"id": message["id"], "result": message.get("params"), "error": None})
+            elif "method" not in message:
+                self.replies[message.get("id")] = message
+            # other notifications (we monitor nothing) are ignored
+
+
+def rpc_error(reply: Mapping[str, Any]) -> str | None:
+    """The error of a JSON-RPC reply (or of one operation's result) as text, else ``None``."""
+    error = reply.get("error")
+    if error is None:
+        return None
+    if isinstance(error, dict):
+        return ": ".join(str(error[k]) for k in ("error", "details") if error.get(k))
+    return str(error)
+
+
+def leader_problem(server_reply: Mapping[str, Any]) -> str | None:
+    """Why this member must not be read (the IDL's ``leader_only`` checks), or None.
+
+    ``server_reply`` answers a select of the NB's row in the ``_Server`` database. An error
+    reply (a server without ``_Server``) or no row for the NB means a standalone server that
+    predates the ``_Server`` database: fine to read.
+    """
+    if server_reply.get("error") is not None:
+        return None
+    result = server_reply.get("result") or [{}]
+    rows = result[0].get("rows") or []
+    if not rows:
+        return None
+    db = rows[0]
+    if db.get("model") != "clustered":
+        return None
+    if not db.get("schema"):
+        return "the database's schema was deleted"
+    if not db.get("connected"):
+        return "not connected to the Raft cluster"
+    if not db.get("leader"):
+        return "not the Raft leader"
+    return None
+
+
+class MemberSkipped(Exception):
+    """This member cannot be read (not the leader, wrong database): try the next one."""
+
+
+def _leader_schema(session: Session) -> dict[str, Any]:
+    """The member's NB schema; raises :class:`MemberSkipped` unless it may be read."""
+    schema_id = session.send("get_schema", [DB_NAME])
+    server_id = session.send(
+        "transact",
+        [
+            "_Server",
+            {
+                "op": "select",
+                "table": "Database",
+                "where": [["name", "==", DB_NAME]],
+                "columns": ["model", "connected", "leader", "schema"],
+            },
+        ],
+    )
+    schema_reply = session.reply(schema_id)
+    server_reply = session.reply(server_id)
+    error = rpc_error(schema_reply)
+    if error is not None:
+        hint = " (is this an OVN Northbound server?)" if "unknown database" in error else ""
+        raise MemberSkipped(error + hint)
+    schema = schema_reply["result"]
+    if not isinstance(schema, dict) or schema.get("name") != DB_NAME:
+        raise MemberSkipped(
+            f"server database is {schema.get('name') if isinstance(schema, dict) else schema!r}"
+        )
+    problem = leader_problem(server_reply)
+    if problem:
+        raise MemberSkipped(problem)
+    return schema
+
+
+def query_leader(settings: OvnSettings, query: Callable[[Session, dict[str, Any]], T]) -> T:
+    """``query(session, schema)`` on the first member of ``settings.remote`` that answers and,
+    if clustered, is the Raft leader; the whole call is bounded by ``settings.timeout``.
+
+    A member that fails (unreachable, TLS, timeout, garbled bytes, :class:`MemberSkipped`
+    raised by ``query`` too) is passed over with its reason; :class:`OvnConnectError` naming
+    the endpoint and every member's reason is raised when none can be read. Any other error
+    of ``query`` (e.g. an ``OvnError``) propagates.
+    """
+    remote = settings.remote
+    members = [m.strip() for m in remote.split(",") if m.strip()]
+    if not members:
+        raise OvnConnectError("cannot connect to OVN NB: no remote given")
+    # TLS files are checked before anything is sent, as OvnNorthbound.connect does.
+    tls = ssl_context(settings) if any(m.startswith("ssl:") for m in members) else None
+    deadline = time.monotonic() + settings.timeout
+    reasons: list[str] = []
+    for member in members:
+        try:
+            session = Session.open(member, tls, deadline)
+        except ssl.SSLError as exc:
+            reasons.append(tls_failure(member, exc))
+            continue
+        except TimeoutError:
+            reasons.append(f"{member}: no connection before the timeout")
+            continue
+        except (OSError, ValueError) as exc:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reasons.append(detail if isinstance(exc, ValueError) else f"{member}: {detail}")
+            continue
+        try:
+            return query(session, _leader_schema(session))
+        except MemberSkipped as exc:
+            reasons.append(f"{member}: {exc}")
+        except ssl.SSLError as exc:
+            reasons.append(tls_failure(member, exc, "TLS failed"))
+        except TimeoutError:
+            reasons.append(f"{member}: no answer before the timeout ({settings.timeout}s)")
+        except OSError as exc:
+            reasons.append(f"{member}: {exc.strerror or exc}")
+        except ValueError as exc:  # undecodable bytes or JSON on the wire
+            reasons.append(f"{member}: garbled reply ({exc})")
+        finally:
+            session.close()
+    raise connect_error(remote, reasons)
