@@ -88,6 +88,7 @@ class NbTable:
     refs: Mapping[str, Ref] = field(default_factory=dict)
     """Symbolic fields (= columns) that reference other rows."""
     parent: Parent | None = None
+    """The row that holds a row of this table in one of its set columns, if any."""
     optional: frozenset[str] = frozenset()
     """Scalar columns of 0..1 values: the symbolic value is the value or ``None``."""
     maps: frozenset[str] = frozenset({"external_ids"})
@@ -95,13 +96,14 @@ class NbTable:
     keep_order: frozenset[str] = frozenset()
     """List columns whose order means something (read as is; every other list is sorted)."""
     absent: Mapping[str, Any] = field(default_factory=dict)
-    """Columns older NB schemas lack -> the value they read as there (a write of that value
-    is then skipped, any other value is refused as a capability error)."""
+    """Columns older NB schemas lack -> the value they read as there. Writing an empty or zero
+    value to such a column is skipped there; any other value is refused (capability error)."""
     foreign_ids: bool = False
     """The ``id`` column is allocated among every writer: the ids of rows we do not own are
     read (``OvnState.used_ids``), so every row is read, not only ours."""
     clear_on_delete: tuple[str, ...] = ()
-    """Reference columns cleared instead of deleting the row (see ``TransactionBuilder``)."""
+    """Reference columns cleared instead of deleting the row, where the server has them: the
+    server collects the unreferenced non-root row itself (see ``TransactionBuilder``)."""
     since: str | None = None
     """The first OVN release whose NB schema has the table (for the capability error)."""
 
