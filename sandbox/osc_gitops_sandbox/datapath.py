@@ -27,10 +27,15 @@ What it plugs, the way OVN-Kubernetes + KubeVirt + ovs-cni would:
   ``external_ids:iface-id=<namespace>_<pod>``, the MAC/IP of the pod's ``k8s.ovn.org/pod-networks``
   annotation and a default route via the node subnet's ``.1`` (``rtos-<node>``);
 - a VNF = a namespace per ``VirtualMachine`` the reconciler created (this plays KubeVirt): its
-  ``data-in`` NIC is attached to the OVN port named by the NAD's ``args.cni.ovnPort`` (ovs-cni),
-  with the VM's ``macAddress`` and the IP of the LSP row the reconciler wrote, and the guest
-  forwards (``ip_forward=1``, ``rp_filter=0``, ``send_redirects=0``). Turning forwarding off
+  NICs are attached to the OVN ports named by the NADs' ``args.cni.ovnPort`` (ovs-cni), with the
+  VM's ``macAddress``. For router-policy steering the guest routes: ``data-in`` only, the IP of
+  the LSP row the reconciler wrote, ``ip_forward=1``, ``rp_filter=0``, ``send_redirects=0``. For
+  Network Function steering (OVN 26.03) it bridges ``data-in`` and ``data-out`` (Linux bridge,
+  STP off, no address), as a bump-in-the-wire VNF does. Turning forwarding (or the bridge) off
   simulates a dead VNF. :meth:`Datapath.sync_vnfs` follows VM creation/deletion.
+
+Every namespace has IPv6 off and every veth TX checksum offload off (TCP through the userspace
+datapath's conntrack needs it; see :mod:`osc_gitops_sandbox.netns`).
 
 ``ovs-vswitchd`` runs in a network namespace of its own (the "host" of this data path): the
 userspace datapath creates devices with fixed names (``ovs-netdev``), so two data paths in one
@@ -39,9 +44,11 @@ own network namespace. Namespaces are named ``osc-dp-<pid>-<random>-…`` (veths
 ``o<random><n>``), so parallel runs never clash, and a later run removes namespaces left by a
 process that was SIGKILLed.
 
-Probes run in-process: a short-lived thread enters the namespace (``setns``), opens a raw ICMP
-socket (which stays bound to that namespace) or reads ``/proc/thread-self/net/snmp``; no
-``ping`` binary is needed.
+Probes (ICMP echo, TCP connect, counters) run in-process, see :mod:`osc_gitops_sandbox.netns`.
+
+Longer than the usual ~600 lines on purpose: one class owns the daemons and every namespace it
+plugged (pods, both kinds of VNF guest), so that :meth:`Datapath.stop` can always remove all of
+it; the namespace and probe mechanics are in :mod:`osc_gitops_sandbox.netns`.
 
 This module must not import ``ovs``/``ovsdbapp``/``kubernetes``: it shells out to ``ip``,
 ``ovs-vsctl`` and ``sysctl`` and reads the databases through :mod:`osc_gitops_sandbox.ovsdb_rpc`.
@@ -49,36 +56,40 @@ This module must not import ``ovs``/``ovsdbapp``/``kubernetes``: it shells out t
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import ctypes
-import errno
 import ipaddress
 import json
 import os
 import re
 import secrets
-import select
 import shutil
-import socket
-import struct
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from osc_gitops_sandbox import distributions, ovsdb_rpc
 from osc_gitops_sandbox.distributions import HOST, Distribution
+from osc_gitops_sandbox.netns import (
+    NETNS_PREFIX,
+    DatapathError,
+    Endpoint,
+    PingResult,
+    create_netns,
+    delete_netns,
+    disable_tx_checksum_offload,
+    ip,
+    sweep_stale_namespaces,
+    sysctl,
+)
 from osc_gitops_sandbox.ovn import (
     Daemon,
     OvnSandboxError,
     child_env,
-    run_command,
     run_tool,
     tail,
     wait_until,
@@ -101,19 +112,17 @@ DATAPATH_TOOLS = (
     "ovn-nbctl", "ovn-controller",
 )  # fmt: skip
 """What a data path runs from its distribution."""
-NETNS_DIR = Path("/run/netns")
-NETNS_PREFIX = "osc-dp-"
 POD_NETWORKS = "k8s.ovn.org/pod-networks"
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
 PORTS_ANNOTATION = "osc.io/ports"
-CLONE_NEWNET = 0x40000000
-
-T = TypeVar("T")
-
-
-class DatapathError(OvnSandboxError):
-    """The data path could not be built or probed; the message names the process, namespace
-    or port, and ends with the tail of the relevant log where there is one."""
+VNF_BRIDGE = "br0"
+ROUTER_GUEST_SYSCTLS = (
+    "net.ipv4.ip_forward=1",
+    "net.ipv4.conf.all.rp_filter=0",
+    "net.ipv4.conf.default.rp_filter=0",
+    "net.ipv4.conf.all.send_redirects=0",
+    "net.ipv4.conf.default.send_redirects=0",
+)
 
 
 def datapath_unavailable_reason(distribution: str | Distribution = HOST) -> str | None:
@@ -136,127 +145,10 @@ def datapath_unavailable_reason(distribution: str | Distribution = HOST) -> str 
     return None
 
 
-# ---------------------------------------------------------------------------------------------
-# network namespaces, entered from a short-lived thread
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _in_netns(netns: str, fn: Callable[[], T]) -> T:
-    """Run ``fn`` in a fresh thread that first joins ``netns`` (only that thread switches).
-
-    Sockets created there stay in ``netns`` for their lifetime, so callers can use them from
-    any thread afterwards; files under ``/proc/thread-self/net`` show that namespace.
-    """
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            fd = os.open(NETNS_DIR / netns, os.O_RDONLY)
-            try:
-                if _libc.setns(fd, CLONE_NEWNET) != 0:
-                    err = ctypes.get_errno()
-                    raise OSError(err, f"setns({netns}): {os.strerror(err)}")
-            finally:
-                os.close(fd)
-            box["value"] = fn()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name=f"netns-{netns}", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise DatapathError(f"network namespace {netns}: {box['error']}") from box["error"]
-    return box["value"]
-
-
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    total = (total >> 16) + (total & 0xFFFF)
-    total += total >> 16
-    return ~total & 0xFFFF
-
-
-@dataclass(frozen=True)
-class PingResult:
-    """One ICMP echo: ``ok`` when the reply came back; ``ttl`` of the reply as received (each
-    routing hop, OVN's router and a forwarding VNF alike, takes one off)."""
-
-    ok: bool
-    ttl: int | None = None
-    rtt_ms: float | None = None
-
-
-@dataclass
-class Endpoint:
-    """A plugged interface: a namespace with ``eth0`` on ``br-int`` as the OVN port ``lsp``."""
-
-    netns: str
-    veth: str
-    lsp: str
-    mac: str
-    ip: str
-    prefixlen: int
-    gateway: str
-    node: str
-    _sock: socket.socket | None = None
-    _ident: int = 0
-    _seq: int = 0
-
-    def ping(self, dst: str, timeout: float = 1.0) -> PingResult:
-        """Send one ICMP echo request to ``dst`` from this namespace and wait for the reply."""
-        if self._sock is None:
-            self._sock = _in_netns(
-                self.netns,
-                lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
-            )
-            self._ident = secrets.randbelow(0xFFFF) + 1
-        sock = self._sock
-        while select.select([sock], [], [], 0)[0]:  # drop stale replies of earlier probes
-            sock.recv(65535)
-        self._seq = (self._seq + 1) & 0xFFFF
-        header = struct.pack("!BBHHH", 8, 0, 0, self._ident, self._seq)
-        payload = b"osc-gitops-datapath"
-        packet = (
-            struct.pack("!BBHHH", 8, 0, _checksum(header + payload), self._ident, self._seq)
-            + payload
-        )
-        start = time.monotonic()
-        sock.sendto(packet, (dst, 0))
-        deadline = start + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            if not select.select([sock], [], [], left)[0]:
-                break
-            data, (src, _) = sock.recvfrom(65535)
-            ihl = (data[0] & 0x0F) * 4
-            icmp_type, _, _, ident, seq = struct.unpack("!BBHHH", data[ihl : ihl + 8])
-            if icmp_type == 0 and ident == self._ident and seq == self._seq and src == dst:
-                return PingResult(True, data[8], (time.monotonic() - start) * 1000)
-        return PingResult(False)
-
-    def ip_counters(self) -> dict[str, int]:
-        """The ``Ip:`` line of ``/proc/net/snmp`` in this namespace (``IpForwDatagrams`` …)."""
-
-        def read() -> str:
-            return Path("/proc/thread-self/net/snmp").read_text()
-
-        lines = [ln.split() for ln in _in_netns(self.netns, read).splitlines()]
-        names, values = (ln for ln in lines if ln and ln[0] == "Ip:")
-        return {k: int(v) for k, v in zip(names[1:], values[1:], strict=True)}
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-
 @dataclass(frozen=True)
 class Probe:
     """``sent`` echo requests from one pod to another: how many came back, the TTL of the last
-    reply, and by how much each running VNF's ``IpForwDatagrams`` rose meanwhile."""
+    reply, and by how much each running VNF's :attr:`Vnf.forwarded` rose meanwhile."""
 
     sent: int
     replies: int
@@ -271,68 +163,40 @@ class Probe:
 
 @dataclass
 class Vnf:
-    """A VNF instance as this harness runs it (the guest of one ``VirtualMachine``)."""
+    """A VNF instance as this harness runs it (the guest of one ``VirtualMachine``).
+
+    Two kinds of guest, chosen by the OVN ports the reconciler wrote:
+
+    - a *router* (router-policy steering; the ``data-in`` port has an address): one NIC,
+      ``ip_forward=1``; it routes packets on, taking one off the TTL;
+    - a *bridge* (Network Function steering; NF ports have no address): ``data-in`` (``eth0``)
+      and ``data-out`` (``eth1``) in a Linux bridge with STP off; frames cross unchanged.
+    """
 
     namespace: str
     """Kubernetes namespace of the VirtualMachine."""
     vm: str
     vm_uid: str
     endpoint: Endpoint
+    """The ``data-in`` NIC."""
+    out_endpoint: Endpoint | None = None
+    """The ``data-out`` NIC of a bridge guest; ``None`` for a router guest."""
+
+    @property
+    def bridge(self) -> bool:
+        return self.out_endpoint is not None
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        return [self.endpoint] + ([self.out_endpoint] if self.out_endpoint else [])
 
     @property
     def forwarded(self) -> int:
-        """``IpForwDatagrams``: packets this VNF routed on (the proof of steering)."""
-        return self.endpoint.ip_counters()["ForwDatagrams"]
-
-
-# ---------------------------------------------------------------------------------------------
-# cleanup of everything we create, even on crash
-
-_LIVE_NETNS: set[str] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def _ip(*args: str, check: bool = True) -> None:
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
-    if check and proc.returncode != 0:
-        raise DatapathError(f"ip {' '.join(args)} failed: {proc.stderr.strip()}")
-
-
-def _delete_netns(name: str) -> None:
-    """Deleting the namespace destroys its veth pair too (the peer inside dies with it)."""
-    _ip("netns", "delete", name, check=False)
-    with _LIVE_LOCK:
-        _LIVE_NETNS.discard(name)
-
-
-def _delete_all_live_netns() -> None:
-    with _LIVE_LOCK:
-        names = sorted(_LIVE_NETNS)
-    for name in names:
-        _delete_netns(name)
-
-
-atexit.register(_delete_all_live_netns)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except OSError as exc:
-        return exc.errno == errno.EPERM
-    return True
-
-
-def sweep_stale_namespaces() -> list[str]:
-    """Remove ``osc-dp-<pid>-…`` namespaces whose creating process is gone (a SIGKILLed run)."""
-    removed = []
-    with contextlib.suppress(FileNotFoundError):
-        for entry in sorted(NETNS_DIR.iterdir()):
-            m = re.match(rf"^{NETNS_PREFIX}(\d+)-", entry.name)
-            if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
-                _delete_netns(entry.name)
-                removed.append(entry.name)
-    return removed
+        """Packets this VNF passed on (the proof of steering): ``IpForwDatagrams`` of a router
+        guest; the frames a bridge guest sent out of its two NICs."""
+        if self.out_endpoint is None:
+            return self.endpoint.ip_counters()["ForwDatagrams"]
+        return self.endpoint.tx_packets() + self.out_endpoint.tx_packets()
 
 
 def _subnet_of_node(node: dict[str, Any]) -> ipaddress.IPv4Network:
@@ -410,8 +274,9 @@ class Datapath:
     @property
     def namespaces(self) -> list[str]:
         """Every network namespace this data path created and has not removed yet."""
-        ends = [*self.pods.values(), *(v.endpoint for v in self.vnfs.values())]
-        return sorted([e.netns for e in ends] + ([self.host_netns] if self._host_created else []))
+        ends = [*self.pods.values(), *(e for v in self.vnfs.values() for e in v.endpoints)]
+        names = {e.netns for e in ends} | ({self.host_netns} if self._host_created else set())
+        return sorted(names)
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -449,11 +314,8 @@ class Datapath:
         hostname = nodes[-1]
         dist = self.distribution
         env = child_env(self.workdir, dist)
-        _ip("netns", "add", self.host_netns)
-        with _LIVE_LOCK:
-            _LIVE_NETNS.add(self.host_netns)
+        create_netns(self.host_netns)  # IPv6 off: the veths' host ends live here
         self._host_created = True
-        _ip("-n", self.host_netns, "link", "set", "lo", "up")
         db = self.workdir / "conf.db"
         run_tool(dist, "ovsdb-tool", "create", str(db), str(dist.vswitch_schema))
         log = self.workdir / "ovsdb-server.log"
@@ -520,16 +382,16 @@ class Datapath:
 
     def stop(self) -> None:
         """Remove every namespace/veth we made, then stop ovn-controller, vswitchd, ovsdb."""
-        for ep in [*self.pods.values(), *(v.endpoint for v in self.vnfs.values())]:
+        for ep in [*self.pods.values(), *(e for v in self.vnfs.values() for e in v.endpoints)]:
             ep.close()
-            _delete_netns(ep.netns)
+            delete_netns(ep.netns)
         self.pods.clear()
         self.vnfs.clear()
         for daemon in (self.controller, self.vswitchd, self.ovsdb):
             if daemon is not None:
                 daemon.stop()
         if self._host_created:
-            _delete_netns(self.host_netns)
+            delete_netns(self.host_netns)
             self._host_created = False
         if self._own_tmp is not None:
             self._own_tmp.cleanup()
@@ -558,67 +420,73 @@ class Datapath:
             raise DatapathError(f"node {node} not found in the Kubernetes API emulator")
         return _subnet_of_node(obj)
 
-    def _plug(
-        self, label: str, lsp: str, mac: str, ip: str, node: str, *, vnf: bool,
-        iface_id_ver: str | None = None,
-    ) -> Endpoint:  # fmt: skip
-        """Namespace + veth, host end on br-int as ``lsp`` (what a CNI plugin does).
-
-        ``iface_id_ver``: the pod UID, which OVN-Kubernetes' CNI also writes to the OVS
-        interface; ovn-controller refuses to bind a port whose LSP ``options:iface-id-ver``
-        differs (a recreated pod with the same name must not inherit the old port)."""
+    def _new_namespace(self, label: str, *sysctls: str) -> str:
         self._check_alive()
         self._count += 1
         safe = re.sub(r"[^A-Za-z0-9_.-]", "-", label)[:40]
         netns = f"{NETNS_PREFIX}{os.getpid()}-{self.token}-{self._count}-{safe}"
+        create_netns(netns, *sysctls)
+        return netns
+
+    def _add_nic(
+        self, netns: str, ifname: str, lsp: str, mac: str, node: str, *,
+        ip_address: str = "", iface_id_ver: str | None = None,
+    ) -> Endpoint:  # fmt: skip
+        """A veth ``ifname`` in ``netns``, host end on br-int as ``lsp`` (what a CNI plugin
+        does); with ``ip_address`` also the address and a default route via the node subnet's
+        ``.1``.
+
+        TX checksum offload is turned off on both ends (see
+        :func:`~osc_gitops_sandbox.netns.disable_tx_checksum_offload`: TCP through the userspace
+        datapath's conntrack needs it). ``iface_id_ver``: the pod UID, which OVN-Kubernetes' CNI
+        also writes to the OVS interface; ovn-controller refuses to bind a port whose LSP
+        ``options:iface-id-ver`` differs (a recreated pod must not inherit the old port)."""
+        self._count += 1
         veth = f"o{self.token}{self._count}"[:15]
         subnet = self._subnet(node)
         gateway = str(subnet.network_address + 1)
-        _ip("netns", "add", netns)
-        with _LIVE_LOCK:
-            _LIVE_NETNS.add(netns)
-        endpoint = Endpoint(netns, veth, lsp, mac, ip, subnet.prefixlen, gateway, node)
-        try:
-            sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1"]
-            if vnf:
-                sysctls += [
-                    "net.ipv4.ip_forward=1",
-                    "net.ipv4.conf.all.rp_filter=0",
-                    "net.ipv4.conf.default.rp_filter=0",
-                    "net.ipv4.conf.all.send_redirects=0",
-                    "net.ipv4.conf.default.send_redirects=0",
-                ]
-            run_command(["ip", "netns", "exec", netns, "sysctl", "-q", "-w", *sysctls])
-            host = ("-n", self.host_netns)
-            _ip(*host, "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
-            _ip(*host, "link", "set", veth, "up")
-            batch = "\n".join([
-                f"link set eth0 address {mac}",
-                f"addr add {ip}/{subnet.prefixlen} dev eth0",
-                "link set eth0 up",
-                "link set lo up",
-                f"route add default via {gateway} dev eth0",
-            ])  # fmt: skip
-            proc = subprocess.run(
-                ["ip", "-n", netns, "-batch", "-"], input=batch, capture_output=True,
-                text=True, check=False,
-            )  # fmt: skip
-            if proc.returncode != 0:
-                raise DatapathError(f"configuring {netns}: {proc.stderr.strip()}")
-            ids = [f"external_ids:iface-id={lsp}"]
-            if iface_id_ver:
-                ids.append(f"external_ids:iface-id-ver={iface_id_ver}")
-            self._vsctl("add-port", "br-int", veth, "--", "set", "Interface", veth, *ids)
-        except BaseException:
-            _delete_netns(netns)
-            raise
-        return endpoint
+        host = ("-n", self.host_netns)
+        ip(*host, "link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", netns)
+        ip(*host, "link", "set", veth, "up")
+        disable_tx_checksum_offload(self.host_netns, veth)
+        disable_tx_checksum_offload(netns, ifname)
+        batch = [f"link set {ifname} address {mac}", f"link set {ifname} up"]
+        if ip_address:
+            batch += [
+                f"addr add {ip_address}/{subnet.prefixlen} dev {ifname}",
+                f"route add default via {gateway} dev {ifname}",
+            ]
+        ip("-n", netns, "-batch", "-", stdin="\n".join(batch))
+        ids = [f"external_ids:iface-id={lsp}"]
+        if iface_id_ver:
+            ids.append(f"external_ids:iface-id-ver={iface_id_ver}")
+        self._vsctl("add-port", "br-int", veth, "--", "set", "Interface", veth, *ids)
+        return Endpoint(
+            netns, veth, lsp, mac, ip_address, subnet.prefixlen if ip_address else 0,
+            gateway if ip_address else "", node, ifname,
+        )  # fmt: skip
 
-    def _unplug(self, endpoint: Endpoint) -> None:
-        endpoint.close()
-        with contextlib.suppress(OvnSandboxError):
-            self._vsctl("--if-exists", "del-port", "br-int", endpoint.veth)
-        _delete_netns(endpoint.netns)
+    def _plug(
+        self, label: str, lsp: str, mac: str, ip_address: str, node: str, *,
+        sysctls: Iterable[str] = (), iface_id_ver: str | None = None,
+    ) -> Endpoint:  # fmt: skip
+        """A namespace with one addressed NIC ``eth0`` on ``lsp`` (a pod, a router guest)."""
+        netns = self._new_namespace(label, *sysctls)
+        try:
+            return self._add_nic(
+                netns, "eth0", lsp, mac, node, ip_address=ip_address, iface_id_ver=iface_id_ver
+            )
+        except BaseException:
+            delete_netns(netns)
+            raise
+
+    def _unplug(self, *endpoints: Endpoint) -> None:
+        for endpoint in endpoints:
+            endpoint.close()
+            with contextlib.suppress(OvnSandboxError):
+                self._vsctl("--if-exists", "del-port", "br-int", endpoint.veth)
+        for netns in sorted({e.netns for e in endpoints}):
+            delete_netns(netns)
 
     def plug_pods(self, pods: Iterable[tuple[str, str]] | None = None) -> dict[str, Endpoint]:
         """Plug pods (``(namespace, name)``; default: every pod in the emulator) and wait
@@ -637,9 +505,9 @@ class Datapath:
             if pod is None:
                 raise DatapathError(f"pod {namespace}/{name} not found in the API emulator")
             net = json.loads(pod["metadata"]["annotations"][POD_NETWORKS])["default"]
-            ip = net["ip_addresses"][0].split("/")[0]
+            address = net["ip_addresses"][0].split("/")[0]
             self.pods[lsp] = self._plug(
-                lsp, lsp, net["mac_address"], ip, pod["spec"]["nodeName"], vnf=False,
+                lsp, lsp, net["mac_address"], address, pod["spec"]["nodeName"],
                 iface_id_ver=pod["metadata"]["uid"],
             )  # fmt: skip
             new.append(lsp)
@@ -670,51 +538,87 @@ class Datapath:
         for key in list(self.vnfs):
             vm = wanted.get(key)
             if vm is None or vm["metadata"]["uid"] != self.vnfs[key].vm_uid:
-                self._unplug(self.vnfs.pop(key).endpoint)
+                self._unplug(*self.vnfs.pop(key).endpoints)
         new = []
         for key, vm in sorted(wanted.items()):
             if key in self.vnfs:
                 continue
             self.vnfs[key] = self._start_guest(vm)
-            new.append(self.vnfs[key].endpoint.lsp)
+            new += [e.lsp for e in self.vnfs[key].endpoints]
         if wait:
             self.wait_ports_up(new)
         return dict(self.vnfs)
 
     def _start_guest(self, vm: dict[str, Any]) -> Vnf:
+        """Play KubeVirt for one VM: a router guest when its ``data-in`` port has an address
+        (router-policy), else a bridge guest on ``data-in`` + ``data-out`` (Network Function)."""
         meta = vm["metadata"]
         where = f"VirtualMachine {meta['namespace']}/{meta['name']}"
         spec = vm["spec"]["template"]["spec"]
         node = spec.get("nodeSelector", {}).get("kubernetes.io/hostname")
         if not node:
             raise DatapathError(f"{where} has no kubernetes.io/hostname nodeSelector")
-        iface = next(
-            (i for i in spec["domain"]["devices"]["interfaces"] if i["name"] == "data-in"), None
-        )
-        network = next((n for n in spec.get("networks", []) if n["name"] == "data-in"), None)
-        if iface is None or network is None or "multus" not in network:
-            raise DatapathError(f"{where} has no multus data-in interface")
         ports = dict(
             p.split("=", 1) for p in meta["annotations"][PORTS_ANNOTATION].split(",") if "=" in p
         )
-        nad = self.cluster.kube.get_object(
-            "NetworkAttachmentDefinition", meta["namespace"], network["multus"]["networkName"]
+        in_lsp, in_mac = self._vm_port(vm, "in", ports, where)
+        address = self._lsp_ip(in_lsp, where)
+        label = f"vnf-{meta['name']}"
+        if address:
+            endpoint = self._plug(
+                label, in_lsp, in_mac, address, node, sysctls=ROUTER_GUEST_SYSCTLS
+            )
+            return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint)
+        out_lsp, out_mac = self._vm_port(vm, "out", ports, where)
+        netns = self._new_namespace(label)
+        try:
+            endpoint = self._add_nic(netns, "eth0", in_lsp, in_mac, node)
+            out_endpoint = self._add_nic(netns, "eth1", out_lsp, out_mac, node)
+            ip("-n", netns, "-batch", "-", stdin="\n".join([
+                # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
+                # reports of its own into both NF ports, which counts as forwarded traffic.
+                f"link add {VNF_BRIDGE} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
+                f"link set {VNF_BRIDGE} multicast off",
+                f"link set eth0 master {VNF_BRIDGE}",
+                f"link set eth1 master {VNF_BRIDGE}",
+                f"link set {VNF_BRIDGE} up",
+            ]))  # fmt: skip
+        except BaseException:
+            delete_netns(netns)
+            raise
+        return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint)
+
+    def _vm_port(
+        self, vm: dict[str, Any], side: str, ports: dict[str, str], where: str
+    ) -> tuple[str, str]:
+        """The OVN port and MAC of the VM's ``data-<side>`` NIC: the port as ovs-cni finds it,
+        in the NAD's ``args.cni.ovnPort`` (checked against the ``osc.io/ports`` annotation)."""
+        spec = vm["spec"]["template"]["spec"]
+        name = f"data-{side}"
+        iface = next(
+            (i for i in spec["domain"]["devices"]["interfaces"] if i["name"] == name), None
         )
-        lsp = ports.get("in")
+        network = next((n for n in spec.get("networks", []) if n["name"] == name), None)
+        if iface is None or network is None or "multus" not in network:
+            raise DatapathError(f"{where} has no multus {name} interface")
+        nad = self.cluster.kube.get_object(
+            "NetworkAttachmentDefinition", vm["metadata"]["namespace"],
+            network["multus"]["networkName"],
+        )  # fmt: skip
+        lsp = ports.get(side)
         if nad is not None:  # ovs-cni reads the OVN port from the NAD's args.cni.ovnPort
             lsp = json.loads(nad["spec"]["config"])["args"]["cni"]["ovnPort"]
-            if ports.get("in") not in (None, lsp):
+            if ports.get(side) not in (None, lsp):
                 raise DatapathError(
-                    f"{where}: annotation says in={ports.get('in')} but its NAD says {lsp}"
+                    f"{where}: annotation says {side}={ports.get(side)} but its NAD says {lsp}"
                 )
         if not lsp:
-            raise DatapathError(f"{where}: no OVN port for data-in (annotation or NAD)")
-        ip = self._lsp_ip(lsp, where)
-        endpoint = self._plug(f"vnf-{meta['name']}", lsp, iface["macAddress"], ip, node, vnf=True)
-        return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint)
+            raise DatapathError(f"{where}: no OVN port for {name} (annotation or NAD)")
+        return lsp, str(iface["macAddress"])
 
     def _lsp_ip(self, lsp: str, where: str) -> str:
-        """The guest's address: what the reconciler wrote in the port's ``addresses``."""
+        """The guest's address: what the reconciler wrote in the port's ``addresses`` (a
+        router-policy VNF port); ``""`` for a port without one (a Network Function port)."""
         rows = ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
             {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
              "columns": ["addresses"]},
@@ -726,10 +630,7 @@ class Datapath:
             parts = entry.split()
             if len(parts) >= 2:
                 return str(parts[1])
-        raise DatapathError(
-            f"{where}: OVN port {lsp} has no IP in addresses ({addresses!r}); the data path "
-            'needs --steering router-policy, where the VNF port carries "<MAC> <IP>"'
-        )
+        return ""
 
     # -- waiting and probing -------------------------------------------------------------------
     def wait_ports_up(self, lsps: Iterable[str], timeout: float | None = None) -> None:
@@ -808,14 +709,16 @@ class Datapath:
             time.sleep(interval)
 
     def set_forwarding(self, vnf: Vnf, enabled: bool) -> None:
-        """Turn the guest's IP forwarding on/off (off = a dead VNF that swallows packets)."""
-        run_command([
-            "ip", "netns", "exec", vnf.endpoint.netns, "sysctl", "-q", "-w",
-            f"net.ipv4.ip_forward={1 if enabled else 0}",
-        ])  # fmt: skip
+        """Let the guest pass traffic on or not (off = a dead VNF that swallows packets): IP
+        forwarding of a router guest; the bridge of a bridge guest (down: its ports stop
+        forwarding, frames are dropped)."""
+        netns = vnf.endpoint.netns
+        if vnf.bridge:
+            ip("-n", netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
+            return
+        sysctl(netns, f"net.ipv4.ip_forward={1 if enabled else 0}")
         if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
-            run_command([
-                "ip", "netns", "exec", vnf.endpoint.netns, "sysctl", "-q", "-w",
-                "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0",
+            sysctl(
+                netns, "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0",
                 "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.eth0.rp_filter=0",
-            ])  # fmt: skip
+            )  # fmt: skip
