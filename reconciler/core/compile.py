@@ -4,109 +4,221 @@ Pure and deterministic: the same inputs give a byte-identical target (every coll
 in sorted order; ids are allocated from sorted names). No I/O.
 
 Per VnfDeployment and selected node: a KubeVirt ``VirtualMachine`` ``<vnf>-<node>``, two Multus
-``NetworkAttachmentDefinition`` (one per data NIC) and two LSPs on the node's switch. Per
-SecurityGroup that is bound and node: a ``Port_Group`` of its member pods on that node. Per
-Binding and node: the backend's steering rows (``reconciler.core.steering``).
+``NetworkAttachmentDefinition`` (one per data NIC) and two LSPs on the node's switch. Per Binding
+and node: the steering backend's rows (``reconciler.core.steering``), e.g. a ``Port_Group`` of the
+bound security group's member pods on that node.
+
+Compile names no backend: it asks the chosen one (``SteeringBackend``) for the VNF ports' details
+and the binding rows, and fills the rows the backend declares pod-dependent with each node's pods
+(:func:`fill_pods`), the same call the incremental planner makes for the nodes whose pods changed.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import re
 from collections import defaultdict
-from collections.abc import Collection
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from reconciler.core import naming
 from reconciler.core import ownership as own
 from reconciler.core.model import Desired, Precedence
-from reconciler.core.observed import Observed, Pod, PodPort
+from reconciler.core.observed import Observed, Pod, PodPort, Switch
 from reconciler.core.selectors import LabelIndex, matches_selector
-from reconciler.core.steering import common, network_function, router_policy
+from reconciler.core.steering import STEERING_CHOICES, SteeringBackend, common, select_backend
 from reconciler.core.steering.base import (
     MAX_OVN_ID,
-    STEERING_CHOICES,
     CompileError,
     CompileOptions,
     Members,
-    Steering,
+    NodePods,
+    Side,
     TargetBuilder,
     VnfInstance,
     allocate_ids,
     binding_nodes,
     bindings_by_group,
     directions,
-    port_group_ports,
 )
-from reconciler.core.target import Target
+from reconciler.core.target import Resource, Target
+from reconciler.errors import InternalError
 
 __all__ = [
+    "COMPILE_READS",
     "MAX_OVN_ID",
     "STEERING_CHOICES",
     "CompileError",
     "CompileOptions",
+    "Compiled",
     "allocate_ids",
+    "backend_view",
     "binding_nodes",
-    "check_vnf_address",
+    "check_pods",
+    "choose_backend",
     "choose_steering",
+    "compile_full",
     "compile_target",
     "directions",
+    "fill_pods",
     "members_by_group_and_node",
-    "pod_ips_by_switch",
-    "port_group_ports",
+    "pods_by_node",
 ]
 
+Ident = tuple[str, str]
+
+COMPILE_READS: frozenset[str] = frozenset(
+    {"pods", "pod_ports", "nodes", "switches", "network_policies", "capabilities"}
+)
+"""The ``Observed`` fields compile itself reads; the chosen backend reads its
+``observed_fields`` besides. The incremental planner derives from both which changes need a
+full compile, so a new read here must be added here."""
+_NOT_FOR_BACKENDS = frozenset({"pods", "pod_ports", "ovn_rows"})
 
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 """Node names come from the live cluster (or a snapshot file), not from validated manifests;
-they reach OVN names and router-policy matches, so they are checked too."""
+they reach OVN names and matches, so they are checked too."""
 
 
-def choose_steering(desired: Desired, observed: Observed, options: CompileOptions) -> Steering:
-    nf = observed.capabilities.network_function
-    if options.steering == "router-policy":
-        return "router-policy"
-    if nf:
-        return "network-function"
-    if desired.bindings:
-        version = observed.capabilities.schema_version or "unknown"
-        raise CompileError(
-            f"the OVN Northbound schema {version} has no Network_Function tables "
-            "(Network Function insertion needs OVN >= 26.03, NB schema >= 7.18); "
-            "upgrade OVN, or pass --steering router-policy to steer routed (inter-node) "
-            "traffic only"
-        )
-    return "router-policy"
+def choose_backend(
+    desired: Desired, observed: Observed, options: CompileOptions
+) -> SteeringBackend:
+    """The steering backend of this compile (``reconciler.core.steering.select_backend``)."""
+    return select_backend(
+        options.steering, observed.capabilities, has_bindings=bool(desired.bindings)
+    )
+
+
+def choose_steering(desired: Desired, observed: Observed, options: CompileOptions) -> str:
+    """The name of the steering backend of this compile (the plan's ``meta["steering"]``)."""
+    return choose_backend(desired, observed, options).name
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A target and what the incremental planner needs to re-plan pods without compiling again."""
+
+    target: Target
+    backend: SteeringBackend
+    instances: dict[tuple[str, str], VnfInstance]
+    """The VNF instances by ``(vnf, node)``, in compile order (sorted)."""
+    pod_dependent: dict[str, list[Ident]]
+    """Node -> the resources whose fields come from that node's pods (:func:`fill_pods`)."""
 
 
 def compile_target(
     desired: Desired, observed: Observed, options: CompileOptions | None = None
 ) -> Target:
-    options = options or CompileOptions()
-    steering = choose_steering(desired, observed, options)
-    out = TargetBuilder(options.instance)
-    switches = {s.name: s for s in observed.switches}
-    taken = pod_ips_by_switch(observed)
-    instances = _vnf_instances(desired, observed, steering, switches, taken, out)
-    for inst in instances.values():
-        _emit_vnf_instance(inst, steering, out)
+    """Every row and object that should exist for these manifests on this cluster."""
+    return compile_full(desired, observed, options).target
 
-    members = members_by_group_and_node(desired, observed)
-    backend = network_function if steering == "network-function" else router_policy
-    backend.emit_bindings(desired, observed, instances, members, options, out)
+
+def compile_full(
+    desired: Desired, observed: Observed, options: CompileOptions | None = None
+) -> Compiled:
+    """:func:`compile_target`, keeping what the incremental planner needs (:class:`Compiled`)."""
+    options = options or CompileOptions()
+    backend = choose_backend(desired, observed, options)
+    out = TargetBuilder(options.instance)
+    instances = _vnf_instances(desired, observed, backend, out)
+    members = members_by_group_and_node(desired, observed.pods, observed.pod_ports)
+    pods = pods_by_node(members, observed.pod_ports)
+    check_pods(backend, instances.values(), pods)
+    for inst in instances.values():
+        _emit_vnf_instance(inst, backend, out)
+    backend.emit_bindings(desired, backend_view(observed, backend), instances, options, out)
+    resources, pod_dependent = fill_pods(backend, out.resources, pods, in_place=True)
     _binding_warnings(desired, members, instances, observed, out)
-    return Target.of(out.resources, sorted(set(out.warnings)))
+    target = Target.of(resources, sorted(set(out.warnings)))
+    return Compiled(target, backend, instances, pod_dependent)
+
+
+def backend_view(observed: Observed, backend: SteeringBackend) -> Observed:
+    """``observed`` as a backend's ``emit_bindings`` may see it: the fields it declares and the
+    owned rows of its ``live_tables``, nothing else (``SteeringBackend`` says why)."""
+    undeclarable = backend.observed_fields & _NOT_FOR_BACKENDS
+    if undeclarable:
+        raise InternalError(
+            f"steering backend {backend.name} declares {sorted(undeclarable)} in observed_fields: "
+            "pods reach a backend as NodePods, owned rows through live_tables"
+        )
+    fields = {name: getattr(observed, name) for name in backend.observed_fields}
+    tables = backend.live_tables
+    rows = tuple(r for r in observed.ovn_rows if r.table in tables) if tables else ()
+    return Observed(**fields, ovn_rows=rows)
+
+
+def pods_by_node(members: Members, pod_ports: Iterable[PodPort]) -> dict[str, NodePods]:
+    """The :class:`NodePods` of every node that has a member or a pod LSP; a node missing here
+    has no pods (``NodePods(node)``)."""
+    by_node: dict[str, dict[str, list[PodPort]]] = defaultdict(dict)
+    for group, nodes in members.items():
+        for node, ports in nodes.items():
+            by_node[node][group] = ports
+    addresses = _pod_addresses(pod_ports)
+    return {
+        node: NodePods(node, by_node.get(node, {}), frozenset(addresses.get(node, ())))
+        for node in sorted(by_node.keys() | addresses.keys())
+    }
+
+
+def _pod_addresses(pod_ports: Iterable[PodPort]) -> dict[str, set[str]]:
+    """Pod addresses (without prefix length) per node switch."""
+    ips: dict[str, set[str]] = defaultdict(set)
+    for port in pod_ports:
+        for ip in port.ips:
+            ips[port.switch].add(ip.split("/")[0])
+    return ips
+
+
+def check_pods(
+    backend: SteeringBackend, instances: Iterable[VnfInstance], pods: Mapping[str, NodePods]
+) -> None:
+    """The backend's pod checks for each instance, in the order given (the first failure is
+    the error)."""
+    for inst in instances:
+        backend.check_pods(inst, pods.get(inst.node) or NodePods(inst.node))
+
+
+def fill_pods(
+    backend: SteeringBackend,
+    resources: Iterable[Resource],
+    pods: Mapping[str, NodePods],
+    *,
+    in_place: bool = False,
+) -> tuple[list[Resource], dict[str, list[Ident]]]:
+    """``resources`` with the pod-dependent ones filled from their node's pods, and those
+    resources' identities by node.
+
+    Compile passes every resource it built and every node, ``in_place``: its builder made each
+    ``fields`` dict for that resource alone, and nobody holds them yet, so they are updated
+    rather than rebuilt. The incremental planner passes the pod-dependent resources of the nodes
+    whose pods changed; they are shared with the last plan, so a resource whose fields change is
+    a new one, and one whose fields do not is returned as the same object."""
+    filled: list[Resource] = []
+    by_node: dict[str, list[Ident]] = defaultdict(list)
+    for res in resources:
+        if backend.depends_on_pods(res):
+            node = res.node
+            if node is None:
+                raise InternalError(
+                    f"steering backend {backend.name}: {res.kind} {res.key} depends on pods "
+                    "but belongs to no node"
+                )
+            new = backend.pod_fields(res, pods.get(node) or NodePods(node))
+            if in_place:
+                res.fields.update(new)
+            elif not new.items() <= res.fields.items():  # not already so
+                res = Resource(res.kind, res.key, res.origin, node, {**res.fields, **new})
+            by_node[node].append(res.ident)
+        filled.append(res)
+    return filled, dict(by_node)
 
 
 def _vnf_instances(
-    desired: Desired,
-    observed: Observed,
-    steering: Steering,
-    switches: dict[str, Any],
-    pod_ips_by_switch: dict[str, set[str]],
-    out: TargetBuilder,
+    desired: Desired, observed: Observed, backend: SteeringBackend, out: TargetBuilder
 ) -> dict[tuple[str, str], VnfInstance]:
+    switches: dict[str, Switch] = {s.name: s for s in observed.switches}
     instances: dict[tuple[str, str], VnfInstance] = {}
     for vnf_name, vnf in sorted(desired.vnfs.items()):
         selector = vnf.spec.nodeSelector
@@ -125,9 +237,7 @@ def _vnf_instances(
                     f"VnfDeployment {vnf_name} is not deployed there"
                 )
                 continue
-            ip = None
-            if steering == "router-policy":
-                ip = _vnf_ip(vnf_name, node.name, switches[node.name].subnet, pod_ips_by_switch)
+            subnet = switches[node.name].subnet
             instances[(vnf_name, node.name)] = VnfInstance(
                 vnf=vnf,
                 node=node.name,
@@ -135,62 +245,19 @@ def _vnf_instances(
                 out_port=naming.vnf_port(vnf_name, node.name, "out"),
                 mac_in=naming.mac_for(vnf_name, node.name, "in"),
                 mac_out=naming.mac_for(vnf_name, node.name, "out"),
-                ip=ip,
+                ip=backend.vnf_address(vnf_name, node.name, subnet),
+                subnet=subnet,
             )
     return instances
 
 
-def _vnf_ip(vnf: str, node: str, subnet: str | None, taken: dict[str, set[str]]) -> str | None:
-    """The router-policy backend's VNF address: the highest host address of the node subnet.
-
-    OVN-Kubernetes allocates pod IPs from the bottom of the node subnet, so the top address is
-    free until the subnet is full; compile refuses if a pod already holds it.
-    """
-    if not subnet:
-        return None
-    net = ipaddress.ip_network(subnet, strict=False)
-    ip = str(net.broadcast_address - 1) if net.version == 4 else str(net[-2])
-    check_vnf_address(vnf, node, ip, subnet, taken.get(node, set()))
-    return ip
-
-
-def check_vnf_address(vnf: str, node: str, ip: str, subnet: str | None, pod_ips: set[str]) -> None:
-    """Refuse a VNF address a pod on the node already holds (router-policy backend)."""
-    if ip in pod_ips:
-        raise CompileError(
-            f"router-policy: the address reserved for VNF {vnf} on node {node} ({ip}, the "
-            f"highest host of {subnet}) is already used by a pod"
-        )
-
-
-def pod_ips_by_switch(observed: Observed) -> dict[str, set[str]]:
-    """Pod addresses (without prefix length) per node switch."""
-    ips: dict[str, set[str]] = defaultdict(set)
-    for port in observed.pod_ports:
-        for ip in port.ips:
-            ips[port.switch].add(ip.split("/")[0])
-    return ips
-
-
-def _emit_vnf_instance(inst: VnfInstance, steering: Steering, out: TargetBuilder) -> None:
+def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetBuilder) -> None:
     vnf_name = inst.vnf.metadata.name
     origin = f"VnfDeployment/{vnf_name}"
     node = inst.node
-    for port, peer, mac, side in (
-        (inst.in_port, inst.out_port, inst.mac_in, "in"),
-        (inst.out_port, inst.in_port, inst.mac_out, "out"),
-    ):
-        if steering == "network-function":
-            options = {
-                "is-nf": "true",
-                "nf-linked-port": peer,
-                "receive_multicast": "false",
-                "lsp_learn_fdb": "false",
-            }
-            addresses: list[str] = []
-        else:
-            options = {}
-            addresses = [f"{mac} {inst.ip}"] if side == "in" and inst.ip else []
+    data_ports: tuple[tuple[str, Side], ...] = ((inst.in_port, "in"), (inst.out_port, "out"))
+    for port, port_side in data_ports:
+        port_config = backend.vnf_port(inst, port_side)
         out.ovn(
             "Logical_Switch_Port",
             port,
@@ -199,9 +266,9 @@ def _emit_vnf_instance(inst: VnfInstance, steering: Steering, out: TargetBuilder
             {
                 "name": port,
                 "switch": node,
-                "addresses": addresses,
+                "addresses": port_config.addresses,
                 "port_security": [],
-                "options": options,
+                "options": port_config.options,
             },
         )
 
@@ -285,24 +352,19 @@ def _emit_vnf_instance(inst: VnfInstance, steering: Steering, out: TargetBuilder
 
 
 def members_by_group_and_node(
-    desired: Desired, observed: Observed, only_switches: Collection[str] | None = None
+    desired: Desired, pods: Iterable[Pod], pod_ports: Sequence[PodPort]
 ) -> Members:
-    """Member pods per group and node, keeping only pods OVN knows as the same pod.
+    """Member pods per bound group and node, keeping only pods OVN knows as the same pod.
 
     A pod counts when its LSP ``<namespace>_<pod>`` exists and, if the LSP records the pod UID
     (``options:iface-id-ver``), that UID matches: a recreated pod with the same name is a new pod.
-    The node is the LSP's switch (where the steering rows must sit). With ``only_switches``,
-    only the members on those switches are computed (the incremental planner's per-node path):
-    membership on one node depends only on the pods whose LSP sits on that node's switch.
+    The node is the LSP's switch (where the steering rows must sit), so the members on some nodes
+    need only the LSPs on their switches and the pods those LSPs name (the incremental planner's
+    per-node path).
     """
     bound = {b.spec.securityGroup for b in desired.bindings.values()}
-    if only_switches is None:
-        ports = {p.name: p for p in observed.pod_ports}
-        index = LabelIndex(observed.pods)
-    else:
-        wanted = set(only_switches)
-        ports = {p.name: p for p in observed.pod_ports if p.switch in wanted}
-        index = LabelIndex(p for p in observed.pods if p.lsp_name in ports)
+    ports = {p.name: p for p in pod_ports}
+    index = LabelIndex(pods)
     result: Members = {}
     for group_name in sorted(bound):
         group = desired.security_groups.get(group_name)

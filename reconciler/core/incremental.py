@@ -1,56 +1,61 @@
 """Incremental planning for the warm loop: redo only the part of the plan that can have changed.
 
-``make_plan`` compiles and diffs every row we own: 41,600 rows at 100 nodes x 200 groups, about
-1.5 s of pure Python. In the long-running loop nearly every pass follows a pod event, or nothing
-at all (a periodic pass), and the caches that feed ``observe`` (the OVN IDL mirror, the
+``make_plan`` compiles and diffs every row we own, which at a few hundred thousand rows is the
+most expensive thing a pass does. In the long-running loop nearly every pass follows a pod event,
+or nothing at all (a periodic pass), and the caches that feed ``observe`` (the OVN IDL mirror, the
 Kubernetes informer) hand back the very same objects for everything that did not change. This
 planner remembers the last full compile and, for a new ``Observed``:
 
 - returns the remembered plan when nothing it depends on changed (a no-op pass costs a few
   identity checks);
-- when only pods, pod LSPs or owned rows changed, re-plans only what they can affect: a pod's
-  membership decides only the ``Port_Group`` of its groups *on its own node* (the group's
-  per-node port group, see ``reconciler.core.compile``), so the members of the dirty nodes are
-  recomputed, and only resources whose target or live row changed are diffed again; every other
-  row is a function of the manifests, the nodes, the switches and the routers, which did not
-  change;
+- when only pods, pod LSPs or owned rows changed, re-plans only what they can affect. It knows
+  no backend: the steering backend declares which of its rows depend on pods, and that they
+  depend only on the pods *of their own node* (``reconciler.core.steering.base``), so the pods of
+  the dirty nodes are gathered again, the backend's pod checks run for the VNF instances there,
+  and its pod-dependent rows there are refilled (``compile.fill_pods``, the call compile makes);
+  then only resources whose target or live row changed are diffed again;
 - compiles everything again (the same ``make_plan`` as the CLI) when anything else changed: the
-  manifests (a different ``Desired`` object), options, nodes, switches, routers, Kubernetes objects
-  we own, foreign Network Function ids, NetworkPolicies, the NB schema, an owned
-  ``Network_Function``/``Network_Function_Group`` row (their ids are allocated across nodes), an
-  owned row without a node, or when the caller asks for it (the loop does every
-  ``--full-resync`` seconds, like controller-runtime's ``SyncPeriod``, as a safety net).
+  manifests (a different ``Desired`` object), options, any ``Observed`` field that compile
+  (``compile.COMPILE_READS``), the backend (``SteeringBackend.observed_fields``) or the diff of
+  Kubernetes objects reads, an owned row of a table the backend reads back
+  (``SteeringBackend.live_tables``, e.g. ids allocated across nodes), an owned row without a node,
+  or when the caller asks for it (the loop does every ``--full-resync`` seconds, like
+  controller-runtime's ``SyncPeriod``, as a safety net).
 
 The result is equal to ``make_plan(desired, observed, options)`` in its changes (a hypothesis test
-in ``tests/core/test_incremental.py`` checks that over random event sequences). Warnings are the
-exception: they come from the last full compile, so a warning about a node's pods is refreshed
-by the next full pass, not by every pod event.
+in ``tests/unit/core/test_incremental.py`` checks that over random event sequences, for every
+registered backend). Warnings are the exception: they come from the last full compile, so a
+warning about a node's pods is refreshed by the next full pass, not by every pod event.
 
 Pure: no I/O, no clock; the loop decides when a full pass is due.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import compress, count
 from operator import is_not
 from typing import Any, Literal, TypeVar
 
 from reconciler.core import ownership as own
 from reconciler.core.compile import (
+    COMPILE_READS,
+    Compiled,
     CompileOptions,
-    check_vnf_address,
-    choose_steering,
-    compile_target,
+    check_pods,
+    compile_full,
+    fill_pods,
     members_by_group_and_node,
-    pod_ips_by_switch,
-    port_group_ports,
+    pods_by_node,
 )
 from reconciler.core.diff import diff, live_state
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
+from reconciler.core.steering import SteeringBackend
+from reconciler.core.steering.base import VnfInstance
 from reconciler.core.target import Resource, Target
 
 Mode = Literal["full", "incremental", "cached"]
@@ -58,17 +63,19 @@ Ident = tuple[str, str]
 T = TypeVar("T")
 Rows = list[tuple[OvnRow | None, OvnRow | None]]
 
-_GLOBAL_FIELDS = (
-    "nodes",
-    "switches",
-    "routers",
-    "kube_objects",
-    "used_ids",
-    "network_policies",
-    "capabilities",
-)
-"""``Observed`` fields any resource may depend on: a change in one of them means a full compile."""
-_ID_TABLES = frozenset({"Network_Function", "Network_Function_Group"})
+_FOLLOWED = frozenset({"pods", "pod_ports", "ovn_rows"})
+"""``Observed`` fields this planner follows change by change."""
+_LIVE_FIELDS = frozenset({"ovn_rows", "kube_objects"})
+"""``Observed`` fields the diff reads (``live_state``)."""
+
+
+def full_compile_fields(backend: SteeringBackend) -> tuple[str, ...]:
+    """The ``Observed`` fields whose change needs a full compile with this backend: whatever
+    compile, the backend or the diff reads, except what this planner follows itself."""
+    read = COMPILE_READS | backend.observed_fields | _LIVE_FIELDS
+    return tuple(
+        f.name for f in dataclasses.fields(Observed) if f.name in read and f.name not in _FOLLOWED
+    )
 
 
 @dataclass
@@ -77,12 +84,15 @@ class _Memo:
     options: CompileOptions
     observed: Observed
     plan: Plan
+    backend: SteeringBackend
+    full_fields: tuple[str, ...]
+    """``full_compile_fields(backend)``."""
     target: dict[Ident, Resource]
     """The last target."""
-    port_groups: dict[str, list[Ident]]
-    """Port_Group resources of the target by node: the only resources that depend on pods."""
-    vnf_ports: dict[str, list[Ident]]
-    """VNF data-port LSP resources by node (the router-policy address check needs them)."""
+    pod_dependent: dict[str, list[Ident]]
+    """The backend's pod-dependent resources of the target, by node."""
+    instances: dict[str, list[VnfInstance]]
+    """The VNF instances by node, each list in compile order (for the backend's pod checks)."""
     live: dict[Ident, dict[str, Any]]
     """Owned live state (OVN rows and Kubernetes objects) of ``observed``."""
     ports: dict[str, PodPort]
@@ -128,31 +138,27 @@ class IncrementalPlanner:
         self, desired: Desired, observed: Observed, options: CompileOptions, reason: str
     ) -> Plan:
         self._memo = None  # a failing compile must not leave a stale memo behind
-        target = compile_target(desired, observed, options)
+        compiled: Compiled = compile_full(desired, observed, options)
         meta = {
             "instance": options.instance,
-            "steering": choose_steering(desired, observed, options),
+            "steering": compiled.backend.name,
             "nb_schema": observed.capabilities.schema_version,
         }
         live = dict(live_state(observed.ovn_rows, observed.kube_objects))
-        the_plan = diff(target, live, meta)
-        port_groups: dict[str, list[Ident]] = {}
-        vnf_ports: dict[str, list[Ident]] = {}
-        for ident, res in target.resources.items():
-            if res.node is None:
-                continue
-            if res.kind == "Port_Group":
-                port_groups.setdefault(res.node, []).append(ident)
-            elif res.kind == "Logical_Switch_Port":
-                vnf_ports.setdefault(res.node, []).append(ident)
+        the_plan = diff(compiled.target, live, meta)
+        instances: dict[str, list[VnfInstance]] = {}
+        for inst in compiled.instances.values():
+            instances.setdefault(inst.node, []).append(inst)
         self._memo = _Memo(
             desired=desired,
             options=options,
             observed=observed,
             plan=the_plan,
-            target=dict(target.resources),
-            port_groups=port_groups,
-            vnf_ports=vnf_ports,
+            backend=compiled.backend,
+            full_fields=full_compile_fields(compiled.backend),
+            target=dict(compiled.target.resources),
+            pod_dependent=compiled.pod_dependent,
+            instances=instances,
             live=live,
             ports={p.name: p for p in observed.pod_ports},
             pods={p.lsp_name: p for p in observed.pods},
@@ -171,40 +177,37 @@ class IncrementalPlanner:
 
         A resource's diff depends only on its target and its live row: if neither changed
         (the same objects as last time), last time's outcome stands. Targets change only for
-        the Port_Groups on the dirty nodes (their members), live rows only where ``delta.rows``
-        says; those are the candidates, diffed again; every other change of the last plan is
-        kept as it was."""
+        the backend's pod-dependent resources on the dirty nodes, live rows only where
+        ``delta.rows`` says; those are the candidates, diffed again; every other change of the
+        last plan is kept as it was."""
         dirty = delta.nodes
         candidates: set[Ident] = set()
         target = memo.target
         if dirty:
             on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
-            if memo.plan.meta.get("steering") == "router-policy":
-                _check_vnf_addresses(memo, observed, dirty, on_dirty)
             pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
-            members = members_by_group_and_node(
-                desired, replace(observed, pods=tuple(pods), pod_ports=tuple(on_dirty))
-            )
-            for node in dirty:
-                for ident in memo.port_groups.get(node, ()):
-                    res = target[ident]
-                    wanted = port_group_ports(members, res.origin.partition("/")[2], node)
-                    if wanted != res.fields.get("ports"):
-                        if target is memo.target:
-                            target = dict(memo.target)  # copy on write: the memo stays intact
-                        fields = {**res.fields, "ports": wanted}
-                        target[ident] = Resource(res.kind, res.key, res.origin, res.node, fields)
-                        candidates.add(ident)
+            node_pods = pods_by_node(members_by_group_and_node(desired, pods, on_dirty), on_dirty)
+            checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
+            checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
+            check_pods(memo.backend, checked, node_pods)
+            stale = [target[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
+            filled, _ = fill_pods(memo.backend, stale, node_pods)
+            for before, after in zip(stale, filled, strict=True):
+                if after is not before:
+                    if target is memo.target:
+                        target = dict(memo.target)  # copy on write: the memo stays intact
+                    target[after.ident] = after
+                    candidates.add(after.ident)
         live = memo.live
         if delta.rows:
             live = dict(memo.live)
-            for before, after in delta.rows:
-                if before is not None:
-                    live.pop(_row_key(before), None)
-                    candidates.add(_row_key(before))
-                if after is not None:
-                    live[_row_key(after)] = after.fields
-                    candidates.add(_row_key(after))
+            for before_row, after_row in delta.rows:
+                if before_row is not None:
+                    live.pop(_row_key(before_row), None)
+                    candidates.add(_row_key(before_row))
+                if after_row is not None:
+                    live[_row_key(after_row)] = after_row.fields
+                    candidates.add(_row_key(after_row))
         sub_target = {i: target[i] for i in candidates if i in target}
         sub_live = {i: live[i] for i in candidates if i in live}
         sub = diff(Target(resources=sub_target), sub_live, memo.plan.meta)
@@ -212,14 +215,12 @@ class IncrementalPlanner:
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
         the_plan = Plan(tuple(changes), memo.plan.warnings, dict(memo.plan.meta))
-        self._memo = _Memo(
+        self._memo = dataclasses.replace(
+            memo,
             desired=desired,
-            options=memo.options,
             observed=observed,
             plan=the_plan,
             target=target,
-            port_groups=memo.port_groups,
-            vnf_ports=memo.vnf_ports,
             live=live,
             ports=delta.ports,
             pods=delta.pods,
@@ -233,7 +234,7 @@ class IncrementalPlanner:
 @dataclass
 class _Delta:
     nodes: set[str]
-    """Nodes whose Port_Group members may have changed."""
+    """Nodes whose pods (membership or addresses) may have changed."""
     rows: Rows
     """Owned rows that changed: (before, after), ``None`` when added or removed."""
     ports: dict[str, PodPort]
@@ -254,7 +255,7 @@ def _why_full(
         return "manifests changed"
     if options != memo.options:
         return "options changed"
-    for name in _GLOBAL_FIELDS:
+    for name in memo.full_fields:
         if not _same(getattr(observed, name), getattr(memo.observed, name)):
             return f"{name.replace('_', ' ')} changed"
     return None
@@ -266,8 +267,8 @@ def _changed(
     """Pairs (before, after) of items that differ; ``None`` for added/removed ones.
 
     The caches hand back the same objects for what did not change, in the same order, so the
-    common case is a C-speed identity scan of two equally long tuples (41,600 owned rows in
-    well under a millisecond); anything else falls back to matching by key."""
+    common case is a C-speed identity scan of two equally long tuples; anything else falls back
+    to matching by key."""
     if len(old) == len(new):
         pairs: list[tuple[T | None, T | None]] = []
         for i in compress(count(), map(is_not, old, new)):
@@ -346,27 +347,6 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
                     continue
                 if _row_node(row) is None:
                     return f"owned {row.table} {row.key} without a node changed"
-                if row.table in _ID_TABLES:
-                    return f"owned {row.table} {row.key} changed (ids are allocated globally)"
+                if row.table in memo.backend.live_tables:
+                    return f"owned {row.table} {row.key} changed (the backend reads it back)"
     return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def _check_vnf_addresses(
-    memo: _Memo, observed: Observed, dirty: set[str], on_dirty: Sequence[PodPort]
-) -> None:
-    """The router-policy backend's only pod-dependent check: no pod holds a VNF's address."""
-    taken = pod_ips_by_switch(replace(observed, pod_ports=tuple(on_dirty)))
-    subnets = {s.name: s.subnet for s in observed.switches}
-    for node in sorted(dirty):
-        for ident in memo.vnf_ports.get(node, ()):
-            res = memo.target[ident]
-            for address in res.fields.get("addresses") or ():
-                parts = address.split()
-                if len(parts) > 1:
-                    vnf = res.origin.partition("/")[2]
-                    check_vnf_address(
-                        vnf, node, parts[1], subnets.get(node), taken.get(node, set())
-                    )

@@ -1,4 +1,4 @@
-"""Steering backends: how a binding becomes OVN rows.
+"""Steering backends: how a binding becomes OVN rows, and the registry of them.
 
 - ``network_function``: OVN Network Function insertion (OVN >= 26.03): Port_Group + ACL with
   ``network_function_group`` -> Network_Function_Group -> Network_Function (the node VNF's ports).
@@ -6,5 +6,73 @@
   routed (inter-node) traffic only.
 
 Both share the per-node Port_Group of a security group, the match builder and the priority rules
-in ``common``.
+in ``common``. Each implements ``base.SteeringBackend``, the only thing ``compile``, the
+incremental planner and the CLI know of a backend: a new backend is one module here plus its line
+in :data:`BACKENDS`.
 """
+
+from __future__ import annotations
+
+from reconciler.core.observed import OvnCapabilities
+from reconciler.core.steering.base import CompileError, SteeringBackend
+from reconciler.core.steering.network_function import NetworkFunction
+from reconciler.core.steering.router_policy import RouterPolicy
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_STEERING",
+    "STEERING_CHOICES",
+    "SteeringBackend",
+    "backend_for",
+    "default_backend",
+    "select_backend",
+]
+
+BACKENDS: dict[str, SteeringBackend] = {
+    backend.name: backend
+    for backend in (
+        # The first one is the default (see select_backend).
+        NetworkFunction(),
+        RouterPolicy(),
+    )
+}
+"""Every steering backend by name (``--steering``)."""
+STEERING_CHOICES: tuple[str, ...] = tuple(BACKENDS)
+DEFAULT_STEERING: str = next(iter(BACKENDS))
+"""The backend used when none is asked for: the first registered one."""
+
+
+def backend_for(name: str) -> SteeringBackend:
+    """The registered backend called ``name``."""
+    backend = BACKENDS.get(name)
+    if backend is None:
+        raise CompileError(
+            f"unknown steering backend {name!r}: choose one of {', '.join(sorted(BACKENDS))}"
+        )
+    return backend
+
+
+def select_backend(
+    requested: str | None, capabilities: OvnCapabilities, *, has_bindings: bool
+) -> SteeringBackend:
+    """The backend a compile uses: the one asked for (else :data:`DEFAULT_STEERING`) when this
+    OVN supports it.
+
+    When it does not, and there are bindings to steer, compile refuses with the backend's own
+    reason rather than quietly steering less (router-policy steers routed traffic only, a weaker
+    promise the user must choose). With nothing to steer there is nothing to refuse: the first
+    backend this OVN supports deploys the VNFs.
+    """
+    wanted = backend_for(requested) if requested is not None else BACKENDS[DEFAULT_STEERING]
+    if wanted.available(capabilities):
+        return wanted
+    fallback = next((b for b in BACKENDS.values() if b.available(capabilities)), None)
+    if has_bindings or fallback is None:
+        raise CompileError(wanted.unavailable_reason(capabilities))
+    return fallback
+
+
+def default_backend(capabilities: OvnCapabilities) -> SteeringBackend:
+    """The backend ``--steering`` unset gives on this OVN when there is nothing to refuse: the
+    default if available, else the first registered one that is (for a demo or a help text)."""
+    return select_backend(None, capabilities, has_bindings=False)

@@ -1,21 +1,40 @@
-"""Types and helpers shared by ``compile`` and the steering backends (pure, no I/O)."""
+"""The steering-backend interface, and the types and helpers it shares with ``compile``.
+
+A backend turns Bindings into OVN rows. :class:`SteeringBackend` is everything ``compile`` and the
+incremental planner (``reconciler.core.incremental``) may know of one, so that neither names a
+backend: how it is chosen (:meth:`~SteeringBackend.available`), how the VNF data ports look, the
+rows of each binding, and, above all, **what depends on pods**. The planner re-plans a pod event by
+redoing only the rows a backend *declares* pod-dependent, on the pod's node, so those declarations
+are enforced rather than trusted:
+
+- ``emit_bindings`` never sees a pod: it gets an ``Observed`` that holds only the fields the
+  backend declares (:attr:`~SteeringBackend.observed_fields`, plus the owned rows of its
+  :attr:`~SteeringBackend.live_tables`). A backend that reads something else finds it empty and
+  fails its own tests, instead of producing plans that go stale in the warm loop.
+- Pods reach a backend only as the :class:`NodePods` of one node, in
+  :meth:`~SteeringBackend.pod_fields` (the fields of a row it declared pod-dependent) and
+  :meth:`~SteeringBackend.check_pods`. Compile fills every pod-dependent row through
+  ``pod_fields`` and the planner refills the rows of the nodes whose pods changed through the very
+  same call: one code path, so the two cannot disagree.
+
+Pure, no I/O.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, Protocol
 
 from reconciler.core import ownership as own
 from reconciler.core.model import Binding, Desired, Redirection, VnfDeployment
-from reconciler.core.observed import Observed, PodPort
+from reconciler.core.observed import Observed, OvnCapabilities, PodPort
 from reconciler.core.target import Resource
 from reconciler.errors import UserError
 
-Steering = Literal["network-function", "router-policy"]
-STEERING_CHOICES: tuple[str, ...] = ("network-function", "router-policy")
 MAX_OVN_ID = 255
+Side = Literal["in", "out"]
 
 
 class CompileError(UserError):
@@ -25,9 +44,10 @@ class CompileError(UserError):
 @dataclass(frozen=True)
 class CompileOptions:
     instance: str = own.DEFAULT_INSTANCE
-    steering: Steering | None = None
-    """``None``: network-function when the NB schema has it, else an error asking the user to
-    choose router-policy explicitly (it steers routed traffic only, a weaker promise)."""
+    steering: str | None = None
+    """A registered backend's name (``reconciler.core.steering.BACKENDS``). ``None``: the default
+    backend when this OVN supports it, else an error asking the user to choose one explicitly
+    (see ``reconciler.core.steering.select_backend``)."""
     cluster_router: str = "ovn_cluster_router"
 
 
@@ -42,12 +62,45 @@ class VnfInstance:
     mac_in: str
     mac_out: str
     ip: str | None = None
-    """Router-policy backend only: the address the router reroutes to."""
+    """The address the backend gives the VNF's data port (:meth:`SteeringBackend.vnf_address`),
+    if it needs one."""
+    subnet: str | None = None
+    """The node switch's ``other_config:subnet`` (OVN-Kubernetes' pod subnet of the node)."""
+
+
+@dataclass(frozen=True)
+class NodePods:
+    """What the pods of one node decide: the only way pods reach a steering backend.
+
+    It holds one node only, because the incremental planner recomputes the rows of the nodes
+    whose pods changed and keeps every other row: a row that depended on another node's pods
+    would go stale.
+    """
+
+    node: str
+    members: Mapping[str, Sequence[PodPort]] = field(default_factory=dict)
+    """Bound security group -> its member pods' LSPs on this node, sorted by name (a pod counts
+    when OVN knows its LSP as the same pod, see ``compile.members_by_group_and_node``)."""
+    addresses: frozenset[str] = frozenset()
+    """Every address (without prefix length) a pod LSP on this node's switch holds, member or
+    not."""
+
+    def member_names(self, group: str) -> list[str]:
+        """The LSP names of ``group``'s member pods on this node, sorted."""
+        return sorted(p.name for p in self.members.get(group, ()))
+
+
+class PortConfig(NamedTuple):
+    """``addresses`` and ``options`` of a VNF data-port LSP."""
+
+    addresses: list[str]
+    options: dict[str, str]
 
 
 @dataclass
 class TargetBuilder:
-    """Collects resources and warnings; one instance per compile call."""
+    """Collects resources and warnings; one instance per compile call. Each resource gets a
+    ``fields`` dict of its own (compile fills pod-dependent ones in place)."""
 
     instance: str
     resources: list[Resource] = field(default_factory=list)
@@ -68,17 +121,101 @@ class TargetBuilder:
     def kube(
         self, kind: str, namespace: str, name: str, origin: str, node: str, body: dict[str, Any]
     ) -> None:
-        self.resources.append(Resource(kind, f"{namespace}/{name}", origin, node, body))
+        self.resources.append(Resource(kind, f"{namespace}/{name}", origin, node, dict(body)))
+
+
+class SteeringBackend(Protocol):
+    """A steering backend, as ``compile`` and the incremental planner see it.
+
+    Implementations live in this package, one module each, and are registered in
+    ``reconciler.core.steering.BACKENDS``; nothing outside the package names one.
+    """
+
+    name: str
+    """The ``--steering`` value, and the plan's ``meta["steering"]``."""
+    observed_fields: frozenset[str]
+    """The ``Observed`` fields :meth:`emit_bindings` reads, never ``pods``, ``pod_ports`` or
+    ``ovn_rows`` (pods come as :class:`NodePods`, owned rows as :attr:`live_tables`). It sees only
+    these; the incremental planner compiles everything when one of them changes."""
+    live_tables: frozenset[str]
+    """Owned tables whose live rows :meth:`emit_bindings` reads (e.g. to keep an allocated id);
+    its ``Observed.ovn_rows`` hold these tables' rows only, and a change in one of these rows
+    makes the incremental planner compile everything."""
+
+    def available(self, capabilities: OvnCapabilities) -> bool:
+        """Whether this OVN can carry the backend's rows."""
+        ...
+
+    def unavailable_reason(self, capabilities: OvnCapabilities) -> str:
+        """Why it is not available, and what to do instead (a :class:`CompileError` message)."""
+        ...
+
+    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
+        """The address of a VNF instance's data port, or ``None`` when the backend needs none.
+        It must not depend on pods: :meth:`check_pods` refuses an address a pod holds."""
+        ...
+
+    def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
+        """``addresses`` and ``options`` of the VNF instance's ``in`` or ``out`` data port."""
+        ...
+
+    def emit_bindings(
+        self,
+        desired: Desired,
+        observed: Observed,
+        instances: Mapping[tuple[str, str], VnfInstance],
+        options: CompileOptions,
+        out: TargetBuilder,
+    ) -> None:
+        """Emit every Binding's rows into ``out`` (and warnings about them). ``observed`` holds
+        only :attr:`observed_fields` and the rows of :attr:`live_tables`. ``instances`` maps
+        ``(vnf, node)`` to the VNF instances compile placed. A row whose fields depend on pods is
+        emitted with placeholders for them and must be declared by :meth:`depends_on_pods`:
+        compile fills it with :meth:`pod_fields`. Which rows exist cannot depend on pods (a
+        group with no member pods on a node still has its rows there)."""
+        ...
+
+    def depends_on_pods(self, resource: Resource) -> bool:
+        """Whether this row, emitted by :meth:`emit_bindings`, has fields that depend on the pods
+        of its node (it must have a node)."""
+        ...
+
+    def pod_fields(self, resource: Resource, pods: NodePods) -> dict[str, Any]:
+        """The pod-dependent fields of a row :meth:`depends_on_pods` named, for these pods of its
+        node; they replace the placeholders (other fields are kept)."""
+        ...
+
+    def check_pods(self, inst: VnfInstance, pods: NodePods) -> None:
+        """Raise :class:`CompileError` when the pods of the instance's node make it impossible
+        (e.g. a pod holds the VNF's address)."""
+        ...
+
+
+class PortGroupPods:
+    """The pod dependence of a backend whose only pod-dependent rows are the per-node
+    ``Port_Group`` of each bound security group (origin ``SecurityGroup/<group>``, ``ports`` =
+    the group's member pods on the node), emitted by :func:`emit_port_groups`, and which needs
+    no pod check. Both shipped backends are such; inherit it to say so."""
+
+    def depends_on_pods(self, resource: Resource) -> bool:
+        return resource.kind == "Port_Group"
+
+    def pod_fields(self, resource: Resource, pods: NodePods) -> dict[str, Any]:
+        return {"ports": pods.member_names(resource.origin.partition("/")[2])}
+
+    def check_pods(self, inst: VnfInstance, pods: NodePods) -> None:
+        return None
+
+
+def emit_port_groups(port_groups: Mapping[str, tuple[str, str]], out: TargetBuilder) -> None:
+    """The ``Port_Group`` rows (name -> (security group, node)); ``ports`` is a placeholder that
+    compile fills with :meth:`PortGroupPods.pod_fields`."""
+    for pg, (group, node) in sorted(port_groups.items()):
+        out.ovn("Port_Group", pg, f"SecurityGroup/{group}", node, {"name": pg, "ports": []})
 
 
 Members = dict[str, dict[str, list[PodPort]]]
 """security group -> node -> member pod ports (sorted by name)."""
-
-
-def port_group_ports(members: Members, group: str, node: str) -> list[str]:
-    """``Port_Group.ports`` of a group on a node: its member pods' LSP names, sorted. Both
-    backends and the incremental planner (``reconciler.core.incremental``) build it here only."""
-    return sorted(p.name for p in members.get(group, {}).get(node, ()))
 
 
 def bindings_by_group(desired: Desired) -> dict[str, list[Binding]]:
@@ -89,7 +226,7 @@ def bindings_by_group(desired: Desired) -> dict[str, list[Binding]]:
 
 
 def binding_nodes(
-    binding: Binding, instances: dict[tuple[str, str], VnfInstance]
+    binding: Binding, instances: Mapping[tuple[str, str], VnfInstance]
 ) -> list[VnfInstance]:
     return [inst for (vnf, _), inst in sorted(instances.items()) if vnf == binding.spec.vnf]
 

@@ -25,105 +25,147 @@ be tested for equality"), although northd accepts it. Both were seen on the real
 (``docs/datapath.md``). Hence entry-lport traffic that leaves the cluster, or goes to a node
 where the VNF does not run, is not steered.
 
-The VNF's address is the top host of the node subnet (see ``compile._vnf_ip``).
+The VNF's address is the highest host address of the node subnet (``RouterPolicy.vnf_address``):
+OVN-Kubernetes allocates pod addresses from the bottom of the node subnet, so the top one is free
+until the subnet is full, and compile refuses it when a pod holds it (``RouterPolicy.check_pods``,
+this backend's only pod-dependent check).
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 
 from reconciler.core import naming
 from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
+from reconciler.core.observed import Observed, OvnCapabilities
 from reconciler.core.steering import common
 from reconciler.core.steering.base import (
+    CompileError,
     CompileOptions,
-    Members,
+    NodePods,
+    PortConfig,
+    PortGroupPods,
+    Side,
     TargetBuilder,
     VnfInstance,
     binding_nodes,
     bindings_by_group,
     directions,
-    port_group_ports,
+    emit_port_groups,
 )
 
 
-def emit_bindings(
-    desired: Desired,
-    observed: Observed,
-    instances: dict[tuple[str, str], VnfInstance],
-    members: Members,
-    options: CompileOptions,
-    out: TargetBuilder,
-) -> None:
-    inst_id = options.instance
-    router = options.cluster_router
-    if desired.bindings and router not in observed.routers:
-        out.warnings.append(
-            f"router-policy: logical router {router} not found: no binding is steered"
-        )
-        return
-    port_groups: dict[str, tuple[str, str]] = {}
-    subnets = {s.name: s.subnet for s in observed.switches}
-    networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
-    for group, bindings in bindings_by_group(desired).items():
-        for binding in bindings:
-            spec = binding.spec
-            if spec.failurePolicy.value == "fail-open":
-                out.warnings.append(
-                    f"Binding {binding.metadata.name}: router-policy cannot fail open (no "
-                    "health check); a VNF that stops forwarding blackholes the traffic"
-                )
-            steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
-            for inst in binding_nodes(binding, instances):
-                node = inst.node
-                net = networks.get(node)  # parsed once per node, not per binding and node
-                if net is None:
-                    net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
-                    networks[node] = net
-                if inst.ip is None or net.version != 4:
+class RouterPolicy(PortGroupPods):
+    """The ``router-policy`` backend: pod-dependent rows are the Port_Groups (the router matches
+    their ``_ip4`` address sets, which OVN keeps), plus one check, that no pod holds a VNF's
+    address."""
+
+    name = "router-policy"
+    observed_fields = frozenset({"switches", "routers"})
+    live_tables: frozenset[str] = frozenset()
+
+    def available(self, capabilities: OvnCapabilities) -> bool:
+        return True  # router policies exist in every OVN we support
+
+    def unavailable_reason(self, capabilities: OvnCapabilities) -> str:
+        return "router-policy steering is always available"  # never asked: always available
+
+    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
+        """The highest host address of the node subnet (see the module docstring)."""
+        if not subnet:
+            return None
+        net = ipaddress.ip_network(subnet, strict=False)
+        return str(net.broadcast_address - 1) if net.version == 4 else str(net[-2])
+
+    def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
+        mac = inst.mac_in if side == "in" else inst.mac_out
+        addresses = [f"{mac} {inst.ip}"] if side == "in" and inst.ip else []
+        return PortConfig(addresses, {})
+
+    def check_pods(self, inst: VnfInstance, pods: NodePods) -> None:
+        """Refuse a VNF address a pod on the node already holds."""
+        if inst.ip is not None and inst.ip in pods.addresses:
+            raise CompileError(
+                f"router-policy: the address reserved for VNF {inst.vnf.metadata.name} on node "
+                f"{inst.node} ({inst.ip}, the highest host of {inst.subnet}) is already used by "
+                "a pod"
+            )
+
+    def emit_bindings(
+        self,
+        desired: Desired,
+        observed: Observed,
+        instances: Mapping[tuple[str, str], VnfInstance],
+        options: CompileOptions,
+        out: TargetBuilder,
+    ) -> None:
+        inst_id = options.instance
+        router = options.cluster_router
+        if desired.bindings and router not in observed.routers:
+            out.warnings.append(
+                f"router-policy: logical router {router} not found: no binding is steered"
+            )
+            return
+        port_groups: dict[str, tuple[str, str]] = {}
+        subnets = {s.name: s.subnet for s in observed.switches}
+        networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
+        for group, bindings in bindings_by_group(desired).items():
+            for binding in bindings:
+                spec = binding.spec
+                if spec.failurePolicy.value == "fail-open":
                     out.warnings.append(
-                        f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
-                        f"{spec.vnf} has no address there: Binding {binding.metadata.name} "
-                        f"is not steered on {node}"
+                        f"Binding {binding.metadata.name}: router-policy cannot fail open (no "
+                        "health check); a VNF that stops forwarding blackholes the traffic"
                     )
+                steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
+                for inst in binding_nodes(binding, instances):
+                    node = inst.node
+                    net = networks.get(node)  # parsed once per node, not per binding and node
+                    if net is None:
+                        net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
+                        networks[node] = net
+                    if inst.ip is None or net.version != 4:
+                        out.warnings.append(
+                            f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
+                            f"{spec.vnf} has no address there: Binding {binding.metadata.name} "
+                            f"is not steered on {node}"
+                        )
+                        continue
+                    steered.append((inst, inst.ip, str(net)))
+                pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
+                for pg, (inst, _, _) in zip(pgs, steered, strict=True):
+                    port_groups[pg] = (group, inst.node)
+                if not steered:
                     continue
-                steered.append((inst, inst.ip, str(net)))
-            pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
-            for pg, (inst, _, _) in zip(pgs, steered, strict=True):
-                port_groups[pg] = (group, inst.node)
-            if not steered:
-                continue
-            sets = [f"${pg}_ip4" for pg in pgs]
-            sources = sets[0] if len(sets) == 1 else "{" + ", ".join(sets) + "}"
-            l4 = common.traffic_match(spec.traffic)
-            l4 = "" if l4 == "ip" else f" && {l4}"
-            for inst, ip, subnet in steered:
-                node = inst.node
-                pg = naming.port_group(inst_id, group, node)
-                for direction in directions(spec.redirection):
-                    if direction == "to-lport":
-                        match = f"ip4.dst == ${pg}_ip4{l4}"
-                    else:
-                        match = f"ip4.dst == {subnet} && ip4.src == {sources}{l4}"
-                    key = naming.ovn_ident(
-                        inst_id, binding.metadata.name, node, direction.split("-")[0]
-                    )
-                    out.ovn(
-                        "Logical_Router_Policy",
-                        key,
-                        f"Binding/{binding.metadata.name}",
-                        node,
-                        {
-                            "router": router,
-                            "priority": common.priority(
-                                common.ROUTER_POLICY_PRIORITY_BASE, spec.order
-                            ),
-                            "match": match,
-                            "action": "reroute",
-                            "nexthops": [ip],
-                        },
-                    )
-    for pg, (group, node) in sorted(port_groups.items()):
-        ports = port_group_ports(members, group, node)
-        out.ovn("Port_Group", pg, f"SecurityGroup/{group}", node, {"name": pg, "ports": ports})
+                sets = [f"${pg}_ip4" for pg in pgs]
+                sources = sets[0] if len(sets) == 1 else "{" + ", ".join(sets) + "}"
+                l4 = common.traffic_match(spec.traffic)
+                l4 = "" if l4 == "ip" else f" && {l4}"
+                for inst, ip, subnet in steered:
+                    node = inst.node
+                    pg = naming.port_group(inst_id, group, node)
+                    for direction in directions(spec.redirection):
+                        if direction == "to-lport":
+                            match = f"ip4.dst == ${pg}_ip4{l4}"
+                        else:
+                            match = f"ip4.dst == {subnet} && ip4.src == {sources}{l4}"
+                        key = naming.ovn_ident(
+                            inst_id, binding.metadata.name, node, direction.split("-")[0]
+                        )
+                        out.ovn(
+                            "Logical_Router_Policy",
+                            key,
+                            f"Binding/{binding.metadata.name}",
+                            node,
+                            {
+                                "router": router,
+                                "priority": common.priority(
+                                    common.ROUTER_POLICY_PRIORITY_BASE, spec.order
+                                ),
+                                "match": match,
+                                "action": "reroute",
+                                "nexthops": [ip],
+                            },
+                        )
+        emit_port_groups(port_groups, out)

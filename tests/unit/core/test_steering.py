@@ -1,0 +1,337 @@
+"""The steering-backend interface and registry: compile and the incremental planner know a backend
+only through ``SteeringBackend``, so a new backend is one module plus its line in ``BACKENDS``.
+
+``AddressList`` below is such a backend, written here and registered for the test only. Its
+pod-dependent rows are not Port_Groups but router policies that list the member pods' addresses,
+which neither shipped backend has: the incremental planner still plans exactly like a full
+compile for it, because it asks the backend what depends on pods instead of knowing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconciler.core import naming
+from reconciler.core.compile import (
+    COMPILE_READS,
+    CompileError,
+    CompileOptions,
+    backend_view,
+    choose_steering,
+    compile_full,
+    compile_target,
+)
+from reconciler.core.incremental import IncrementalPlanner, full_compile_fields
+from reconciler.core.model import Desired
+from reconciler.core.observed import Observed, OvnCapabilities, OvnRow, Switch
+from reconciler.core.steering import (
+    BACKENDS,
+    DEFAULT_STEERING,
+    STEERING_CHOICES,
+    SteeringBackend,
+    backend_for,
+    default_backend,
+    select_backend,
+)
+from reconciler.core.steering.base import (
+    NodePods,
+    PortConfig,
+    Side,
+    TargetBuilder,
+    VnfInstance,
+    binding_nodes,
+    bindings_by_group,
+)
+from reconciler.core.target import Resource
+from reconciler.engine.pipeline import make_plan
+from reconciler.errors import InternalError
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import (
+    NODES,
+    apply_to,
+    check_incremental_equals_full,
+    event_st,
+    live_of,
+    step,
+    with_live,
+)
+
+NO_NF = OvnCapabilities("7.0.0", network_function=False)
+NF = OvnCapabilities("7.18.0", network_function=True)
+
+
+class AddressList:
+    """A third backend, for these tests: per binding and node, one reroute policy whose match
+    lists the addresses of the group's member pods on that node (no address sets)."""
+
+    name = "address-list"
+    observed_fields = frozenset({"routers"})
+    live_tables: frozenset[str] = frozenset()
+
+    def available(self, capabilities: OvnCapabilities) -> bool:
+        return True
+
+    def unavailable_reason(self, capabilities: OvnCapabilities) -> str:
+        return "always available"
+
+    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
+        if not subnet:
+            return None
+        return str(ipaddress.ip_network(subnet).broadcast_address - 1)
+
+    def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
+        return PortConfig([f"{inst.mac_in} {inst.ip}"] if side == "in" and inst.ip else [], {})
+
+    def emit_bindings(
+        self,
+        desired: Desired,
+        observed: Observed,
+        instances: Mapping[tuple[str, str], VnfInstance],
+        options: CompileOptions,
+        out: TargetBuilder,
+    ) -> None:
+        if options.cluster_router not in observed.routers:
+            out.warnings.append("address-list: no cluster router")
+            return
+        for group, bindings in bindings_by_group(desired).items():
+            for b in bindings:
+                for inst in binding_nodes(b, instances):
+                    key = naming.ovn_ident(options.instance, b.metadata.name, inst.node, "list")
+                    fields = {
+                        "router": options.cluster_router,
+                        "priority": 3000 - b.spec.order,
+                        "match": "",  # filled by pod_fields
+                        "action": "reroute",
+                        "nexthops": [inst.ip] if inst.ip else [],
+                    }
+                    out.ovn(
+                        "Logical_Router_Policy", key, f"SecurityGroup/{group}", inst.node, fields
+                    )
+
+    def depends_on_pods(self, resource: Resource) -> bool:
+        return resource.kind == "Logical_Router_Policy"
+
+    def pod_fields(self, resource: Resource, pods: NodePods) -> dict[str, Any]:
+        group = resource.origin.partition("/")[2]
+        ips = sorted(ip.split("/")[0] for p in pods.members.get(group, ()) for ip in p.ips)
+        return {"match": f"ip4.dst == {{{', '.join(ips)}}}" if ips else "0"}
+
+    def check_pods(self, inst: VnfInstance, pods: NodePods) -> None:
+        if inst.ip in pods.addresses:
+            raise CompileError(f"address-list: a pod on {inst.node} holds {inst.ip}")
+
+
+@contextmanager
+def registered(backend: SteeringBackend) -> Iterator[SteeringBackend]:
+    """``backend`` in the registry for the duration (its one registration line, in a test)."""
+    BACKENDS[backend.name] = backend
+    try:
+        yield backend
+    finally:
+        del BACKENDS[backend.name]
+
+
+DESIRED = desired(
+    sg("web", "app=web"),
+    sg("db", "tier=db", "app=db"),
+    vnf("fw"),
+    vnf("ips", nodeSelector={"zone": "a"}),
+    binding("web-fw", "web", "fw", 10, redirection="both"),
+    binding("web-ips", "web", "ips", 20),
+    binding("db-fw", "db", "fw", 10, redirection="entry-lport"),
+)
+START = [
+    ("shop", "a", "node-1", {"app": "web"}),
+    ("shop", "b", "node-2", {"tier": "db"}),
+    ("ops", "c", "node-3", {"app": "db"}),
+    ("ops", "d", "node-1", {}),
+]
+
+
+def _observed(nf: bool = False) -> Observed:
+    return cluster(START, nodes=NODES, nf=nf, node_labels={"node-1": {"zone": "a"}})
+
+
+# --- registry ----------------------------------------------------------------------------------
+
+
+def test_the_registry_names_each_backend_once_and_the_choices_come_from_it() -> None:
+    assert STEERING_CHOICES == tuple(BACKENDS) == ("network-function", "router-policy")
+    assert DEFAULT_STEERING == "network-function"
+    for name, backend in BACKENDS.items():
+        assert backend.name == name
+        assert backend_for(name) is backend
+    with pytest.raises(CompileError, match="unknown steering backend 'nope'"):
+        backend_for("nope")
+
+
+@pytest.mark.parametrize(
+    ("requested", "capabilities", "has_bindings", "expected"),
+    [
+        (None, NF, True, "network-function"),
+        (None, NO_NF, False, "router-policy"),  # nothing to steer: nothing to refuse
+        ("network-function", NO_NF, False, "router-policy"),
+        ("router-policy", NF, True, "router-policy"),
+        ("router-policy", NO_NF, True, "router-policy"),
+    ],
+)
+def test_select_backend(
+    requested: str | None, capabilities: OvnCapabilities, has_bindings: bool, expected: str
+) -> None:
+    assert select_backend(requested, capabilities, has_bindings=has_bindings).name == expected
+
+
+@pytest.mark.parametrize("requested", [None, "network-function"])
+def test_bindings_without_network_function_tables_are_refused(requested: str | None) -> None:
+    with pytest.raises(CompileError, match="pass --steering router-policy"):
+        select_backend(requested, NO_NF, has_bindings=True)
+    with pytest.raises(
+        CompileError, match=re.escape("schema 7.0.0 has no Network_Function tables")
+    ):
+        compile_target(DESIRED, _observed(nf=False), CompileOptions(steering=requested))
+
+
+def test_default_backend_is_what_an_unset_steering_gives_without_bindings() -> None:
+    assert default_backend(NF).name == "network-function"
+    assert default_backend(NO_NF).name == "router-policy"
+    assert choose_steering(desired(), _observed(nf=False), CompileOptions()) == "router-policy"
+
+
+# --- what a backend may see, and what the planner derives from it ------------------------------
+
+
+def test_every_observed_field_is_read_by_compile_a_backend_or_the_diff() -> None:
+    """So that a new ``Observed`` field needs a decision: whoever reads it declares it, and the
+    incremental planner then compiles everything when it changes."""
+    declared = set(COMPILE_READS).union(*(b.observed_fields for b in BACKENDS.values()))
+    declared |= {"ovn_rows", "kube_objects"}  # the diff's live state
+    assert {f.name for f in dataclasses.fields(Observed)} == declared
+
+
+def test_full_compile_fields_follow_the_backend() -> None:
+    network_function, router_policy = BACKENDS["network-function"], BACKENDS["router-policy"]
+    assert "used_ids" in full_compile_fields(network_function)
+    assert "routers" not in full_compile_fields(network_function)
+    assert "routers" in full_compile_fields(router_policy)
+    assert "used_ids" not in full_compile_fields(router_policy)
+    for backend in BACKENDS.values():
+        fields = full_compile_fields(backend)
+        assert {"nodes", "switches", "capabilities", "kube_objects"} <= set(fields)
+        assert not {"pods", "pod_ports", "ovn_rows"} & set(fields)  # followed one by one
+
+
+def test_a_backend_sees_only_what_it_declares() -> None:
+    rows = (
+        OvnRow("Network_Function", "nf", {"id": 1}),
+        OvnRow("Port_Group", "pg", {"ports": []}),
+    )
+    observed = dataclasses.replace(_observed(nf=True), ovn_rows=rows, used_ids={"ACL": (1,)})
+    view = backend_view(observed, BACKENDS["network-function"])
+    assert view.pods == () and view.pod_ports == () and view.nodes == ()
+    assert view.switches == observed.switches and view.used_ids == observed.used_ids
+    assert view.ovn_rows == rows[:1]  # its live_tables only
+    view = backend_view(observed, BACKENDS["router-policy"])
+    assert view.routers == observed.routers and view.switches == observed.switches
+    assert view.ovn_rows == () and view.used_ids == {}
+
+
+def test_a_backend_cannot_declare_pods_as_an_observed_field() -> None:
+    class Peeking(AddressList):
+        name = "peeking"
+        observed_fields = frozenset({"routers", "pods"})
+
+    with pytest.raises(InternalError, match="pods reach a backend as NodePods"):
+        backend_view(_observed(), Peeking())
+
+
+def test_a_pod_dependent_row_must_belong_to_a_node() -> None:
+    class Nodeless(AddressList):
+        name = "nodeless"
+
+        def emit_bindings(self, *args: Any) -> None:
+            out: TargetBuilder = args[-1]
+            out.ovn("Logical_Router_Policy", "k", "SecurityGroup/web", None, {"match": ""})
+
+    with registered(Nodeless()), pytest.raises(InternalError, match="belongs to no node"):
+        compile_target(DESIRED, _observed(), CompileOptions(steering="nodeless"))
+
+
+# --- a third backend ---------------------------------------------------------------------------
+
+
+def test_a_registered_backend_compiles_through_the_interface() -> None:
+    with registered(AddressList()):
+        compiled = compile_full(DESIRED, _observed(), CompileOptions(steering="address-list"))
+    assert compiled.backend.name == "address-list"
+    policies = {
+        r.key: r.fields["match"] for r in compiled.target if r.kind == "Logical_Router_Policy"
+    }
+    assert policies == {
+        "osc.web_fw.node_1.list": "ip4.dst == {10.244.1.5}",  # shop/a
+        "osc.web_fw.node_2.list": "0",
+        "osc.web_fw.node_3.list": "0",
+        "osc.web_ips.node_1.list": "ip4.dst == {10.244.1.5}",
+        "osc.db_fw.node_1.list": "0",
+        "osc.db_fw.node_2.list": "ip4.dst == {10.244.2.6}",  # shop/b
+        "osc.db_fw.node_3.list": "ip4.dst == {10.244.3.7}",  # ops/c
+    }
+    assert sorted(compiled.pod_dependent) == ["node-1", "node-2", "node-3"]
+    lsp = compiled.target.resources[("Logical_Switch_Port", naming.vnf_port("fw", "node-1", "in"))]
+    assert lsp.fields["addresses"] == [f"{naming.mac_for('fw', 'node-1', 'in')} 10.244.1.254"]
+    assert not [r for r in compiled.target if r.kind in ("Port_Group", "ACL")]
+
+
+def test_a_pod_event_re_plans_only_the_third_backends_row_on_that_node() -> None:
+    options = CompileOptions(steering="address-list")
+    with registered(AddressList()):
+        planner = IncrementalPlanner()
+        observed = _observed()
+        observed = with_live(
+            observed, apply_to(live_of(observed), planner.plan(DESIRED, observed, options))
+        )
+        assert planner.plan(DESIRED, observed, options).empty
+        labelled = step(observed, ("label", 3, "app", "web"), None)  # ops/d on node-1 joins web
+        the_plan = planner.plan(DESIRED, labelled, options)
+        assert planner.last_mode == "incremental" and planner.last_dirty_nodes == {"node-1"}
+        assert [(c.action, c.kind, c.key) for c in the_plan.changes] == [
+            ("update", "Logical_Router_Policy", "osc.web_fw.node_1.list"),
+            ("update", "Logical_Router_Policy", "osc.web_ips.node_1.list"),
+        ]
+        assert the_plan.changes == make_plan(DESIRED, labelled, options).changes
+        stolen = step(labelled, ("steal-vnf-ip", 0), None)  # ops/c on node-3
+        with pytest.raises(CompileError, match=re.escape("a pod on node-3 holds 10.244.3.254")):
+            planner.plan(DESIRED, stolen, options)
+
+
+@settings(
+    max_examples=int(os.environ.get("OSC_HYPOTHESIS_EXAMPLES", "120")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(events=st.lists(event_st, min_size=1, max_size=14))
+def test_incremental_plan_equals_full_plan_for_a_third_backend(
+    events: list[tuple[Any, ...]],
+) -> None:
+    with registered(AddressList()):
+        options = CompileOptions(steering="address-list")
+        check_incremental_equals_full(DESIRED, _observed(), options, events)
+
+
+def test_switch_subnets_reach_the_backend_through_the_vnf_instance() -> None:
+    observed = dataclasses.replace(_observed(), switches=(Switch("node-1", None),))
+    with registered(AddressList()):
+        compiled = compile_full(DESIRED, observed, CompileOptions(steering="address-list"))
+    assert [(i.node, i.ip, i.subnet) for i in compiled.instances.values()] == [
+        ("node-1", None, None),
+        ("node-1", None, None),
+    ]
