@@ -360,7 +360,8 @@ def members_by_group_and_node(
     (``options:iface-id-ver``), that UID matches: a recreated pod with the same name is a new pod.
     The node is the LSP's switch (where the steering rows must sit), so the members on some nodes
     need only the LSPs on their switches and the pods those LSPs name (the incremental planner's
-    per-node path).
+    per-node path). That holds while LSP names are unique, as the NB's index on them makes them;
+    were one name on two switches (a hand-written snapshot), the last LSP given would count.
     """
     bound = {b.spec.securityGroup for b in desired.bindings.values()}
     ports = {p.name: p for p in pod_ports}

@@ -19,8 +19,9 @@ planner remembers the last full compile and, for a new ``Observed``:
   (``compile.COMPILE_READS``), the backend (``SteeringBackend.observed_fields``) or the diff of
   Kubernetes objects reads, an owned row of a table the backend reads back
   (``SteeringBackend.live_tables``, e.g. ids allocated across nodes), an owned row without a node,
-  or when the caller asks for it (the loop does every ``--full-resync`` seconds, like
-  controller-runtime's ``SyncPeriod``, as a safety net).
+  pod LSP names or pods that are not unique (see :func:`_delta`), or when the caller asks for it
+  (the loop does every ``--full-resync`` seconds, like controller-runtime's ``SyncPeriod``, as a
+  safety net).
 
 The result is equal to ``make_plan(desired, observed, options)`` in its changes (a hypothesis test
 in ``tests/unit/core/test_incremental.py`` checks that over random event sequences, for every
@@ -99,6 +100,9 @@ class _Memo:
     """``observed.pod_ports`` by LSP name."""
     pods: dict[str, Pod]
     """``observed.pods`` by the LSP name OVN-Kubernetes gives them."""
+    unique: bool
+    """``ports`` and ``pods`` hold every pod LSP and pod of ``observed`` (no name twice): the
+    condition for following changes from here (see :func:`_delta`)."""
 
 
 class IncrementalPlanner:
@@ -149,6 +153,8 @@ class IncrementalPlanner:
         instances: dict[str, list[VnfInstance]] = {}
         for inst in compiled.instances.values():
             instances.setdefault(inst.node, []).append(inst)
+        ports = {p.name: p for p in observed.pod_ports}
+        pods = {p.lsp_name: p for p in observed.pods}
         self._memo = _Memo(
             desired=desired,
             options=options,
@@ -160,8 +166,9 @@ class IncrementalPlanner:
             pod_dependent=compiled.pod_dependent,
             instances=instances,
             live=live,
-            ports={p.name: p for p in observed.pod_ports},
-            pods={p.lsp_name: p for p in observed.pods},
+            ports=ports,
+            pods=pods,
+            unique=len(ports) == len(observed.pod_ports) and len(pods) == len(observed.pods),
         )
         self.last_mode = "full"
         self.last_full_reason = reason
@@ -258,6 +265,8 @@ def _why_full(
     for name in memo.full_fields:
         if not _same(getattr(observed, name), getattr(memo.observed, name)):
             return f"{name.replace('_', ' ')} changed"
+    if not memo.unique:
+        return "pod LSP names or pods are not unique"
     return None
 
 
@@ -268,7 +277,8 @@ def _changed(
 
     The caches hand back the same objects for what did not change, in the same order, so the
     common case is a C-speed identity scan of two equally long tuples; anything else falls back
-    to matching by key."""
+    to matching by key. Keys must be unique in ``old``: two items with one key are one entry
+    here, so a change to either may go unreported (:func:`_delta` never trusts that case)."""
     if len(old) == len(new):
         pairs: list[tuple[T | None, T | None]] = []
         for i in compress(count(), map(is_not, old, new)):
@@ -308,7 +318,16 @@ def _row_node(row: OvnRow) -> str | None:
 
 
 def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
-    """What changed since the memo, or the reason only a full pass will do."""
+    """What changed since the memo, or the reason only a full pass will do.
+
+    Following pod changes node by node needs pod LSP names (and pods) to be unique: the
+    members of a node are computed from the LSPs on its switch, and the LSP a pod has is looked
+    up by name. The NB indexes LSP names, but a snapshot file need not: a stale LSP on a pod's
+    old node beside the recreated pod's LSP on its new node makes compile pick the last one by
+    name, on whichever switch, and a node-by-node pass pick the one on the dirty switch.
+    ``ports`` and ``pods`` end up with one entry per name, so they are shorter than the lists
+    exactly when a name repeats; such a pass, and every pass until one is unique again
+    (``_Memo.unique``), compiles everything."""
     old = memo.observed
     dirty: set[str] = set()
     ports, pods = memo.ports, memo.pods
@@ -349,4 +368,6 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
                     return f"owned {row.table} {row.key} without a node changed"
                 if row.table in memo.backend.live_tables:
                     return f"owned {row.table} {row.key} changed (the backend reads it back)"
+    if len(ports) != len(observed.pod_ports) or len(pods) != len(observed.pods):
+        return "pod LSP names or pods are not unique"
     return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)

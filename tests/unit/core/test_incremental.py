@@ -62,6 +62,42 @@ def test_incremental_plan_equals_full_plan(steering: str, events: list[tuple[Any
     check_incremental_equals_full(DESIRED, observed, options, events)
 
 
+@pytest.mark.parametrize("steering", ["network-function", "router-policy"])
+def test_a_stale_lsp_beside_the_recreated_pods_lsp_plans_like_a_full_compile(
+    steering: str,
+) -> None:
+    """Regression (found by the property test above): pod shop/n18 is deleted on node-2 with its
+    LSP left behind, then created again on node-1, so two LSPs are named ``shop_n18``. Compile
+    takes the last one given (node-1's); re-planning only node-2 after an unrelated pod there was
+    deleted took the stale one on node-2, and the plan put n18 in node-2's Port_Group. The planner
+    now compiles everything while an LSP name (or a pod) is not unique, and follows changes again
+    once it is."""
+    options = CompileOptions(steering=steering)
+    events = [
+        ("add", 18, "node-2", True),
+        ("delete", 14),  # shop/n18; an even number leaves its LSP behind
+        ("add", 18, "node-1", True),
+        ("delete", 18),  # shop/b on node-2
+    ]
+    planner = check_incremental_equals_full(
+        DESIRED, _observed(nf=steering == "network-function"), options, events
+    )
+    assert planner.last_mode == "full"
+    assert planner.last_full_reason == "pod LSP names or pods are not unique"
+
+    # Once the stale LSP is gone (shop/n18 deleted with its LSPs: an odd number), pod events are
+    # followed node by node again.
+    observed = _observed(nf=steering == "network-function")
+    for event in events:
+        observed = step(observed, event, None)
+    check_incremental_equals_full(DESIRED, observed, options, [("delete", 15)], planner)
+    assert planner.last_mode == "full"
+    assert planner.last_full_reason == "pod LSP names or pods are not unique"  # the last memo's
+    observed = step(observed, ("delete", 15), None)
+    check_incremental_equals_full(DESIRED, observed, options, [("label", 0, "app", "web")], planner)
+    assert planner.last_mode == "incremental"
+
+
 def test_nothing_changed_returns_the_same_plan_object() -> None:
     options = CompileOptions(steering="router-policy")
     observed = _observed(nf=False)
