@@ -115,8 +115,8 @@ class Worker:
         status = self._read(timeout)
         assert status["pid"] == pid
         code = os.waitstatus_to_exitcode(status["status"])
-        out = (self.out_dir / f"{pid}.out").read_text(errors="replace")
-        err = (self.out_dir / f"{pid}.err").read_text(errors="replace")
+        # A child killed before its first line never created its files: nothing was printed.
+        out, err = (_read_if_any(self.out_dir / f"{pid}{suffix}") for suffix in (".out", ".err"))
         for suffix in (".out", ".err"):
             (self.out_dir / f"{pid}{suffix}").unlink(missing_ok=True)
         return CliResult(code, out, err)
@@ -134,3 +134,10 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+def _read_if_any(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
