@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 make mmdebstrap)
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 make
+  mmdebstrap debian-archive-keyring)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
@@ -65,9 +66,15 @@ sid_root_current() {
 }
 
 # The Debian mirror apt already uses for this machine's release (sources.list or deb822
-# *.sources); sid is taken from the same place.
+# *.sources); sid is taken from the same place. $OSC_DEBIAN_MIRROR overrides it (needed on a
+# machine that is not Debian, whose apt sources hold no Debian mirror).
 debian_mirror() {
   local codename
+  if [ -n "${OSC_DEBIAN_MIRROR:-}" ]; then
+    echo "$OSC_DEBIAN_MIRROR"
+    return
+  fi
+  [ "$(. /etc/os-release && echo "${ID:-}")" = debian ] || return 0
   codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
   {
     for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
@@ -110,8 +117,9 @@ build_sid_root() {
   mkdir -p "$parent"
   mirror=$(debian_mirror)
   if [ -z "$mirror" ]; then
-    echo "setup: cannot tell which Debian mirror apt uses (no 'deb' source for this release in" \
-      "/etc/apt/sources.list or /etc/apt/sources.list.d/); cannot build the Debian sid root" >&2
+    echo "setup: cannot tell which Debian mirror to build the Debian sid root from: this is not" \
+      "Debian, or no 'deb' source for this release is in /etc/apt/sources.list(.d); set" \
+      "OSC_DEBIAN_MIRROR to a Debian mirror URL" >&2
     exit 1
   fi
   tmp=$(mktemp -d "$parent/.sid-ovn.build.XXXXXX")
