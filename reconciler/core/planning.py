@@ -1,0 +1,64 @@
+"""A full plan: compile the target, index what we own live, diff, and say how it was made.
+
+The one place a plan is made from scratch and its metadata (``instance``, ``steering``,
+``nb_schema``) is written, so the CLI's plan, the engine's pipeline and the incremental
+planner's full pass cannot drift apart. Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.core.compile import CompileOptions, choose_steering, compile_target
+from reconciler.core.diff import LiveState, diff, live_state
+from reconciler.core.model import Desired
+from reconciler.core.observed import Observed
+from reconciler.core.plan import Plan
+from reconciler.core.target import Target
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPlan:
+    """A full plan with the target and live state it was diffed from (the incremental planner
+    keeps both to re-diff only what changes later)."""
+
+    target: Target
+    live: LiveState
+    plan: Plan
+
+
+def plan_meta(desired: Desired, observed: Observed, options: CompileOptions) -> dict[str, Any]:
+    """What renderers show about how a plan was made; never part of its changes."""
+    return {
+        "instance": options.instance,
+        "steering": choose_steering(desired, observed, options),
+        "nb_schema": observed.capabilities.schema_version,
+    }
+
+
+def compile_plan(desired: Desired, observed: Observed, options: CompileOptions) -> CompiledPlan:
+    """Compile everything and diff it against everything we own."""
+    target = compile_target(desired, observed, options)
+    live = live_state(observed.ovn_rows, observed.kube_objects)
+    return CompiledPlan(target, live, diff(target, live, plan_meta(desired, observed, options)))
+
+
+def make_plan(desired: Desired, observed: Observed, options: CompileOptions) -> Plan:
+    """The changes that would make the live state equal the manifests."""
+    return compile_plan(desired, observed, options).plan
+
+
+class FullPlanner:
+    """:func:`make_plan` as a planner without memory (what one-shot commands use): every plan is
+    a full compile, so ``full`` changes nothing."""
+
+    last_mode = "full"
+
+    def plan(
+        self, desired: Desired, observed: Observed, options: CompileOptions, *, full: bool = False
+    ) -> Plan:
+        return make_plan(desired, observed, options)
+
+    def reset(self) -> None:
+        """Nothing to forget."""
