@@ -25,7 +25,8 @@ from bench.scenario import Scale, write_manifests
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compile import CompileOptions
-from reconciler.engine.pipeline import make_plan, observe, reconcile
+from reconciler.core.planning import make_plan
+from reconciler.engine.pipeline import observe, reconcile
 from reconciler.manifests.load import load_path
 
 

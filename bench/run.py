@@ -38,8 +38,10 @@ from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compile import CompileOptions
 from reconciler.core.model import Desired
 from reconciler.core.plan import Change
-from reconciler.engine.loop import LocalSource, Loop, LoopConfig
-from reconciler.engine.pipeline import make_plan, observe, reconcile
+from reconciler.core.planning import make_plan
+from reconciler.engine.loop import Loop, LoopConfig
+from reconciler.engine.pipeline import observe, reconcile
+from reconciler.engine.sources import LocalSource
 from reconciler.manifests.load import load_path
 
 OWNER = "osc-gitops"

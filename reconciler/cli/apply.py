@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from reconciler.cli.common import (
     EXIT_OK,
@@ -17,7 +17,9 @@ from reconciler.cli.common import (
     connections,
     load_source,
 )
-from reconciler.errors import UserError
+
+if TYPE_CHECKING:
+    from reconciler.engine.apply import ApplyReport
 
 
 def configure_apply(parser: argparse.ArgumentParser) -> None:
@@ -67,24 +69,20 @@ def run_apply(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _record_apply(args: argparse.Namespace, revision: str | None, report: Any) -> None:
+def _record_apply(args: argparse.Namespace, revision: str | None, report: ApplyReport) -> None:
     """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir)."""
-    from reconciler.engine import status
+    from reconciler.engine.reporting import status
 
     path = status.status_path(cache_dir(args), args.instance)
     try:
-        st = status.read(path) if path.exists() else status.Status(instance=args.instance)
-    except UserError:
-        st = status.Status(instance=args.instance)
-    st.result = "applied" if report.plan.changes else "unchanged"
-    st.message, st.errors = "", []
-    st.revision = st.attempted = revision
-    st.revision_applied_at = status.now_iso()
-    st.source = args.repo or args.path
-    st.ref = args.ref if args.repo else None
-    st.changes = report.plan.summary()
-    try:
-        status.write(path, st)
+        status.record_apply(
+            path,
+            args.instance,
+            revision=revision,
+            plan=report.plan,
+            source=args.repo or args.path,
+            ref=args.ref if args.repo else None,
+        )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
 

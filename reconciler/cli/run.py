@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cli.common import (
     EXIT_OK,
@@ -21,6 +21,9 @@ from reconciler.cli.common import (
     git_source,
 )
 from reconciler.errors import UserError
+
+if TYPE_CHECKING:
+    from reconciler.engine.providers import KubeProvider, LeaseProvider
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
@@ -109,15 +112,11 @@ def run_run(args: argparse.Namespace) -> int:
     import threading
 
     from reconciler.adapters.notify import post_json
-    from reconciler.engine import status
-    from reconciler.engine.loop import (
-        GitManifestSource,
-        LocalSource,
-        Loop,
-        LoopConfig,
-        setup_logging,
-    )
-    from reconciler.engine.metrics import Metrics, MetricsServer
+    from reconciler.engine.loop import Loop, LoopConfig
+    from reconciler.engine.reporting import status
+    from reconciler.engine.reporting.logs import setup_logging
+    from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
+    from reconciler.engine.sources import GitManifestSource, LocalSource, ManifestSource
 
     # Installed first: a SIGTERM while connecting must also end in a clean exit 0.
     stopping = threading.Event()
@@ -128,7 +127,7 @@ def run_run(args: argparse.Namespace) -> int:
     if args.repo:
         if args.path != ".":
             raise UserError(f"give either PATH ({args.path}) or --repo, not both")
-        source: Any = GitManifestSource(git_source(args))
+        source: ManifestSource = GitManifestSource(git_source(args))
     else:
         if not Path(args.path).exists():
             raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
@@ -147,17 +146,18 @@ def run_run(args: argparse.Namespace) -> int:
     metrics = Metrics()
     with connections(args) as (kube, ovn):
         lease = _lease(args, kube) if args.leader_elect else None
-        reader: Any = kube
+        reader: KubeProvider = kube
         if not args.once and not args.no_watch:
             # The long-running loop reads Kubernetes from an informer cache (list once, then
             # watch): no LIST per pass, and its pod events reach the loop after the cache.
             from reconciler.adapters.kube.cache import KubeCache
 
-            reader = KubeCache(kube)
-            reader.start(stopping, args.instance)
+            cache = KubeCache(kube)
+            cache.start(stopping, args.instance)
+            reader = cache
         loop = Loop(
-            config, source, reader, ovn,
-            lease=lease, metrics=metrics, notify=post_json, stopping=stopping,
+            config, source, reader, ovn, lease=lease, reporter=PrometheusReporter(metrics),
+            notify=post_json, stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
             return EXIT_OK
@@ -179,7 +179,7 @@ def run_run(args: argparse.Namespace) -> int:
                 server.stop()
 
 
-def _lease(args: argparse.Namespace, kube: Any) -> Any:
+def _lease(args: argparse.Namespace, kube: Any) -> LeaseProvider:
     from reconciler.adapters.kube.lease import LeaseLock, LeaseSettings, api_client
 
     return LeaseLock(

@@ -24,7 +24,7 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from reconciler.engine import status
+    from reconciler.engine.reporting import status
 
     st = status.read(status.status_path(cache_dir(args), args.instance))
     if args.output == "json":

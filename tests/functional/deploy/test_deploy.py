@@ -25,7 +25,8 @@ from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.kube.lease import LeaseLock, LeaseSettings, api_client
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compile import CompileOptions
-from reconciler.engine.loop import LocalSource, Loop, LoopConfig
+from reconciler.engine.loop import Loop, LoopConfig
+from reconciler.engine.sources import LocalSource
 from tests.support.gitops import wait_for
 from tests.support.paths import POLICIES, REPO
 

@@ -105,7 +105,7 @@ def test_plan_and_apply_status_from_a_repo(remote: Remote, tmp_path: Path,
 def test_status_command_reads_the_status_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from reconciler.engine import status
+    from reconciler.engine.reporting import status
 
     st = status.Status(instance="osc-gitops", result="refused", revision="a" * 40,
                        revision_applied_at="2026-11-22T05:00:00Z", attempted="b" * 40,

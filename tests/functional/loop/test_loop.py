@@ -24,8 +24,9 @@ from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compile import CompileOptions
 from reconciler.core.ownership import RESOURCE, REVISION
-from reconciler.engine.loop import GitManifestSource, LocalSource, Loop, LoopConfig
-from reconciler.engine.metrics import Metrics, MetricsServer
+from reconciler.engine.loop import Loop, LoopConfig
+from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
+from reconciler.engine.sources import GitManifestSource, LocalSource
 from tests.support.gitops import Remote, git, owned_rows, wait_for
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(120)]
@@ -70,10 +71,16 @@ def start_loop(
         "status_file": tmp / "status.json",
     }
     settings.update(config)
-    loop = Loop(LoopConfig(**settings), source, kube, ovn, metrics=Metrics())
+    loop = Loop(LoopConfig(**settings), source, kube, ovn, reporter=PrometheusReporter(Metrics()))
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     return loop, thread
+
+
+def metrics_of(loop: Loop) -> Metrics:
+    reporter = loop.reporter
+    assert isinstance(reporter, PrometheusReporter)
+    return reporter.metrics
 
 
 @pytest.fixture
@@ -148,7 +155,7 @@ def test_git_commits_drive_the_loop(
     assert st["revision"] == third and st["attempted"] == fourth
     assert any(e.startswith("policies/groups/frontend.yaml:") for e in st["errors"]), st
     assert set(owned_rows(cluster.nb_remote)) == set(full), "nothing from the bad commit"
-    assert run.loop.metrics.errors.labels("manifests")._value.get() >= 1
+    assert metrics_of(run.loop).errors.labels("manifests")._value.get() >= 1
 
     # unreachable remote: the last good commit keeps being reconciled, and it is reported
     moved = remote.bare.with_name("moved.git")
@@ -194,7 +201,7 @@ def test_labelled_pod_is_steered_quickly_and_metrics_are_served(
     from tests.support.paths import POLICIES
 
     loop, thread = start_loop(LocalSource(POLICIES, "local-1"), kube, ovn, tmp_path)
-    server = MetricsServer("127.0.0.1:0", loop.metrics, loop.health, loop.readiness).start()
+    server = MetricsServer("127.0.0.1:0", metrics_of(loop), loop.health, loop.readiness).start()
     try:
         wait_for(lambda: loop.applies >= 1 and loop.last and loop.last.result != "error",
                  what="initial apply")  # fmt: skip
@@ -279,9 +286,10 @@ def test_failed_reconciles_back_off_and_recover(
     try:
         wait_for(lambda: loop.last is not None and loop.last.result == "applied", timeout=20,
                  what="recovery after the injected 403s")  # fmt: skip
-        errors = loop.metrics.errors.labels("kubernetes")._value.get()
+        metrics = metrics_of(loop)
+        errors = metrics.errors.labels("kubernetes")._value.get()
         assert errors >= 6
-        assert loop.metrics.reconciles.labels("error", "retry")._value.get() >= 1
+        assert metrics.reconciles.labels("error", "retry")._value.get() >= 1
     finally:
         loop.shutdown()
         thread.join(timeout=10)
@@ -302,9 +310,9 @@ def test_warm_passes_plan_only_what_changed(
     loop = Loop(config, LocalSource(policies), kube, ovn)
 
     assert loop.reconcile_pass("start").result == "applied"
-    desired = loop._desired
+    desired = loop.sources.desired
     assert loop.reconcile_pass("periodic").result == "unchanged"
-    assert loop._desired is desired  # the folder was not loaded again
+    assert loop.sources.desired is desired  # the folder was not loaded again
     assert loop.planner.last_mode in ("cached", "incremental")
 
     pod = "static-1"
@@ -316,7 +324,7 @@ def test_warm_passes_plan_only_what_changed(
 
     (policies / "bindings" / "backend.yaml").unlink()
     assert loop.reconcile_pass("periodic").result == "applied"
-    assert loop._desired is not desired
+    assert loop.sources.desired is not desired
     assert not any("backend" in key for key in owned_rows(cluster.nb_remote))
     assert loop.reconcile_pass("periodic").result == "unchanged"
 

@@ -7,19 +7,28 @@ changes nothing rewrites no row, so the rows would keep showing an older commit.
 records refusals (invalid commit), an unreachable source, and the last good commit. The same
 facts are exported as metrics (``osc_gitops_applied_revision_info``, ``..._last_success_...``)
 for when the file is out of reach (a CronJob's ``emptyDir``).
+
+This module is the one place that turns outcomes into the file: :func:`record_apply` for
+``osc-gitops apply``, :class:`StatusBook` for the loop (``run``), which also reports refused
+commits and an unreachable source over the result of the pass.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reconciler.core.plan import Plan
+from reconciler.engine.reporting.logs import LOGGER
 from reconciler.errors import UserError
+
+log = logging.getLogger(LOGGER)
 
 RESULTS = ("applied", "unchanged", "error", "refused", "source-unreachable", "standby")
 
@@ -108,3 +117,86 @@ def render_text(status: Status) -> str:
     lines.append(f"updated at:      {status.updated_at or '(unknown)'}")
     lines.extend(f"  {e}" for e in status.errors[:50])
     return "\n".join(lines) + "\n"
+
+
+def record_apply(
+    path: Path, instance: str, *, revision: str | None, plan: Plan, source: str, ref: str | None
+) -> None:
+    """After ``osc-gitops apply`` converged: the live state matches ``revision``. Raises
+    ``OSError`` when the file cannot be written (the caller warns; the apply stands)."""
+    try:
+        st = read(path) if path.exists() else Status(instance=instance)
+    except UserError:
+        st = Status(instance=instance)
+    st.result = "applied" if plan.changes else "unchanged"
+    st.message, st.errors = "", []
+    st.revision = st.attempted = revision
+    st.revision_applied_at = now_iso()
+    st.source = source
+    st.ref = ref
+    st.changes = plan.summary()
+    write(path, st)
+
+
+class StatusBook:
+    """The loop's status: kept in memory across passes, written after each one (if ``path``).
+
+    Starts from the file a previous run left (so ``revision`` is the last commit applied even
+    before the first pass: the loop falls back to it when the source is unreachable at start).
+    """
+
+    def __init__(self, path: Path | None, instance: str, source: str) -> None:
+        self.path = path
+        self.status = Status(instance=instance, source=source)
+        if path is not None and path.exists():
+            try:
+                self.status = read(path)
+                self.status.source = source
+            except UserError as exc:
+                log.warning("ignoring unreadable status file: %s", exc)
+
+    def refused(self, revision: str | None, errors: list[str]) -> None:
+        """A revision's manifests are invalid: shown until a pass says otherwise."""
+        self.status.attempted = revision
+        self.status.errors = errors
+
+    def record(
+        self,
+        result: str,
+        *,
+        message: str | None,
+        changes: dict[str, int],
+        applied_revision: str | None,
+        latest_seen: str | None,
+        refused: list[str] | None,
+        source_error: str | None,
+    ) -> None:
+        """The outcome of one pass (not ``standby``: a standby replica has nothing to say).
+
+        ``applied_revision``: what the live state was reconciled to; ``latest_seen``: the newest
+        revision the source showed, and ``refused`` its errors if it was refused (reported over
+        the pass's own result until it is fixed); ``source_error``: the source is unreachable
+        (reported over everything else, since it hides newer commits)."""
+        st = self.status
+        ok = result in ("applied", "unchanged")
+        st.result, st.message = result, message or ""
+        if ok:
+            if result == "applied" or st.revision != applied_revision:
+                st.revision_applied_at = now_iso()
+            st.revision = applied_revision
+            st.changes = changes or st.changes
+            st.errors = []
+        st.attempted = latest_seen
+        if refused is not None:
+            st.result, st.errors = "refused", refused
+            st.message = f"commit {latest_seen} refused; live state at {st.revision}"
+        if source_error:
+            st.result = "source-unreachable"
+            st.message = f"{source_error}; reconciling the last good commit {st.revision}" + (
+                f" ({message})" if message and not ok else ""
+            )
+        if self.path is not None:
+            try:
+                write(self.path, st)
+            except OSError as exc:
+                log.warning("cannot write status file", extra={"error": str(exc)})

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,6 +30,8 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from reconciler.core.plan import Change
 
 PREFIX = "osc_gitops"
 
@@ -96,7 +98,7 @@ class Metrics:
             registry=r,
         )
 
-    def set_managed(self, counts: dict[str, int]) -> None:
+    def set_managed(self, counts: Mapping[str, int]) -> None:
         """Replace the managed-objects gauge (kinds that dropped to zero are shown as 0)."""
         for (kind,), _ in list(self.managed_objects._metrics.items()):
             if kind not in counts:
@@ -106,6 +108,41 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class PrometheusReporter:
+    """The loop's :class:`reconciler.engine.providers.Reporter` that feeds :class:`Metrics`."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self.metrics = metrics if metrics is not None else Metrics()
+
+    def pass_finished(self, result: str, trigger: str, seconds: float) -> None:
+        self.metrics.reconcile_duration.labels(result).observe(seconds)
+        self.metrics.reconciles.labels(result, trigger).inc()
+
+    def reconciled(self, revision: str | None) -> None:
+        self.metrics.last_success.set(time.time())
+        if revision:
+            self.metrics.revision.info({"revision": revision})
+
+    def changes_applied(self, changes: Sequence[Change]) -> None:
+        for change in changes:
+            self.metrics.changes_applied.labels(change.kind, change.action).inc()
+
+    def drift_detected(self) -> None:
+        self.metrics.drift.inc()
+
+    def error(self, cause: str) -> None:
+        self.metrics.errors.labels(cause).inc()
+
+    def managed_objects(self, counts: Mapping[str, int]) -> None:
+        self.metrics.set_managed(counts)
+
+    def source_up(self, up: bool) -> None:
+        self.metrics.source_ok.set(1 if up else 0)
+
+    def leader(self, held: bool) -> None:
+        self.metrics.leader.set(1 if held else 0)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -186,7 +223,3 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-
-def monotonic_age(since: float | None) -> float | None:
-    return None if since is None else time.monotonic() - since

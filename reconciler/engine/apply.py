@@ -1,0 +1,134 @@
+"""Carry out a plan in the safe order, then tell the security managers.
+
+The order of writes is chosen for safety:
+
+1. Kubernetes creates/updates (NetworkAttachmentDefinitions, then VirtualMachines): the VNF
+   exists before any traffic is steered to it.
+2. ONE OVN transaction with every OVN change (all or nothing).
+3. Kubernetes deletes (VMs, then NADs): steering is gone before the VNF it pointed at.
+4. Security-manager notifications for VNF instances deployed or removed.
+
+A failure stops the sequence where it happened; the next reconcile plans again from what is live,
+so a half-done apply is finished, never replayed blindly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.core import ownership as own
+from reconciler.core.model import Desired
+from reconciler.core.plan import Plan
+from reconciler.engine.providers import KubeWriter, Notifier, OvnWriter
+
+
+@dataclass
+class ApplyReport:
+    """What one reconcile did, for the CLI, logs and metrics (``applied`` is 0 and ``seconds``
+    has only observe/plan timings when the plan was empty)."""
+
+    plan: Plan
+    applied: int = 0
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    notification_errors: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def with_revision(body: dict[str, Any], revision: str | None) -> dict[str, Any]:
+    """``body`` with the ``osc.io/revision`` annotation (the commit it was written from)."""
+    if not revision:
+        return body
+    meta = dict(body.get("metadata", {}))
+    meta["annotations"] = {**meta.get("annotations", {}), own.REVISION: revision}
+    return {**body, "metadata": meta}
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """A Kubernetes change's ``namespace/name`` key as ``(namespace, name)``."""
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def apply_plan(
+    the_plan: Plan,
+    kube: KubeWriter,
+    ovn: OvnWriter,
+    *,
+    desired: Desired,
+    revision: str | None = None,
+    notify: Notifier | None = None,
+) -> ApplyReport:
+    """Carry out ``the_plan`` in the safe order described in the module docstring."""
+    report = ApplyReport(the_plan)
+    kube_changes = the_plan.kube_changes()
+    started = time.perf_counter()
+    for change in kube_changes:  # NADs before VMs (plan order)
+        if change.action == "delete":
+            continue
+        namespace, name = split_key(change.key)
+        body = with_revision(change.after or {}, revision)
+        if change.action == "create":
+            kube.create(change.kind, namespace, name, body)
+        else:
+            kube.replace_managed(change.kind, namespace, name, body)
+        report.applied += 1
+    report.seconds["kube_writes"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    ovn_changes = the_plan.ovn_changes()
+    if ovn_changes:
+        ovn.apply(ovn_changes, revision=revision)
+        report.applied += len(ovn_changes)
+    report.seconds["ovn_transaction"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    for change in reversed(kube_changes):  # VMs before NADs
+        if change.action != "delete":
+            continue
+        namespace, name = split_key(change.key)
+        kube.delete(change.kind, namespace, name)
+        report.applied += 1
+    report.seconds["kube_deletes"] = time.perf_counter() - started
+
+    notify_security_managers(the_plan, desired, notify, report)
+    return report
+
+
+def notify_security_managers(
+    the_plan: Plan, desired: Desired, notify: Notifier | None, report: ApplyReport
+) -> None:
+    """Tell each VNF's security manager about instances deployed (VM created) or removed.
+
+    Best effort: a failure is reported (and logged by the caller) but does not undo the apply;
+    the VM and its steering are correct either way.
+    """
+    if notify is None:
+        return
+    for change in the_plan.changes:
+        if change.kind != "VirtualMachine" or change.action == "update":
+            continue
+        body = change.after if change.action == "create" else change.before
+        labels = (body or {}).get("metadata", {}).get("labels", {})
+        annotations = (body or {}).get("metadata", {}).get("annotations", {})
+        vnf_name = labels.get(own.VNF_LABEL) or change.origin.partition("/")[2]
+        vnf = desired.vnfs.get(vnf_name)
+        manager = vnf.spec.securityManager if vnf else None
+        if manager is None:
+            continue  # no manager configured, or the VNF left git with it: nobody to tell
+        ports = dict(
+            p.split("=", 1) for p in annotations.get("osc.io/ports", "").split(",") if "=" in p
+        )
+        event = {
+            "event": "deployed" if change.action == "create" else "removed",
+            "vnf": vnf_name,
+            "node": change.node,
+            "virtualMachine": change.key,
+            "ovnPorts": ports,
+        }
+        try:
+            notify(manager.url, event)
+            report.notifications.append({**event, "url": manager.url})
+        except Exception as exc:  # any transport failure is reported, not fatal
+            report.notification_errors.append(f"{manager.url}: {exc}")

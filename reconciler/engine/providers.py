@@ -1,0 +1,185 @@
+"""The seams between the engine and the live world, as typed Protocols.
+
+In resolvelib's provider/reporter style, the engine's algorithms (the pipeline, the loop) are
+written against these and never import an adapter: the CLI (the composition root) hands them
+``KubeCluster``/``KubeCache``, ``OvnNorthbound``/``OvnSnapshot`` and ``LeaseLock``, which satisfy
+them structurally, and tests hand them the in-memory fakes of ``tests/support/fakes.py``.
+The Protocols declare exactly what the engine relies on, nothing more: anything else an adapter
+offers is the adapter's business.
+
+A :class:`Reporter` receives every event the loop reports (pass results, changes applied, error
+causes, drift, source and leadership changes, managed-object counts): Prometheus is one
+implementation (``reconciler.engine.reporting.metrics``), :class:`NoopReporter` another.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from reconciler.core.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
+from reconciler.core.plan import Change
+
+WatchCallback = Callable[[str, dict[str, Any]], None]
+"""``on_event(type, object)``: ``type`` is ADDED, MODIFIED, DELETED, or RELIST (then the object
+is empty: the watch lost its place and listed again)."""
+
+Notifier = Callable[[str, dict[str, Any]], None]
+"""``notify(url, payload)``: POST a JSON event to a security manager; raises on failure."""
+
+
+class KubeReader(Protocol):
+    """What the engine reads from Kubernetes. Every read returns a sequence sorted by
+    (namespace, name); a cache may return the very same tuple while nothing changed (the
+    incremental planner relies on that identity to skip work, never for correctness)."""
+
+    def list_pods(self) -> Sequence[Pod]: ...
+    def list_nodes(self) -> Sequence[Node]: ...
+    def list_owned(self, kind: str, instance: str) -> Sequence[KubeObject]:
+        """Objects of ``kind`` labelled as owned by ``instance``."""
+        ...
+
+    def network_policies(self) -> Sequence[NetworkPolicy]: ...
+
+
+class KubeWriter(Protocol):
+    """What the engine writes to Kubernetes (NetworkAttachmentDefinitions, VirtualMachines).
+    ``namespace``/``name`` come from the plan's ``namespace/name`` keys. Errors are
+    ``reconciler.errors`` classes (``EndpointError`` subclasses); the answer is not used."""
+
+    def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> object: ...
+    def replace_managed(
+        self, kind: str, namespace: str, name: str, body: dict[str, Any]
+    ) -> object: ...
+    def delete(self, kind: str, namespace: str, name: str) -> object:
+        """Delete; an object already gone is not an error."""
+        ...
+
+
+class KubeWatcher(Protocol):
+    def watch(
+        self,
+        kind: str,
+        on_event: WatchCallback,
+        stop: threading.Event,
+        label_selector: str | None = None,
+    ) -> None:
+        """Call ``on_event`` for every change of ``kind`` (matching ``label_selector``) until
+        ``stop`` is set; blocks, so the loop runs it in a thread. An exception raised by
+        ``on_event`` ends the watch and propagates."""
+        ...
+
+
+class KubeProvider(KubeReader, KubeWriter, KubeWatcher, Protocol):
+    """Kubernetes as the loop uses it: reads, writes and watches."""
+
+
+class OvnReader(Protocol):
+    def read(self) -> OvnState:
+        """One consistent snapshot of the Northbound (waits for the initial sync)."""
+        ...
+
+
+class OvnWriter(Protocol):
+    def apply(self, changes: Sequence[Change], revision: str | None = None) -> None:
+        """Every change in ONE transaction: all of them are committed or none is (the
+        pipeline's safe order depends on it). ``revision`` is recorded on written rows."""
+        ...
+
+
+class OvnProvider(OvnReader, OvnWriter, Protocol):
+    """The OVN Northbound as the engine uses it."""
+
+    def close(self) -> None: ...
+
+
+class LeaseProvider(Protocol):
+    """Leader election as the loop uses it (``reconciler.adapters.kube.lease.LeaseLock``)."""
+
+    on_change: list[Callable[[bool], None]]
+    """Called with the new state whenever leadership is gained or lost."""
+
+    @property
+    def identity(self) -> str:
+        """This replica's name in the Lease (logged with every apply)."""
+        ...
+
+    @property
+    def where(self) -> str:
+        """``Lease <namespace>/<name>``, for messages."""
+        ...
+
+    def held(self) -> bool:
+        """True while our last renewal is recent enough to write (cheap, no I/O)."""
+        ...
+
+    def confirm(self) -> bool:
+        """Renew on the server now (before an apply); any failure means not held."""
+        ...
+
+    def try_acquire_or_renew(self) -> bool: ...
+    def release(self) -> None:
+        """Give the Lease up so another replica takes over at once (clean shutdown)."""
+        ...
+
+    def run(self, stop: threading.Event) -> None:
+        """Acquire/renew periodically until ``stop`` (blocks: run it in a thread)."""
+        ...
+
+
+class Reporter(Protocol):
+    """Every event the loop reports, for metrics (or anything else that counts)."""
+
+    def pass_finished(self, result: str, trigger: str, seconds: float) -> None:
+        """One reconcile ended with ``result`` (applied, unchanged, error, refused, ...)."""
+        ...
+
+    def reconciled(self, revision: str | None) -> None:
+        """The live state matches ``revision`` (a pass ended applied or unchanged)."""
+        ...
+
+    def changes_applied(self, changes: Sequence[Change]) -> None: ...
+    def drift_detected(self) -> None:
+        """A plan was not empty although the manifests had not changed since the last
+        successful pass: something else changed the live state."""
+        ...
+
+    def error(self, cause: str) -> None:
+        """An error with the label ``reconciler.errors.error_cause`` gives it."""
+        ...
+
+    def managed_objects(self, counts: Mapping[str, int]) -> None:
+        """What this instance owns after a pass, by kind (OVN table or Kubernetes kind)."""
+        ...
+
+    def source_up(self, up: bool) -> None: ...
+    def leader(self, held: bool) -> None: ...
+
+
+class NoopReporter:
+    """A :class:`Reporter` that ignores everything (no metrics wanted)."""
+
+    def pass_finished(self, result: str, trigger: str, seconds: float) -> None:
+        pass
+
+    def reconciled(self, revision: str | None) -> None:
+        pass
+
+    def changes_applied(self, changes: Sequence[Change]) -> None:
+        pass
+
+    def drift_detected(self) -> None:
+        pass
+
+    def error(self, cause: str) -> None:
+        pass
+
+    def managed_objects(self, counts: Mapping[str, int]) -> None:
+        pass
+
+    def source_up(self, up: bool) -> None:
+        pass
+
+    def leader(self, held: bool) -> None:
+        pass

@@ -1,0 +1,62 @@
+"""Logs of the long-running reconciler: JSON lines on stderr, each tagged with its reconcile.
+
+One JSON object per line is what log collectors (Loki, Elasticsearch, Cloud Logging) parse
+without configuration; ``reconcile_id`` ties together every line one reconcile wrote, across
+modules and threads that run on its behalf.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+LOGGER = "osc_gitops.loop"
+"""The logger every engine module writes to: the ``logger`` field of the loop's log lines."""
+
+reconcile_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "reconcile_id", default=None
+)
+"""The id of the reconcile running in this context (set by the loop for each pass)."""
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, ``msg``, ``reconcile_id`` and
+    every ``extra=`` field; exceptions as a single ``error`` string (no multi-line traces)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        rid = reconcile_id.get()
+        if rid:
+            data["reconcile_id"] = rid
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                data[key] = value
+        if record.exc_info and record.exc_info[1] is not None:
+            data["error"] = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        return json.dumps(data, default=str, ensure_ascii=False)
+
+
+def setup_logging(fmt: str = "json", level: str = "info") -> None:
+    """Route every logger to stderr, JSON lines (or plain text for humans)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("urllib3", "kubernetes", "ovsdbapp", "git"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
