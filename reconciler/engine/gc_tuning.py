@@ -3,8 +3,8 @@
 At 10,000 pods the OVN IDL mirror, the pod cache and a compiled target are millions of Python
 objects that live as long as the process. CPython's default thresholds (700, 10, 10) then run a
 full collection every time the heap grew by a quarter, and each one walks every tracked object:
-profiles showed ``compile`` + ``diff`` at 10k taking 5.1 s with the defaults and 2.2 s without
-those collections, the time landing on whatever function happened to allocate a dict.
+in profiles of ``compile`` + ``diff`` at that scale those collections took more than half of
+the time, landing on whatever function happened to allocate a dict (``docs/benchmarks.md``).
 
 Like mypy, we raise the young-generation threshold so collections are rare and cheap, and
 ``settle()`` freezes what survived a big pass (``gc.freeze``: the caches), so later collections

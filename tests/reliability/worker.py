@@ -1,10 +1,11 @@
 """A pre-imported process that forks one real ``osc-gitops`` process per request.
 
 Why: the fault tests kill ``osc-gitops apply`` hundreds of times at random points. Starting a
-fresh interpreter each time costs ~0.5 s of imports; forking from a process that already imported
-the CLI, the Kubernetes client and ovsdbapp costs a few milliseconds, and the child is still a
-separate OS process with its own sockets, so SIGTERM/SIGKILL hit exactly what they would hit in
-production. The parent never starts a thread before forking (fork-safe).
+fresh interpreter each time would import the CLI, the Kubernetes client and ovsdbapp again, which
+costs far more than the run itself; forking from a process that already imported them is nearly
+free, and the child is still a separate OS process with its own sockets, so SIGTERM/SIGKILL hit
+exactly what they would hit in production. The parent never starts a thread before forking
+(fork-safe).
 
 Protocol (one JSON line each way): the test writes ``["apply", ...]``; the worker forks, answers
 ``{"pid": N}`` at once, then ``{"pid": N, "status": S}`` (a waitpid status) when the child ends.

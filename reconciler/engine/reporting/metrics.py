@@ -147,7 +147,7 @@ class PrometheusReporter:
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
-    disable_nagle_algorithm = True  # or every response waits ~40 ms for a delayed ACK
+    disable_nagle_algorithm = True  # or every response waits for the client's delayed ACK
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: quiet
