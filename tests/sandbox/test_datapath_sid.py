@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,62 @@ def test_a_dead_vnf_drops_steered_traffic_and_a_revived_one_passes_it(steered: D
     finally:
         steered.set_forwarding(vnf, True)
     assert steered.probe(client, web).replies == 3
+
+
+def _wait(condition: Callable[[], bool], timeout: float) -> float:
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"not within {timeout} s")
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def test_the_bridging_guest_passes_ovns_health_probe_and_fail_open_bypasses_it_dead(
+    steered: Datapath,
+) -> None:
+    """OVN's probe is an ICMP echo from ``svc_monitor_ip`` sent out of the NF inport and
+    expected back on the outport: a bump-in-the-wire guest passes it. Restores the group."""
+    ovn = steered.cluster.ovn
+    web, client = steered.pods["shop_web"], steered.pods["shop_client"]
+    (vnf,) = steered.vnfs.values()
+    nf = ovn.nbctl("--bare", "--columns=_uuid", "find", "Network_Function", "name=fw").strip()
+    group = ovn.nbctl("--bare", "--columns=_uuid", "find", "Network_Function_Group", "name=fwg")
+    group = group.strip()
+
+    def active() -> bool:
+        column = "--columns=network_function_active"
+        return ovn.nbctl("--bare", column, "list", "Network_Function_Group", group).strip() == nf
+
+    ovn.nbctl(
+        "--", "--id=@hc", "create", "Network_Function_Health_Check", "name=fw",
+        "options:interval=1", "options:timeout=1", "options:success_count=1",
+        "options:failure_count=2", "--",
+        "set", "Network_Function", nf, "health_check=@hc", "--",
+        "set", "Network_Function_Group", group, "fallback=fail-open", "--",
+        "set", "NB_Global", ".", "options:svc_monitor_ip=169.254.100.1",
+        "options:svc_monitor_ip_dst=169.254.100.2",
+    )  # fmt: skip
+    try:
+        key = f"{VM_NAMESPACE}/{VM}"
+        _wait(active, 10)
+        steered.wait_hv()
+        # >=: the health probes cross the guest too (one per interval).
+        assert steered.probe(client, web).forwarded[key] >= 6
+        steered.set_forwarding(vnf, False)
+        _wait(lambda: client.ping(web.ip, 0.1).ok, 15)  # fail-open: bypassed once offline
+        assert not active()
+        steered.set_forwarding(vnf, True)
+        _wait(active, 15)
+        steered.wait_hv()
+        back = steered.probe(client, web)
+        assert back.replies == 3 and back.forwarded[key] >= 6
+    finally:
+        steered.set_forwarding(vnf, True)
+        ovn.nbctl(
+            "clear", "Network_Function", nf, "health_check", "--",
+            "clear", "Network_Function_Group", group, "fallback", "--",
+            "remove", "NB_Global", ".", "options", "svc_monitor_ip", "--",
+            "remove", "NB_Global", ".", "options", "svc_monitor_ip_dst",
+        )  # fmt: skip
+        steered.wait_hv()
