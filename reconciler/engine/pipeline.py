@@ -41,6 +41,8 @@ from reconciler.engine.providers import (
 )
 from reconciler.errors import InternalError, UserError
 
+# ``make_plan`` lives in reconciler.core.planning; it is named here too for the callers that
+# import it with observe() (cli/plan.py, tests) until they import it from its home.
 __all__ = [
     "ApplyReport",
     "EmptyDesiredRefused",
