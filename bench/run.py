@@ -202,7 +202,7 @@ def measure_scale(
                 f"(total {time.perf_counter() - t0:.1f} s)")  # fmt: skip
             result["seed_seconds"] = info.seed_seconds
             desired = load_path(manifests)
-            options = CompileOptions(steering=steering)  # type: ignore[arg-type]
+            options = CompileOptions(steering=steering)
             t0 = time.perf_counter()
             kube = KubeCluster(KubeSettings(kubeconfig=info.kubeconfig, timeout=120))
             ovn = OvnNorthbound.connect(OvnSettings(remote=info.nb_remote, timeout=300))

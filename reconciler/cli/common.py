@@ -117,13 +117,13 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_compile_args(parser: argparse.ArgumentParser) -> None:
-    from reconciler.core.compile import STEERING_CHOICES
+    from reconciler.core.steering import DEFAULT_STEERING, STEERING_CHOICES
 
     parser.add_argument(
         "--steering",
         choices=STEERING_CHOICES,
         default=None,
-        help="steering backend (default: network-function when the NB schema has it)",
+        help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
     )
 
 

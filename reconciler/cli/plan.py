@@ -36,7 +36,8 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 def run_plan(args: argparse.Namespace) -> int:
     from reconciler.core.observed import Observed
-    from reconciler.engine.pipeline import make_plan, observe, with_meta
+    from reconciler.core.planning import make_plan
+    from reconciler.engine.pipeline import observe, with_meta
     from reconciler.render import render
 
     desired, revision = load_source(args)

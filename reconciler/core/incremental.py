@@ -43,18 +43,17 @@ from typing import Any, Literal, TypeVar
 from reconciler.core import ownership as own
 from reconciler.core.compile import (
     COMPILE_READS,
-    Compiled,
     CompileOptions,
     check_pods,
-    compile_full,
     fill_pods,
     members_by_group_and_node,
     pods_by_node,
 )
-from reconciler.core.diff import diff, live_state
+from reconciler.core.diff import diff
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
+from reconciler.core.planning import compile_plan
 from reconciler.core.steering import SteeringBackend
 from reconciler.core.steering.base import VnfInstance
 from reconciler.core.target import Resource, Target
@@ -142,14 +141,8 @@ class IncrementalPlanner:
         self, desired: Desired, observed: Observed, options: CompileOptions, reason: str
     ) -> Plan:
         self._memo = None  # a failing compile must not leave a stale memo behind
-        compiled: Compiled = compile_full(desired, observed, options)
-        meta = {
-            "instance": options.instance,
-            "steering": compiled.backend.name,
-            "nb_schema": observed.capabilities.schema_version,
-        }
-        live = dict(live_state(observed.ovn_rows, observed.kube_objects))
-        the_plan = diff(compiled.target, live, meta)
+        full_plan = compile_plan(desired, observed, options)
+        compiled, the_plan, live = full_plan.compiled, full_plan.plan, dict(full_plan.live)
         instances: dict[str, list[VnfInstance]] = {}
         for inst in compiled.instances.values():
             instances.setdefault(inst.node, []).append(inst)

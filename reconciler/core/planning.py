@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core.compile import CompileOptions, choose_steering, compile_target
+from reconciler.core.compile import Compiled, CompileOptions, compile_full
 from reconciler.core.diff import LiveState, diff, live_state
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed
@@ -23,25 +23,30 @@ class CompiledPlan:
     """A full plan with the target and live state it was diffed from (the incremental planner
     keeps both to re-diff only what changes later)."""
 
-    target: Target
+    compiled: Compiled
     live: LiveState
     plan: Plan
 
+    @property
+    def target(self) -> Target:
+        return self.compiled.target
 
-def plan_meta(desired: Desired, observed: Observed, options: CompileOptions) -> dict[str, Any]:
+
+def plan_meta(compiled: Compiled, observed: Observed, options: CompileOptions) -> dict[str, Any]:
     """What renderers show about how a plan was made; never part of its changes."""
     return {
         "instance": options.instance,
-        "steering": choose_steering(desired, observed, options),
+        "steering": compiled.backend.name,
         "nb_schema": observed.capabilities.schema_version,
     }
 
 
 def compile_plan(desired: Desired, observed: Observed, options: CompileOptions) -> CompiledPlan:
     """Compile everything and diff it against everything we own."""
-    target = compile_target(desired, observed, options)
+    compiled = compile_full(desired, observed, options)
     live = live_state(observed.ovn_rows, observed.kube_objects)
-    return CompiledPlan(target, live, diff(target, live, plan_meta(desired, observed, options)))
+    meta = plan_meta(compiled, observed, options)
+    return CompiledPlan(compiled, live, diff(compiled.target, live, meta))
 
 
 def make_plan(desired: Desired, observed: Observed, options: CompileOptions) -> Plan:

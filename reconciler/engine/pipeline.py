@@ -27,7 +27,7 @@ from reconciler.core.compile import CompileOptions
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan
-from reconciler.core.planning import FullPlanner, make_plan
+from reconciler.core.planning import FullPlanner
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
@@ -41,8 +41,6 @@ from reconciler.engine.providers import (
 )
 from reconciler.errors import InternalError, UserError
 
-# ``make_plan`` lives in reconciler.core.planning; it is named here too for the callers that
-# import it with observe() (cli/plan.py, tests) until they import it from its home.
 __all__ = [
     "ApplyReport",
     "EmptyDesiredRefused",
@@ -52,7 +50,6 @@ __all__ = [
     "Planner",
     "Reconciled",
     "guard_empty",
-    "make_plan",
     "observe",
     "reconcile",
     "with_meta",

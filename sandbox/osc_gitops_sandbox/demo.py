@@ -56,7 +56,10 @@ def run(
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
     from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
     from reconciler.core.compile import CompileOptions
-    from reconciler.engine.pipeline import make_plan, observe, reconcile
+    from reconciler.core.observed import OvnCapabilities
+    from reconciler.core.planning import make_plan
+    from reconciler.core.steering import default_backend
+    from reconciler.engine.pipeline import observe, reconcile
     from reconciler.manifests.load import load_path
     from reconciler.render import render
 
@@ -76,7 +79,7 @@ def run(
     with SandboxCluster(work / "sandbox") as cluster:
         cluster.seed_dir(seed_dir)
         if steering is None:
-            steering = "network-function" if cluster.network_function else "router-policy"
+            steering = default_backend(OvnCapabilities("", cluster.network_function)).name
         schema = (
             "OVN 26.03 NB schema (Network Function tables)"
             if cluster.network_function
@@ -90,7 +93,7 @@ def run(
 
         kube = KubeCluster(KubeSettings(kubeconfig=cluster.kubeconfig))
         ovn = OvnNorthbound.connect(OvnSettings(remote=cluster.nb_remote))
-        options = CompileOptions(steering=steering)  # type: ignore[arg-type]
+        options = CompileOptions(steering=steering)
         cmd = f"osc-gitops {{}} {policies_copy} --ovn-nb {cluster.nb_remote} " \
               f"--kubeconfig {cluster.kubeconfig}"  # fmt: skip
 

@@ -23,8 +23,8 @@ from reconciler.core.incremental import IncrementalPlanner
 from reconciler.core.model import Desired
 from reconciler.core.observed import KubeObject, Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
+from reconciler.core.planning import make_plan
 from reconciler.core.target import OVN_TABLES
-from reconciler.engine.pipeline import make_plan
 
 Live = dict[tuple[str, str], dict[str, Any]]
 Event = tuple[Any, ...]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from reconciler.core.compile import CompileError, CompileOptions
 from reconciler.core.incremental import IncrementalPlanner
 from reconciler.core.observed import Observed
-from reconciler.engine.pipeline import make_plan
+from reconciler.core.planning import make_plan
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import (
     NODES,

@@ -34,6 +34,7 @@ from reconciler.core.compile import (
 from reconciler.core.incremental import IncrementalPlanner, full_compile_fields
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed, OvnCapabilities, OvnRow, Switch
+from reconciler.core.planning import make_plan
 from reconciler.core.steering import (
     BACKENDS,
     DEFAULT_STEERING,
@@ -53,7 +54,6 @@ from reconciler.core.steering.base import (
     bindings_by_group,
 )
 from reconciler.core.target import Resource
-from reconciler.engine.pipeline import make_plan
 from reconciler.errors import InternalError
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import (
