@@ -126,5 +126,9 @@ def test_the_plan_workflow_command_line_works_on_the_committed_snapshot() -> Non
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert result.stdout.startswith("<!-- osc-gitops-plan -->")
+    # The workflow runs this command through the repository's own action (action.yml), whose
+    # script keeps one sticky comment marked with an osc-gitops-plan marker.
     workflow = (REPO / ".github" / "workflows" / "plan.yml").read_text()
-    assert "<!-- osc-gitops-plan -->" in workflow and "deploy/ci/observed-snapshot.json" in workflow
+    assert "uses: ./" in workflow and "deploy/ci/observed-snapshot.json" in workflow
+    script = (REPO / ".github" / "osc-gitops-action" / "plan.py").read_text()
+    assert "<!-- osc-gitops-plan:" in script and '"-o", "markdown"' in script
