@@ -276,12 +276,6 @@ def wait_until(
         time.sleep(interval)
 
 
-# The names some tests still import; new code uses the public ones above.
-_run = run_command
-_Daemon = Daemon
-_child_env = child_env
-
-
 def _listening_ports(log: Path) -> list[int]:
     try:
         text = log.read_text(errors="replace")

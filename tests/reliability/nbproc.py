@@ -12,7 +12,7 @@ import time
 
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import _child_env, _Daemon
+from osc_gitops_sandbox.ovn import Daemon, child_env
 
 
 def kill_nb(cluster: SandboxCluster, sig: int = signal.SIGKILL) -> None:
@@ -24,7 +24,7 @@ def kill_nb(cluster: SandboxCluster, sig: int = signal.SIGKILL) -> None:
 def start_nb(cluster: SandboxCluster, timeout: float = 10.0) -> None:
     old = cluster.ovn.nb
     assert old is not None and not old.alive()
-    cluster.ovn.nb = _Daemon(old.name, old.args, old.log, old.ctl, _child_env(cluster.ovn.workdir))
+    cluster.ovn.nb = Daemon(old.name, old.args, old.log, old.ctl, child_env(cluster.ovn.workdir))
     deadline = time.monotonic() + timeout
     while True:
         try:

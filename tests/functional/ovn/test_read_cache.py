@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import OvnSandbox, _child_env, _Daemon, _run
+from osc_gitops_sandbox.ovn import Daemon, OvnSandbox, child_env, run_command
 
 from reconciler.adapters.ovn import OvnNorthbound, OvnState
 from tests.support.ovn import OVN_MARKS, Change, connect, creates, ext
@@ -497,10 +497,8 @@ def test_reads_stay_correct_across_a_server_restart(nb23: OvnSandbox) -> None:
             {"op": "update", "table": "Logical_Switch", "where": by_name("node1"),
              "row": {"name": "node1-renamed"}},
         ]  # fmt: skip
-        _run(["ovsdb-tool", "transact", str(nb23.workdir / "nb.db"), json.dumps(offline)])
-        nb23.nb = _Daemon(
-            daemon.name, daemon.args, daemon.log, daemon.ctl, _child_env(nb23.workdir)
-        )
+        run_command(["ovsdb-tool", "transact", str(nb23.workdir / "nb.db"), json.dumps(offline)])
+        nb23.nb = Daemon(daemon.name, daemon.args, daemon.log, daemon.ctl, child_env(nb23.workdir))
         deadline = time.monotonic() + 10
         while True:
             try:
