@@ -24,6 +24,11 @@ server serves the snapshot of the first page; both expire after compaction), no 
 defaulting beyond metadata, authentication is an optional static bearer token.
 
 Adding a kind is one :class:`ResourceType` line in :data:`RESOURCE_TYPES`.
+
+Why one long module: it is a test double, not product code, and its parts (the versioned
+store, watch history, selectors applied to it, the HTTP handler that maps verbs onto it) share
+one lock and one event history; split across files they would have to expose that lock and
+history to each other. Selectors and TLS already live in their own modules.
 """
 
 from __future__ import annotations

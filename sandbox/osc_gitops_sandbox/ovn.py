@@ -16,6 +16,10 @@ of them. Use from any test::
     with OvnSandbox(northd=False, distribution="sid") as ovn:
         seed_ovn_kubernetes(ovn.nb_remote, [SeedNode("node1", "10.244.1.0/24")], pods)
 
+Why one long module: every stack (one NB, a 3-member Raft NB, northd) shares the same daemon
+lifecycle, environment and reaping rules; the distributions' paths and the data path already
+live in their own modules (``distributions``, ``datapath``, ``netns``).
+
 This module must not import ``ovs``/``ovsdbapp``: it shells out to ``ovsdb-tool``,
 ``ovs-appctl`` and talks raw JSON-RPC through :mod:`osc_gitops_sandbox.ovsdb_rpc`.
 """
