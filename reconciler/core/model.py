@@ -27,6 +27,13 @@ API_VERSION: Final = "osc.io/v1alpha1"
 KINDS = ("SecurityGroup", "VnfDeployment", "Binding")
 MAX_ORDER = 999
 """Orders map onto 1000 ACL/router-policy priorities; see ``reconciler.core.steering``."""
+# Health-check defaults for a bump-in-the-wire firewall: a probe every second, and an instance
+# counts as failed after two probes in a row went unanswered (a single lost probe is not an
+# outage) and as healthy again after one answered probe.
+HEALTH_INTERVAL = 1
+HEALTH_TIMEOUT = 1
+HEALTH_SUCCESS_COUNT = 1
+HEALTH_FAILURE_COUNT = 2
 
 # Kubernetes syntax (apimachinery/pkg/util/validation).
 DNS1123_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
@@ -184,6 +191,38 @@ class SecurityManager(_Strict):
     )
 
 
+class HealthCheck(_Strict):
+    """How OVN probes each VNF instance: an ICMP echo sent into the instance's in port must come
+    back on its out port (a bump-in-the-wire VNF passes). The failurePolicy of the Bindings
+    through the VNF acts on the result; without a probe OVN counts an instance healthy whenever
+    its ports are bound, so a VNF that stops forwarding would swallow fail-open traffic too."""
+
+    enabled: bool = Field(
+        default=True,
+        strict=True,
+        description=(
+            "Probe the instances. false: OVN cannot tell a dead VNF from a live one, so the "
+            "failure policy of the Bindings through this VNF never acts (the plan warns)."
+        ),
+    )
+    interval: int = Field(
+        default=HEALTH_INTERVAL, ge=1, le=300, strict=True,
+        description="Seconds between probes (OVN options:interval).",
+    )  # fmt: skip
+    timeout: int = Field(
+        default=HEALTH_TIMEOUT, ge=1, le=300, strict=True,
+        description="Seconds to wait for a probe's reply (OVN options:timeout).",
+    )  # fmt: skip
+    successCount: int = Field(
+        default=HEALTH_SUCCESS_COUNT, ge=1, le=100, strict=True,
+        description="Consecutive answered probes before an instance counts as healthy again.",
+    )  # fmt: skip
+    failureCount: int = Field(
+        default=HEALTH_FAILURE_COUNT, ge=1, le=100, strict=True,
+        description="Consecutive unanswered probes before an instance counts as failed.",
+    )  # fmt: skip
+
+
 class VnfDeploymentSpec(_Strict):
     namespace: Name = Field(description="Namespace the VirtualMachines live in.")
     nodeSelector: LabelMap = Field(
@@ -203,6 +242,10 @@ class VnfDeploymentSpec(_Strict):
         ),
     )
     securityManager: SecurityManager | None = None
+    healthCheck: HealthCheck = Field(
+        default_factory=HealthCheck,
+        description="How OVN probes each instance, so a Binding's failurePolicy can act.",
+    )
 
     @field_validator("image")
     @classmethod
