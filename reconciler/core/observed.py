@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SNAPSHOT_FORMAT_VERSION = 1
+REPORT_ONLY_FIELDS: frozenset[str] = frozenset({"nf_active"})
+"""``Observed`` fields read for reports only (``reconciler.core.health``), never by compile or
+the diff: they never change a plan, so the incremental planner ignores their changes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,16 @@ class OvnCapabilities:
     all exist (OVN >= 26.03, NB schema >= 7.18)."""
 
 
+@dataclass(frozen=True, slots=True)
+class NbGlobal:
+    """What we read of the NB's one ``NB_Global`` row, which belongs to the cluster: the
+    service-monitor options (``reconciler.core.target.SVC_MONITOR_OPTIONS``) whoever set them,
+    and every ``osc.io/`` key of its ``external_ids`` (the instances' markers)."""
+
+    options: dict[str, str] = field(default_factory=dict)
+    external_ids: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class OvnState:
     """One consistent snapshot of what the reconciler needs from the NB (plain data): what
@@ -122,6 +135,10 @@ class OvnState:
     capabilities: OvnCapabilities
     used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
     """``Network_Function``/``Network_Function_Group`` ids taken by rows we do not own."""
+    nb_global: NbGlobal = field(default_factory=NbGlobal)
+    nf_active: dict[str, str | None] = field(default_factory=dict)
+    """Our Network_Function_Groups by name -> the Network_Function northd made active
+    (``network_function_active``), ``None`` when it found none healthy."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +159,12 @@ class Observed:
     capabilities: OvnCapabilities = field(
         default_factory=lambda: OvnCapabilities(schema_version="", network_function=False)
     )
+    nb_global: NbGlobal = field(default_factory=NbGlobal)
+    """The NB_Global options and markers compile decides the service-monitor options from."""
+    nf_active: dict[str, str | None] = field(default_factory=dict)
+    """What northd reports about our Network_Function_Groups (``OvnState.nf_active``). Read for
+    reports only (VNF instance health): compile never reads it, so it never changes a plan and
+    a change of it never makes the incremental planner compile."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, for ``osc-gitops snapshot``."""
@@ -173,4 +196,6 @@ class Observed:
             capabilities=OvnCapabilities(**data["capabilities"])
             if "capabilities" in data
             else OvnCapabilities(schema_version="", network_function=False),
+            nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
+            nf_active=dict(data.get("nf_active", {})),
         )

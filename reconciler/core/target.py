@@ -20,20 +20,31 @@ the OVN adapter resolves them to UUIDs when it writes and back to names when it 
     ``network_function_group`` (NFG name or ``None``), ``external_ids``.
 ``Network_Function`` (key = name)
     ``name``, ``id`` (1-255), ``inport``/``outport`` (LSP names), ``external_ids``.
+``Network_Function_Health_Check`` (key = name, the name of its function)
+    ``name``, ``network_function`` (name of the owned Network_Function whose ``health_check``
+    holds it: the table is not a root table, so the row lives and dies with that reference),
+    ``options`` (``interval``, ``timeout``, ``success_count``, ``failure_count``, as strings),
+    ``external_ids``.
 ``Network_Function_Group`` (key = name)
     ``name``, ``id`` (1-255), ``mode`` (``inline``), ``fallback`` (``fail-open``|``fail-close``),
     ``network_function`` (sorted list of NF names), ``external_ids``.
 ``Logical_Router_Policy`` (key = ``osc.io/key``)
     ``router`` (name of the logical router whose ``policies`` holds it: not ours), ``priority``,
     ``match``, ``action`` (``reroute``), ``nexthops`` (list), ``external_ids``.
+``NB_Global`` (key = ``options``; the cluster's one row, never ours as a whole)
+    ``options``: only the keys of :data:`SVC_MONITOR_OPTIONS` this instance set;
+    ``external_ids``: only this instance's marker, ``{svc_monitor_marker(instance): "<the keys
+    it set, sorted, comma-separated>"}``. The marker is how a later pass (or prune) knows which
+    values are ours to change and remove; values someone else set are never in this row.
 
 Kubernetes objects (``VirtualMachine``, ``NetworkAttachmentDefinition``) use key
 ``<namespace>/<name>`` and ``fields`` = the managed body: ``{"metadata": {"labels": …,
 "annotations": …}, "spec": …}`` (NADs: ``spec.config`` is the JSON string Multus reads).
 
-``external_ids`` always hold ``osc.io/owner``, ``osc.io/resource``, ``osc.io/key`` and, for
-per-node rows, ``osc.io/node``. ``osc.io/revision`` is written but ignored by the diff: a new git
-commit alone does not rewrite rows it did not change.
+``external_ids`` (of every table but ``NB_Global``) always hold ``osc.io/owner``,
+``osc.io/resource``, ``osc.io/key`` and, for per-node rows, ``osc.io/node``. ``osc.io/revision``
+is written but ignored by the diff: a new git commit alone does not rewrite rows it did not
+change.
 """
 
 from __future__ import annotations
@@ -47,11 +58,27 @@ OVN_TABLES: tuple[str, ...] = (
     "Logical_Switch_Port",
     "Port_Group",
     "Network_Function",
+    "Network_Function_Health_Check",
     "Network_Function_Group",
     "ACL",
     "Logical_Router_Policy",
+    "NB_Global",
 )
 KUBE_KINDS: tuple[str, ...] = ("NetworkAttachmentDefinition", "VirtualMachine")
+
+NB_GLOBAL = "NB_Global"
+NB_GLOBAL_KEY = "options"
+"""The key of the one ``NB_Global`` resource (the plan shows a change of ``NB_Global options``)."""
+SVC_MONITOR_OPTIONS: tuple[str, ...] = ("svc_monitor_ip", "svc_monitor_ip_dst")
+"""``NB_Global`` options northd needs before any Network_Function health check works: the source
+and destination address of OVN's ICMP probe. Without both, no function is ever healthy."""
+SVC_MONITOR_MARKER_PREFIX = "osc.io/svc-monitor."
+
+
+def svc_monitor_marker(instance: str) -> str:
+    """The ``NB_Global`` ``external_ids`` key that records which of :data:`SVC_MONITOR_OPTIONS`
+    the osc-gitops ``instance`` set (one key per instance, so instances never share a claim)."""
+    return f"{SVC_MONITOR_MARKER_PREFIX}{instance}"
 
 
 @dataclass(frozen=True, slots=True)

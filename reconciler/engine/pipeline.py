@@ -108,6 +108,8 @@ def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
         used_ids=dict(state.used_ids or {}),
         network_policies=tuple(kube.network_policies()),
         capabilities=state.capabilities,
+        nb_global=state.nb_global,
+        nf_active=state.nf_active,
     )
 
 

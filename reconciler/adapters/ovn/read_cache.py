@@ -32,7 +32,7 @@ from reconciler.adapters.ovn.datum import (
     uuid_of,
 )
 from reconciler.adapters.ovn.idl_patches import ChangeLog, NbIdl
-from reconciler.adapters.ovn.rows import is_ours, pod_port, switch
+from reconciler.adapters.ovn.rows import is_ours, nb_global, pod_port, switch
 from reconciler.adapters.ovn.tables import (
     CHILD_COLUMNS,
     NAMED_TABLES,
@@ -43,12 +43,23 @@ from reconciler.adapters.ovn.tables import (
     NbSchema,
     symbolic_columns,
 )
-from reconciler.core.observed import OvnCapabilities, OvnRow, OvnState, PodPort, Switch
+from reconciler.core.observed import (
+    NbGlobal,
+    OvnCapabilities,
+    OvnRow,
+    OvnState,
+    PodPort,
+    Switch,
+)
+from reconciler.core.target import NB_GLOBAL
 
 __all__ = ["ReadCache", "RowIndex", "SymbolicRows"]
 
-_OWNED_NAMES = tuple(t.name for t in OWNED_TABLES)
+_OWNED_NAMES = tuple(t.name for t in OWNED_TABLES if t.naming != "singleton")
 _ID_TABLES = tuple(t.name for t in OWNED_TABLES if t.foreign_ids)
+_NF, _NFG, _ACTIVE = "Network_Function", "Network_Function_Group", "network_function_active"
+_ACTIVE_INPUTS = frozenset({_NF, _NFG})
+"""Tables whose changes can change ``OvnState.nf_active`` (our groups, the functions' names)."""
 
 
 @dataclass
@@ -203,6 +214,8 @@ class ReadCache:
         self._renamed: set[str] = set()
         # The last read's results.
         self._state: OvnState | None = None
+        self._generic: tuple[OvnRow, ...] = ()  # the owned rows of every table but NB_Global
+        self._nb_global: tuple[NbGlobal, OvnRow | None] = (NbGlobal(), None)
         self._owned_list: list[OvnRow] = []
         self._owned_pos: dict[tuple[str, uuid.UUID], int] = {}
         # Start recording before building: both happen under the connection lock.
@@ -236,6 +249,8 @@ class ReadCache:
             if table is None or not per:
                 continue
             self._tables_dirty.add(tname)
+            if tname == NB_GLOBAL:
+                continue  # the cluster's row: re-read whole (state_now), never indexed
             rows = table.rows
             named = tname in index.by_name and tname in NAMED_TABLES
             child_specs = CHILD_COLUMNS.get(tname, ())
@@ -357,6 +372,7 @@ class ReadCache:
         switches = prev.switches if prev is not None else None
         routers = prev.routers if prev is not None else None
         used = prev.used_ids if prev is not None else None
+        active = prev.nf_active if prev is not None else None
         dirty = self._tables_dirty
         if switches is None or "Logical_Switch" in dirty:
             switches = self._switches(tables)
@@ -364,15 +380,30 @@ class ReadCache:
             routers = tuple(sorted(self.index.names.get("Logical_Router", {}).values()))
         if used is None or dirty.intersection(_ID_TABLES):
             used = self._used_ids(tables)
+        if active is None or dirty.intersection(_ACTIVE_INPUTS):
+            active = self._nf_active(tables)
+        prev_nb = self._nb_global
+        if prev is None or NB_GLOBAL in dirty:
+            fresh = self._read_nb_global(tables)
+            if fresh != prev_nb:
+                self._nb_global = fresh
+        nb_view, nb_row = self._nb_global
         pod_ports = self._pod_ports(tables, prev)
-        owned = self._owned(prev)
+        generic = self._owned(prev is None)
         self._tables_dirty = set()
+        if prev is not None and generic is self._generic and self._nb_global is prev_nb:
+            owned = prev.owned
+        else:
+            owned = generic + ((nb_row,) if nb_row is not None else ())
+        self._generic = generic
         if prev is not None and (
             switches == prev.switches
             and routers == prev.routers
             and used == prev.used_ids
             and pod_ports is prev.pod_ports
             and owned is prev.owned
+            and nb_view is prev.nb_global
+            and active == prev.nf_active
         ):
             return prev
         self._state = OvnState(
@@ -382,8 +413,33 @@ class ReadCache:
             owned=owned,
             capabilities=self._capabilities,
             used_ids=used if prev is None or used != prev.used_ids else prev.used_ids,
+            nb_global=nb_view,
+            nf_active=active if prev is None or active != prev.nf_active else prev.nf_active,
         )
         return self._state
+
+    def _read_nb_global(self, tables: Mapping[str, Any]) -> tuple[NbGlobal, OvnRow | None]:
+        table = tables.get(NB_GLOBAL)
+        row = next(iter(table.rows.values()), None) if table is not None else None
+        if row is None:
+            return NbGlobal(), None
+        options = committed_map(row, "options")
+        external_ids = committed_map(row, "external_ids")
+        return nb_global(options, external_ids, self._instance)
+
+    def _nf_active(self, tables: Mapping[str, Any]) -> dict[str, str | None]:
+        """Our groups by name -> the function northd made active (by name), or None."""
+        if _NFG not in tables or _ACTIVE not in tables[_NFG].columns:
+            return {}
+        names = self.index.names.get(_NF, {})
+        out: dict[str, str | None] = {}
+        for u, key in sorted(self._owned_key.get(_NFG, {}).items(), key=lambda kv: kv[1]):
+            row = self.index.owned.get((_NFG, key))
+            if row is None or row.uuid != u:
+                continue  # a duplicate of the key: the row that holds it answers
+            active = committed_list(row, _ACTIVE)
+            out[key] = names.get(active[0], str(active[0])) if active else None
+        return out
 
     def _switches(self, tables: Mapping[str, Any]) -> tuple[Switch, ...]:
         out = []
@@ -439,18 +495,20 @@ class ReadCache:
             return prev.pod_ports
         return tuple(sorted(self._pod_port.values(), key=lambda p: p.name))
 
-    def _owned(self, prev: OvnState | None) -> tuple[OvnRow, ...]:
+    def _owned(self, first: bool) -> tuple[OvnRow, ...]:
+        """Our rows of every table but NB_Global, sorted; the previous tuple itself when none
+        of them changed."""
         if self._renamed:
             for table in self._renamed:
                 for referrer in REFERRERS.get(table, ()):
                     self._sym_dirty.update((referrer, u) for u in self._owned_key[referrer])
             self._renamed = set()
         dirty, self._sym_dirty = self._sym_dirty, set()
-        if prev is not None and not dirty:
-            return prev.owned
+        if not first and not dirty:
+            return self._generic
         owned = self.index.owned
         replaced: list[tuple[tuple[str, uuid.UUID], OvnRow]] = []
-        reorder = prev is None
+        reorder = first
         for tu in dirty:
             table, u = tu
             old = self._sym.get(tu)
@@ -476,6 +534,6 @@ class ReadCache:
         elif replaced:
             for tu, new in replaced:
                 self._owned_list[self._owned_pos[tu]] = new
-        elif prev is not None:
-            return prev.owned
+        elif not first:
+            return self._generic
         return tuple(self._owned_list)

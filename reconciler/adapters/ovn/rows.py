@@ -1,9 +1,9 @@
-"""How the NB rows we only read become ``reconciler.core.observed`` values.
+"""How the NB rows we do not own become ``reconciler.core.observed`` values.
 
 Shared by the IDL reader (:mod:`~reconciler.adapters.ovn.read_cache`) and the snapshot reader
 (:mod:`~reconciler.adapters.ovn.snapshot`): each passes plain Python values of the columns, so
-the rules (what a pod port is, which address is its MAC, where a switch's subnet is) exist
-once and the two readers give equal results.
+the rules (what a pod port is, which address is its MAC, where a switch's subnet is, which
+NB_Global keys are ours) exist once and the two readers give equal results.
 """
 
 from __future__ import annotations
@@ -11,9 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reconciler.core import ownership
-from reconciler.core.observed import PodPort, Switch
+from reconciler.core.observed import NbGlobal, OvnRow, PodPort, Switch
+from reconciler.core.target import (
+    NB_GLOBAL,
+    NB_GLOBAL_KEY,
+    SVC_MONITOR_OPTIONS,
+    svc_monitor_marker,
+)
 
-__all__ = ["is_ours", "parse_addresses", "pod_port", "switch"]
+__all__ = ["is_ours", "nb_global", "parse_addresses", "pod_port", "switch"]
 
 
 def is_ours(external_ids: Mapping[str, str], instance: str) -> bool:
@@ -60,3 +66,25 @@ def switch(name: str, other_config: Mapping[str, str], load_balancers: bool) -> 
     """A Logical_Switch; OVN-Kubernetes keeps a node switch's subnet in
     ``other_config:subnet``."""
     return Switch(name=name, subnet=other_config.get("subnet"), load_balancers=load_balancers)
+
+
+def nb_global(
+    options: Mapping[str, str], external_ids: Mapping[str, str], instance: str
+) -> tuple[NbGlobal, OvnRow | None]:
+    """The cluster's ``NB_Global`` row as compile sees it (the service-monitor options,
+    whoever set them, and every ``osc.io/`` marker), and the part ``instance`` owns in the
+    symbolic form of ``reconciler.core.target``: the options its marker lists and the marker
+    itself, or ``None`` without a marker (then nothing in the row is ours)."""
+    view = NbGlobal(
+        options={k: options[k] for k in SVC_MONITOR_OPTIONS if k in options},
+        external_ids={
+            k: v for k, v in sorted(external_ids.items()) if k.startswith(ownership.PREFIX)
+        },
+    )
+    marker = svc_monitor_marker(instance)
+    claim = external_ids.get(marker)
+    if claim is None:
+        return view, None
+    keys = sorted({k for k in claim.split(",") if k in SVC_MONITOR_OPTIONS and k in options})
+    fields = {"options": {k: options[k] for k in keys}, "external_ids": {marker: claim}}
+    return view, OvnRow(table=NB_GLOBAL, key=NB_GLOBAL_KEY, fields=fields)

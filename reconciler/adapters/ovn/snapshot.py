@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.adapters.ovn.errors import OvnError, OvnSnapshotError
-from reconciler.adapters.ovn.rows import is_ours, pod_port, switch
+from reconciler.adapters.ovn.rows import is_ours, nb_global, pod_port, switch
 from reconciler.adapters.ovn.rpc import Session, query_leader, rpc_error
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import (
@@ -55,13 +55,15 @@ from reconciler.adapters.ovn.tables import (
     symbolic_columns,
 )
 from reconciler.core import ownership
-from reconciler.core.observed import OvnCapabilities, OvnRow, OvnState, PodPort, Switch
+from reconciler.core.observed import NbGlobal, OvnCapabilities, OvnRow, OvnState, PodPort, Switch
+from reconciler.core.target import NB_GLOBAL
 
 __all__ = ["OvnSnapshot", "OvnSnapshotError", "read_snapshot", "snapshot_operations"]
 
 _POD_TABLE = "Logical_Switch_Port"
 _POD_TRUE = ["map", [["pod", "true"]]]
 _POD_COLUMNS = ("name", "addresses", "options", "external_ids")
+_NF, _NFG, _ACTIVE = "Network_Function", "Network_Function_Group", "network_function_active"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +266,10 @@ class _Builder:
                 if port is not None:
                     pod_ports.append(port)
         routers = sorted(r["name"] for r in self.all_rows["Logical_Router"])
+        nb_view, nb_row = self._nb_global()
         owned = self._owned()
+        if nb_row is not None:
+            owned.append(nb_row)
         used: dict[str, tuple[int, ...]] = {}
         for spec in OWNED_TABLES:
             if spec.foreign_ids and spec.name in self.all_rows:
@@ -280,7 +285,26 @@ class _Builder:
             owned=tuple(owned),
             capabilities=self.capabilities(),
             used_ids=used,
+            nb_global=nb_view,
+            nf_active=self._nf_active(),
         )
+
+    def _nb_global(self) -> tuple[NbGlobal, OvnRow | None]:
+        row = next(iter(self.all_rows.get(NB_GLOBAL, ())), None)
+        if row is None:
+            return NbGlobal(), None
+        return nb_global(_str_map(row["options"]), _str_map(row["external_ids"]), self.instance)
+
+    def _nf_active(self) -> dict[str, str | None]:
+        """Mirrors ``read_cache.ReadCache._nf_active`` on JSON rows."""
+        names = self.names.get(_NF, {})
+        out: dict[str, str | None] = {}
+        for row in self.owned_rows.get(_NFG, ()):
+            if _ACTIVE not in row:
+                continue
+            active = _as_set(row[_ACTIVE])
+            out[row["name"]] = names.get(active[0], active[0]) if active else None
+        return dict(sorted(out.items()))
 
     def _parents(self, spec: NbTable, children: set[str]) -> dict[str, str]:
         """child UUID -> parent UUID for the owned ``children`` of ``spec``."""
@@ -307,7 +331,7 @@ class _Builder:
         rows: dict[tuple[str, str], OvnRow] = {}
         for spec in OWNED_TABLES:
             table = spec.name
-            if table not in self.tables:
+            if table not in self.tables or spec.naming == "singleton":
                 continue
             keyed: list[tuple[str, dict[str, Any]]] = []
             for row in self.owned_rows.get(table, []):

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from reconciler.core import ownership
 from reconciler.core.observed import OvnCapabilities
-from reconciler.core.target import OVN_TABLES
+from reconciler.core.target import NB_GLOBAL, OVN_TABLES
 
 __all__ = [
     "CHILD_COLUMNS",
@@ -78,10 +78,13 @@ class NbTable:
     columns: tuple[str, ...]
     """The columns mirrored and read, in symbolic-field order (only those the server's schema
     has are registered). Keeping the list short keeps the initial sync and the cache small."""
-    naming: Literal["unique-name", "shared-name", "osc-key"]
+    naming: Literal["unique-name", "shared-name", "osc-key", "singleton"]
     """How other rows name a row: by its ``name`` that is unique in the table (also the key of
     our rows), by a ``name`` that need not be unique (switches, routers: we never write them),
-    or, for our rows of a table without a unique name, by ``external_ids:osc.io/key``."""
+    or, for our rows of a table without a unique name, by ``external_ids:osc.io/key``.
+    ``singleton``: the table's one row (``NB_Global``), which belongs to the cluster; we own
+    some keys of its maps, recorded in a marker (:func:`~reconciler.adapters.ovn.rows.nb_global`
+    reads them, ``TransactionBuilder`` writes them key by key), never the row; no row names it."""
     owned: bool = True
     """We write rows of this table (then it must be in ``core.target.OVN_TABLES``); else it is
     only read (switches and routers, which hold our rows)."""
@@ -106,11 +109,20 @@ class NbTable:
     server collects the unreferenced non-root row itself (see ``TransactionBuilder``)."""
     since: str | None = None
     """The first OVN release whose NB schema has the table (for the capability error)."""
+    reported: tuple[str, ...] = ()
+    """Columns another writer (northd) sets on our rows that we read for reports only (VNF
+    health): mirrored and selected with the row, never part of its symbolic form, so they are
+    never drift and a change of them never re-plans anything."""
+
+    @property
+    def mirrored(self) -> tuple[str, ...]:
+        """Every column read: :attr:`columns` and :attr:`reported`."""
+        return (*self.columns, *self.reported)
 
     @property
     def read_in_full(self) -> bool:
-        """Every row is read in full (switches, routers and id-allocating tables)."""
-        return not self.owned or self.foreign_ids
+        """Every row is read in full (switches, routers, id-allocating tables, NB_Global)."""
+        return not self.owned or self.foreign_ids or self.naming == "singleton"
 
     def key_of(
         self, name: str | None, external_ids: Mapping[str, str], row_uuid: Any
@@ -165,13 +177,21 @@ _TABLES = (
     ),
     NbTable(
         "Network_Function",
-        ("name", "id", "inport", "outport", "external_ids"),
+        ("name", "id", "inport", "outport", "health_check", "external_ids"),
         naming="unique-name",
         refs={
             "inport": Ref("Logical_Switch_Port", "one"),
             "outport": Ref("Logical_Switch_Port", "one"),
         },
         foreign_ids=True,
+        since="26.03",
+    ),
+    NbTable(
+        "Network_Function_Health_Check",
+        ("name", "options", "external_ids"),
+        naming="unique-name",
+        parent=Parent("network_function", "Network_Function", "health_check"),
+        maps=frozenset({"external_ids", "options"}),
         since="26.03",
     ),
     NbTable(
@@ -182,12 +202,19 @@ _TABLES = (
         optional=frozenset({"fallback"}),
         foreign_ids=True,
         since="26.03",
+        reported=("network_function_active",),
     ),
     NbTable(
         "Logical_Router_Policy",
         ("priority", "match", "action", "nexthops", "external_ids"),
         naming="osc-key",
         parent=Parent("router", "Logical_Router", "policies"),
+    ),
+    NbTable(
+        NB_GLOBAL,
+        ("options", "external_ids"),
+        naming="singleton",
+        maps=frozenset({"external_ids", "options"}),
     ),
 )
 
@@ -290,9 +317,9 @@ class NbSchema:
         return column in self.tables.get(table, {}).get("columns", {})
 
     def present(self, table: str, columns: Iterable[str] | None = None) -> tuple[str, ...]:
-        """Those of ``columns`` (default: ``NB_TABLES[table].columns``) this server has."""
+        """Those of ``columns`` (default: ``NB_TABLES[table].mirrored``) this server has."""
         have = self.tables[table]["columns"]
-        wanted = NB_TABLES[table].columns if columns is None else columns
+        wanted = NB_TABLES[table].mirrored if columns is None else columns
         return tuple(c for c in wanted if c in have)
 
     def capabilities(self) -> OvnCapabilities:

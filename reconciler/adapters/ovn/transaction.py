@@ -18,6 +18,9 @@ Why it looks like this:
   fail loudly when it does not exist).
 - New rows are inserted by one command (:class:`InsertRows`) carrying Datums validated here.
 - The first command (:class:`CreatesStillAbsent`) makes a retried transaction safe.
+- ``NB_Global`` (the cluster's one row) is never created, updated or deleted as a row of ours:
+  its changes set and delete exactly the map keys the plan names (our service-monitor options
+  and our marker), as mutations, so keys others set are never touched.
 """
 
 from __future__ import annotations
@@ -270,10 +273,14 @@ class TransactionBuilder:
                 )
             if change.action not in ("create", "update", "delete"):
                 raise self.fail(f"unknown action {change.action!r} for {change.kind}")
-        deletes = sorted((c for c in changes if c.action == "delete"), key=lambda c: -order[c.kind])
-        others = sorted((c for c in changes if c.action != "delete"), key=lambda c: order[c.kind])
+        singletons = [c for c in changes if NB_TABLES[c.kind].naming == "singleton"]
+        of_rows = [c for c in changes if NB_TABLES[c.kind].naming != "singleton"]
+        deletes = sorted((c for c in of_rows if c.action == "delete"), key=lambda c: -order[c.kind])
+        others = sorted((c for c in of_rows if c.action != "delete"), key=lambda c: order[c.kind])
         self.deleted = {(c.kind, c.key) for c in deletes}
         self._deletes(deletes)
+        for change in singletons:
+            self._singleton_keys(change)
         for change in others:
             if change.action == "create":
                 self._create(change)
@@ -283,8 +290,37 @@ class TransactionBuilder:
             # First: commands that follow may look up a row inserted here by its UUID.
             rows = InsertRows(self.api, self.remote, self.inserts, self.parent_adds)
             self.commands.insert(0, rows)
-        creates = [(c.kind, c.key) for c in changes if c.action == "create"]
+        # Setting NB_Global keys again is harmless: only rows are guarded against a retry.
+        creates = [(c.kind, c.key) for c in of_rows if c.action == "create"]
         return [CreatesStillAbsent(self.api, self.instance, creates), *self.commands]
+
+    def _singleton_keys(self, change: OvnChange) -> None:
+        """Set and delete the map keys of the table's one row that the change names: keys in
+        ``after`` that differ from ``before`` are set, keys only in ``before`` deleted; every
+        other key of the row stays as it is. (No row yet, e.g. before northd ever ran: insert
+        one holding just our keys.)"""
+        table = change.kind
+        spec = NB_TABLES[table]
+        who = f"{table} {change.key!r}"
+        before, after = dict(change.before or {}), dict(change.after or {})
+        row = next(iter(self.idl_tables[table].rows.values()), None)
+        columns: dict[str, dict[str, str]] = {}
+        for col in sorted(set(before) | set(after)):
+            if col not in spec.maps:
+                raise self.fail(f"{who}: only the map columns {sorted(spec.maps)} are written")
+            old = {str(k): str(v) for k, v in (before.get(col) or {}).items()}
+            new = {str(k): str(v) for k, v in (after.get(col) or {}).items()}
+            set_keys = {k: v for k, v in new.items() if old.get(k) != v}
+            del_keys = [k for k in old if k not in new]
+            for key, value in set_keys.items():
+                self._validate(table, col, {key: value}, who)
+            if row is not None and (set_keys or del_keys):
+                self.commands.append(MapMutate(self.api, table, row.uuid, col, set_keys, del_keys))
+            columns[col] = set_keys
+        if row is None and any(columns.values()):
+            self.commands.append(
+                self.api.db_create(table, **{c: v for c, v in columns.items() if v})
+            )
 
     def _ext(self, after: Mapping[str, Any]) -> dict[str, str]:
         ext = {str(k): str(v) for k, v in (after.get("external_ids") or {}).items()}

@@ -34,6 +34,14 @@ from reconciler.core.target import Resource
 from reconciler.errors import UserError
 
 MAX_OVN_ID = 255
+ID_BUDGET_WARN = 0.8
+"""Share of the 255 Network_Function(_Group) ids per NB above which the plan warns."""
+DEFAULT_SVC_MONITOR_IP = "169.254.254.1"
+DEFAULT_SVC_MONITOR_IP_DST = "169.254.254.2"
+"""Link-local defaults of ``NB_Global options:svc_monitor_ip``/``svc_monitor_ip_dst`` (set only
+where nobody set them). Chosen clear of what OVN-Kubernetes uses: its masquerade subnet
+(169.254.0.0/17 by default, 169.254.169.0/29 in older releases), the cloud metadata address
+169.254.169.254, and RFC 3927's reserved first and last /24."""
 Side = Literal["in", "out"]
 
 
@@ -49,6 +57,12 @@ class CompileOptions:
     backend when this OVN supports it, else an error asking the user to choose one explicitly
     (see ``reconciler.core.steering.select_backend``)."""
     cluster_router: str = "ovn_cluster_router"
+    svc_monitor_ip: str | None = None
+    """``NB_Global options:svc_monitor_ip`` to set where nobody set it; ``None``: the default
+    (:data:`DEFAULT_SVC_MONITOR_IP`). A value given here (a flag) that differs from one someone
+    else set makes the plan warn; the default never does."""
+    svc_monitor_ip_dst: str | None = None
+    """Likewise for ``svc_monitor_ip_dst`` (default :data:`DEFAULT_SVC_MONITOR_IP_DST`)."""
 
 
 @dataclass(frozen=True)
@@ -268,3 +282,9 @@ def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[s
             )
         ids[name] = nxt
     return ids
+
+
+def ids_in_use(table: str, ours: int, observed: Observed) -> int:
+    """Ids of ``table`` (Network_Function or Network_Function_Group) taken in the NB when we
+    hold ``ours`` of them: ours plus every one another writer holds (ids are unique per table)."""
+    return ours + len(observed.used_ids.get(table, ()))

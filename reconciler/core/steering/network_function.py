@@ -7,17 +7,32 @@ ids (1-255 per NB) last as long as possible. Per binding, node and direction: on
 ``allow-related`` ACL on the Port_Group with ``network_function_group`` set: to-lport
 ``outport == @pg`` for exit-lport, from-lport ``inport == @pg`` for entry-lport. Replies take the
 reverse path through the same function, so every binding is inherently bi-directional.
+
+Health (``VnfDeployment.spec.healthCheck``): each function gets a
+``Network_Function_Health_Check`` (created with it, in the same transaction: the table is not a
+root table). OVN probes only when both ``NB_Global options:svc_monitor_ip`` and
+``svc_monitor_ip_dst`` are set; that row belongs to the cluster, so :func:`emit_svc_monitor`
+sets only the options nobody set and records which ones in a marker of this instance
+(``reconciler.core.target.svc_monitor_marker``), keeps them while a health-checked function of
+ours exists, and removes exactly those afterwards.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections import defaultdict
 from collections.abc import Mapping
 
 from reconciler.core import naming
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed, OvnCapabilities
+from reconciler.core.model import Desired, HealthCheck
+from reconciler.core.observed import NbGlobal, Observed, OvnCapabilities
 from reconciler.core.steering import common
 from reconciler.core.steering.base import (
+    DEFAULT_SVC_MONITOR_IP,
+    DEFAULT_SVC_MONITOR_IP_DST,
+    ID_BUDGET_WARN,
+    MAX_OVN_ID,
+    CompileError,
     CompileOptions,
     PortConfig,
     PortGroupPods,
@@ -29,14 +44,24 @@ from reconciler.core.steering.base import (
     bindings_by_group,
     directions,
     emit_port_groups,
+    ids_in_use,
 )
+from reconciler.core.target import (
+    NB_GLOBAL,
+    NB_GLOBAL_KEY,
+    SVC_MONITOR_OPTIONS,
+    Resource,
+    svc_monitor_marker,
+)
+
+HEALTH_CHECK = "Network_Function_Health_Check"
 
 
 class NetworkFunction(PortGroupPods):
     """The ``network-function`` backend; its only pod-dependent rows are the Port_Groups."""
 
     name = "network-function"
-    observed_fields = frozenset({"switches", "used_ids"})
+    observed_fields = frozenset({"switches", "used_ids", "nb_global"})
     live_tables = frozenset({"Network_Function", "Network_Function_Group"})
     """Their ids (1-255 per NB) are kept across passes (``allocate_ids``)."""
 
@@ -128,14 +153,23 @@ class NetworkFunction(PortGroupPods):
         emit_port_groups(port_groups, out)
 
         nf_ids = allocate_ids("Network_Function", functions, observed)
+        checked = 0
         for nf, inst in sorted(functions.items()):
+            origin = f"VnfDeployment/{inst.vnf.metadata.name}"
             out.ovn(
                 "Network_Function",
                 nf,
-                f"VnfDeployment/{inst.vnf.metadata.name}",
+                origin,
                 inst.node,
                 {"name": nf, "id": nf_ids[nf], "inport": inst.in_port, "outport": inst.out_port},
             )
+            check = inst.vnf.spec.healthCheck
+            if check.enabled:
+                checked += 1
+                probe = {"name": nf, "network_function": nf, "options": probe_options(check)}
+                out.ovn(HEALTH_CHECK, nf, origin, inst.node, probe)
+        _unchecked_warnings(desired, out)
+        emit_svc_monitor(observed.nb_global, options, needed=checked > 0, out=out)
         nfg_ids = allocate_ids("Network_Function_Group", groups, observed)
         for nfg, (inst, fallback) in sorted(groups.items()):
             nf = naming.network_function(inst_id, inst.vnf.metadata.name, inst.node)
@@ -154,3 +188,103 @@ class NetworkFunction(PortGroupPods):
             )
         for key, origin, node, fields in sorted(acls, key=lambda a: a[0]):
             out.ovn("ACL", key, origin, node, dict(fields))
+        for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
+            _budget_warning(table, len(ours), observed, out)
+
+
+def probe_options(check: HealthCheck) -> dict[str, str]:
+    """The ``options`` of a ``Network_Function_Health_Check`` (OVN reads them as strings)."""
+    return {
+        "failure_count": str(check.failureCount),
+        "interval": str(check.interval),
+        "success_count": str(check.successCount),
+        "timeout": str(check.timeout),
+    }
+
+
+def svc_monitor_addresses(options: CompileOptions) -> dict[str, str]:
+    """The probe's source and destination address to set where nobody set them: the options'
+    values, else the link-local defaults. Raises :class:`CompileError` unless they are two
+    different addresses of one IP version."""
+    given = {
+        "svc_monitor_ip": options.svc_monitor_ip or DEFAULT_SVC_MONITOR_IP,
+        "svc_monitor_ip_dst": options.svc_monitor_ip_dst or DEFAULT_SVC_MONITOR_IP_DST,
+    }
+    parsed = {}
+    for key, value in given.items():
+        try:
+            parsed[key] = ipaddress.ip_address(value)
+        except ValueError:
+            flag = "--" + key.replace("_", "-")
+            raise CompileError(f"{flag} {value!r} is not an IP address") from None
+    src, dst = parsed["svc_monitor_ip"], parsed["svc_monitor_ip_dst"]
+    if src.version != dst.version or src == dst:
+        raise CompileError(
+            f"--svc-monitor-ip {src} and --svc-monitor-ip-dst {dst} must be two different "
+            "addresses of the same IP version (the source and destination of OVN's probe)"
+        )
+    return {key: str(address) for key, address in parsed.items()}
+
+
+def emit_svc_monitor(
+    nb_global: NbGlobal, options: CompileOptions, *, needed: bool, out: TargetBuilder
+) -> None:
+    """The ``NB_Global`` resource: the service-monitor options this instance sets or keeps.
+
+    ``NB_Global`` belongs to the cluster. An option is ours when our marker lists it; an option
+    nobody set becomes ours while ``needed`` (a health-checked function of ours exists); an
+    option someone else set is never touched, and when it differs from an address the user
+    gave explicitly the plan says so. Without ``needed``, nothing is emitted, so the diff
+    removes exactly the options (and the marker) we set."""
+    if not needed:
+        return
+    wanted = svc_monitor_addresses(options)
+    explicit = {
+        "svc_monitor_ip": options.svc_monitor_ip is not None,
+        "svc_monitor_ip_dst": options.svc_monitor_ip_dst is not None,
+    }
+    marker = svc_monitor_marker(options.instance)
+    claimed = set(nb_global.external_ids.get(marker, "").split(","))
+    ours: dict[str, str] = {}
+    for key in SVC_MONITOR_OPTIONS:
+        live = nb_global.options.get(key)
+        if key in claimed or live is None:
+            ours[key] = wanted[key]
+        elif explicit[key] and live != wanted[key]:
+            flag = "--" + key.replace("_", "-")
+            out.warnings.append(
+                f"NB_Global options:{key} is {live}, set by someone else: osc-gitops keeps it "
+                f"(it never changes what it did not set), so {flag} {wanted[key]} is not used"
+            )
+    if ours:
+        fields = {"options": ours, "external_ids": {marker: ",".join(sorted(ours))}}
+        out.resources.append(Resource(NB_GLOBAL, NB_GLOBAL_KEY, "", None, fields))
+
+
+def _unchecked_warnings(desired: Desired, out: TargetBuilder) -> None:
+    """One warning per VNF with health checks off that a binding steers through."""
+    bindings: dict[str, list[str]] = defaultdict(list)
+    for binding in desired.bindings.values():
+        bindings[binding.spec.vnf].append(
+            f"{binding.metadata.name} ({binding.spec.failurePolicy.value})"
+        )
+    for vnf_name, vnf in sorted(desired.vnfs.items()):
+        if vnf.spec.healthCheck.enabled or not bindings.get(vnf_name):
+            continue
+        out.warnings.append(
+            f"VnfDeployment {vnf_name} has healthCheck.enabled: false: OVN counts its "
+            "instances healthy whenever their ports are bound, so the failure policy of "
+            f"Binding {', '.join(sorted(bindings[vnf_name]))} cannot act when the VNF stops "
+            "forwarding (a dead VNF drops the steered traffic, fail-open or not)"
+        )
+
+
+def _budget_warning(table: str, ours: int, observed: Observed, out: TargetBuilder) -> None:
+    used = ids_in_use(table, ours, observed)
+    if used > ID_BUDGET_WARN * MAX_OVN_ID:
+        out.warnings.append(
+            f"{table} ids: {used}/{MAX_OVN_ID} used in this Northbound DB after this plan "
+            f"({ours} by osc-gitops, {used - ours} by others), above "
+            f"{ID_BUDGET_WARN:.0%}: bind fewer VNFs per NB, run one NB per node (OVN-Kubernetes "
+            "interconnect), or use --steering router-policy before the ids run out"
+        )

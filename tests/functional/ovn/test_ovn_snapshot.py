@@ -515,6 +515,11 @@ def test_snapshot_after_reconcile(tmp_path: Path, schema: str, steering: str) ->
             assert "Logical_Router_Policy" in tables
         else:
             assert {"Network_Function", "Network_Function_Group", "ACL"} <= tables
+            # the health checks and our part of NB_Global are read alike by both readers
+            assert {"Network_Function_Health_Check", "NB_Global"} <= tables
+            assert state.nb_global.options and set(state.nf_active) == {
+                r.key for r in state.owned if r.table == "Network_Function_Group"
+            }
 
 
 # --- errors ------------------------------------------------------------------------------------

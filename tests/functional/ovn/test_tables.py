@@ -52,6 +52,7 @@ def test_derived_maps() -> None:
         "Logical_Switch": (("ports", "Logical_Switch_Port"),),
         "Port_Group": (("acls", "ACL"),),
         "Logical_Router": (("policies", "Logical_Router_Policy"),),
+        "Network_Function": (("health_check", "Network_Function_Health_Check"),),
     }
     assert {
         "Logical_Switch_Port": {"Port_Group", "Network_Function"},

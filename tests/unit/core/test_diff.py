@@ -73,7 +73,16 @@ def test_a_removed_binding_prunes_its_steering_rows_only():
     deleted = sorted((c.kind, c.key) for c in plan.changes)
     assert all(c.action == "delete" for c in plan.changes)
     kinds = {k for k, _ in deleted}
-    assert kinds == {"ACL", "Port_Group", "Network_Function", "Network_Function_Group"}
+    # with the last health-checked function go its health check and the NB_Global options
+    # osc-gitops set for it
+    assert kinds == {
+        "ACL",
+        "Port_Group",
+        "Network_Function",
+        "Network_Function_Health_Check",
+        "Network_Function_Group",
+        "NB_Global",
+    }
     assert plan.changes[0].origin  # deletes name the manifest the row came from
 
 
