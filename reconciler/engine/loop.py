@@ -73,6 +73,7 @@ from reconciler.engine.providers import (
     OvnProvider,
     Reporter,
 )
+from reconciler.engine.reporting.health import OvnHealthReport
 from reconciler.engine.reporting.logs import LOGGER, reconcile_id
 from reconciler.engine.reporting.status import StatusBook
 from reconciler.engine.scheduling import Clock, OvnLagRetry, ResyncPlanner, Scheduler, Timing
@@ -206,6 +207,7 @@ class Loop:
         )
         self.lag = OvnLagRetry(config.lag_retries, self.request)
         self.managed = ManagedCounts()
+        self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         diff_mod.warm_up()
         self.applied_revision: str | None = None
         """The revision the live state was last reconciled to."""
@@ -472,3 +474,4 @@ class _PassEvents:
 
     def settled(self, observed: Observed) -> None:
         self.loop.reporter.managed_objects(self.loop.managed.of(observed))
+        self.loop.ovn_report.settled(observed)

@@ -8,7 +8,8 @@ The Protocols declare exactly what the engine relies on, nothing more: anything 
 offers is the adapter's business.
 
 A :class:`Reporter` receives every event the loop reports (pass results, changes applied, error
-causes, drift, source and leadership changes, managed-object counts): Prometheus is one
+causes, drift, source and leadership changes, managed-object counts, VNF instance health and
+the NF id budget): Prometheus is one
 implementation (``reconciler.engine.reporting.metrics``), :class:`NoopReporter` another.
 """
 
@@ -155,6 +156,16 @@ class Reporter(Protocol):
 
     def source_up(self, up: bool) -> None: ...
     def leader(self, held: bool) -> None: ...
+    def vnf_health(self, health: Mapping[tuple[str, str], bool | None]) -> None:
+        """Every VNF instance's health as OVN reported it at the end of a pass, by
+        ``(vnf, node)``: True healthy, False not, None when OVN cannot tell (no health check,
+        no binding steers through it)."""
+        ...
+
+    def nf_ids_used(self, used: Mapping[str, int]) -> None:
+        """Network_Function / Network_Function_Group ids in use in the NB at the end of a pass
+        (ours and everyone else's; at most 255 each). Empty when the NB has no such tables."""
+        ...
 
 
 class NoopReporter:
@@ -182,4 +193,10 @@ class NoopReporter:
         pass
 
     def leader(self, held: bool) -> None:
+        pass
+
+    def vnf_health(self, health: Mapping[tuple[str, str], bool | None]) -> None:
+        pass
+
+    def nf_ids_used(self, used: Mapping[str, int]) -> None:
         pass

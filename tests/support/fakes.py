@@ -397,6 +397,12 @@ class RecordingReporter:
     def leader(self, held: bool) -> None:
         self.events.append(("leader", held))
 
+    def vnf_health(self, health: Mapping[tuple[str, str], bool | None]) -> None:
+        self.events.append(("vnf_health", dict(health)))
+
+    def nf_ids_used(self, used: Mapping[str, int]) -> None:
+        self.events.append(("nf_ids_used", dict(used)))
+
 
 class FakeSource:
     """A remote manifest source (like git): revisions are folders a test registers, ``head``

@@ -32,6 +32,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from reconciler.core.plan import Change
+from reconciler.core.steering.base import MAX_OVN_ID
 
 PREFIX = "osc_gitops"
 
@@ -97,6 +98,27 @@ class Metrics:
             "The commit the live state was last reconciled to.",
             registry=r,
         )
+        self.vnf_healthy = Gauge(
+            f"{PREFIX}_vnf_instance_healthy",
+            "1 while OVN counts the VNF instance healthy (northd made its Network_Function the "
+            "active one), 0 while it does not (its bindings' failure policy is in force). "
+            "Absent when OVN cannot tell (health check disabled, no binding through it).",
+            ["vnf", "node"],
+            registry=r,
+        )
+        self.nf_ids_used = Gauge(
+            f"{PREFIX}_nf_ids_used",
+            "Network_Function / Network_Function_Group ids in use in the Northbound DB, ours "
+            "and others' (OVN allows 255 per table and NB).",
+            ["table"],
+            registry=r,
+        )
+        self.nf_ids_limit = Gauge(
+            f"{PREFIX}_nf_ids_limit",
+            "The most Network_Function / Network_Function_Group ids one Northbound DB holds.",
+            ["table"],
+            registry=r,
+        )
 
     def set_managed(self, counts: Mapping[str, int]) -> None:
         """Replace the managed-objects gauge (kinds that dropped to zero are shown as 0)."""
@@ -105,6 +127,21 @@ class Metrics:
                 self.managed_objects.labels(kind).set(0)
         for kind, count in counts.items():
             self.managed_objects.labels(kind).set(count)
+
+    def set_vnf_health(self, health: Mapping[tuple[str, str], bool | None]) -> None:
+        """Replace the health gauge: instances OVN cannot tell about, or that are gone, drop
+        out (an alert on ``== 0`` must not fire for an instance that no longer exists)."""
+        known = {where: ok for where, ok in health.items() if ok is not None}
+        for labels in list(self.vnf_healthy._metrics):
+            if labels not in known:
+                self.vnf_healthy.remove(*labels)
+        for (vnf, node), ok in known.items():
+            self.vnf_healthy.labels(vnf, node).set(1 if ok else 0)
+
+    def set_nf_ids(self, used: Mapping[str, int]) -> None:
+        for table, count in used.items():
+            self.nf_ids_used.labels(table).set(count)
+            self.nf_ids_limit.labels(table).set(MAX_OVN_ID)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -143,6 +180,12 @@ class PrometheusReporter:
 
     def leader(self, held: bool) -> None:
         self.metrics.leader.set(1 if held else 0)
+
+    def vnf_health(self, health: Mapping[tuple[str, str], bool | None]) -> None:
+        self.metrics.set_vnf_health(health)
+
+    def nf_ids_used(self, used: Mapping[str, int]) -> None:
+        self.metrics.set_nf_ids(used)
 
 
 class _Handler(BaseHTTPRequestHandler):

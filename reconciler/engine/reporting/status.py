@@ -49,6 +49,10 @@ class Status:
     updated_at: str | None = None
     changes: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    vnf_instances: list[dict[str, Any]] = field(default_factory=list)
+    """Each VNF instance's health as OVN reported it at the end of the last pass:
+    ``{vnf, node, health ("healthy" | "not healthy" | "unknown"), detail}``
+    (``reconciler.core.health``)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,14 +120,27 @@ def render_text(status: Status) -> str:
         lines.append(f"last changes:    {summary}")
     lines.append(f"updated at:      {status.updated_at or '(unknown)'}")
     lines.extend(f"  {e}" for e in status.errors[:50])
+    if status.vnf_instances:
+        lines.append("VNF instances (health as OVN reported it):")
+        for inst in status.vnf_instances:
+            detail = f" ({inst['detail']})" if inst.get("detail") else ""
+            lines.append(f"  {inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
     return "\n".join(lines) + "\n"
 
 
 def record_apply(
-    path: Path, instance: str, *, revision: str | None, plan: Plan, source: str, ref: str | None
+    path: Path,
+    instance: str,
+    *,
+    revision: str | None,
+    plan: Plan,
+    source: str,
+    ref: str | None,
+    vnf_instances: list[dict[str, Any]] | None = None,
 ) -> None:
-    """After ``osc-gitops apply`` converged: the live state matches ``revision``. Raises
-    ``OSError`` when the file cannot be written (the caller warns; the apply stands)."""
+    """After ``osc-gitops apply`` converged: the live state matches ``revision``, and its VNF
+    instances were as ``vnf_instances`` says (none given: none known). Raises ``OSError`` when
+    the file cannot be written (the caller warns; the apply stands)."""
     try:
         st = read(path) if path.exists() else Status(instance=instance)
     except UserError:
@@ -135,6 +152,7 @@ def record_apply(
     st.source = source
     st.ref = ref
     st.changes = plan.summary()
+    st.vnf_instances = list(vnf_instances or [])
     write(path, st)
 
 
@@ -154,6 +172,10 @@ class StatusBook:
                 self.status.source = source
             except UserError as exc:
                 log.warning("ignoring unreadable status file: %s", exc)
+
+    def vnf_health(self, instances: list[dict[str, Any]]) -> None:
+        """Each VNF instance's health at the end of a pass (written with the pass's outcome)."""
+        self.status.vnf_instances = instances
 
     def refused(self, revision: str | None, errors: list[str]) -> None:
         """A revision's manifests are invalid: shown until a pass says otherwise."""
