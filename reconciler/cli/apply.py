@@ -19,6 +19,7 @@ from reconciler.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from reconciler.core.observed import Observed
     from reconciler.engine.apply import ApplyReport
 
 
@@ -38,25 +39,39 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
 
 
+class _Settled:
+    """A pipeline listener that keeps the live state the apply ended with (for the status
+    file's VNF health)."""
+
+    def __init__(self) -> None:
+        self.last: Observed | None = None
+
+    def observed(self, observed: Observed) -> None:
+        pass
+
+    def applying(self, plan: object) -> None:
+        pass
+
+    def applied(self, report: object, observed: Observed) -> None:
+        pass
+
+    def settled(self, observed: Observed) -> None:
+        self.last = observed
+
+
 def run_apply(args: argparse.Namespace) -> int:
     from reconciler.adapters.notify import post_json
-    from reconciler.engine.pipeline import reconcile
+    from reconciler.engine.pipeline import Pipeline
     from reconciler.render import render
 
     desired, revision = load_source(args)
     options = compile_options(args)
+    settled = _Settled()
     with connections(args) as (kube, ovn):
-        report = reconcile(
-            desired,
-            kube,
-            ovn,
-            options,
-            revision=revision,
-            notify=post_json,
-            allow_empty=args.allow_empty,
-        )
+        pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty)
+        report = pipeline.run(desired, revision, settled).report
     if args.repo or args.cache_dir:
-        _record_apply(args, revision, report)
+        _record_apply(args, revision, report, settled.last)
     sys.stdout.write(render(report.plan, args.output))
     for error in report.notification_errors:
         print(f"warning: {error}", file=sys.stderr)
@@ -69,11 +84,19 @@ def run_apply(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _record_apply(args: argparse.Namespace, revision: str | None, report: ApplyReport) -> None:
-    """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir)."""
+def _record_apply(
+    args: argparse.Namespace,
+    revision: str | None,
+    report: ApplyReport,
+    observed: Observed | None,
+) -> None:
+    """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir),
+    with each VNF instance's health as OVN reported it when the apply ended."""
+    from reconciler.core.health import health_meta, vnf_health
     from reconciler.engine.reporting import status
 
     path = status.status_path(cache_dir(args), args.instance)
+    instances = health_meta(vnf_health(observed)) if observed is not None else []
     try:
         status.record_apply(
             path,
@@ -82,6 +105,7 @@ def _record_apply(args: argparse.Namespace, revision: str | None, report: ApplyR
             plan=report.plan,
             source=args.repo or args.path,
             ref=args.ref if args.repo else None,
+            vnf_instances=instances,
         )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)

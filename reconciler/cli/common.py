@@ -13,6 +13,8 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
 | ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
 | ``--instance`` | ``OSC_INSTANCE`` |
+| ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
+| ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
 ``apply`` 0 = applied and converged (or nothing to do), 1 = error or not converged."""
@@ -118,12 +120,32 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 
 def add_compile_args(parser: argparse.ArgumentParser) -> None:
     from reconciler.core.steering import DEFAULT_STEERING, STEERING_CHOICES
+    from reconciler.core.steering.base import DEFAULT_SVC_MONITOR_IP, DEFAULT_SVC_MONITOR_IP_DST
 
     parser.add_argument(
         "--steering",
         choices=STEERING_CHOICES,
         default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
+    )
+    env = os.environ.get
+    health = parser.add_argument_group(
+        "VNF health checks (network-function steering)",
+        "OVN probes a VNF only when NB_Global options:svc_monitor_ip and svc_monitor_ip_dst "
+        "are set. osc-gitops sets each one nobody set (and records that it did), never "
+        "changes one someone else set, and removes its own once no health-checked VNF is left.",
+    )
+    health.add_argument(
+        "--svc-monitor-ip",
+        default=env("OSC_SVC_MONITOR_IP"),
+        metavar="ADDRESS",
+        help=f"source address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP}, link-local)",
+    )
+    health.add_argument(
+        "--svc-monitor-ip-dst",
+        default=env("OSC_SVC_MONITOR_IP_DST"),
+        metavar="ADDRESS",
+        help=f"destination address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP_DST})",
     )
 
 
@@ -132,10 +154,18 @@ def compile_options(args: argparse.Namespace) -> Any:
 
     from reconciler.core.compile import CompileOptions
     from reconciler.core.model import DNS1123_LABEL
+    from reconciler.core.steering.network_function import svc_monitor_addresses
 
     if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
-    return CompileOptions(instance=args.instance, steering=args.steering)
+    options = CompileOptions(
+        instance=args.instance,
+        steering=args.steering,
+        svc_monitor_ip=args.svc_monitor_ip or None,
+        svc_monitor_ip_dst=args.svc_monitor_ip_dst or None,
+    )
+    svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
+    return options
 
 
 @contextlib.contextmanager

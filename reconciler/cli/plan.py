@@ -35,8 +35,9 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from reconciler.core.health import plan_report
     from reconciler.core.observed import Observed
-    from reconciler.core.planning import make_plan
+    from reconciler.core.planning import compile_plan
     from reconciler.engine.pipeline import observe, with_meta
     from reconciler.render import render
 
@@ -48,7 +49,9 @@ def run_plan(args: argparse.Namespace) -> int:
         with connections(args, read_only=True) as (kube, ovn):
             observed = observe(kube, ovn, options.instance)
     assert isinstance(observed, Observed)
-    the_plan = make_plan(desired, observed, options)
+    planned = compile_plan(desired, observed, options)
+    # Beside the changes: each VNF instance's health as OVN reports it, and the NF id budget.
+    the_plan = with_meta(planned.plan, **plan_report(planned.target, observed))
     if revision:
         the_plan = with_meta(the_plan, revision=revision)
     sys.stdout.write(render(the_plan, args.output))

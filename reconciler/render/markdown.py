@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from reconciler.core.plan import Plan
-from reconciler.render.text import SYMBOL, render_text, summary_line
+from reconciler.render.text import SYMBOL, budget_line, render_text, summary_line
 
 MARKER = "<!-- osc-gitops-plan -->"
 """Lets the PR workflow find and update its one sticky comment."""
 _MAX_ROWS = 50
+_HEALTH_ICON = {"healthy": "✅", "not healthy": "❌", "unknown": "❔"}
 
 
 def render_markdown(plan: Plan) -> str:
@@ -27,6 +28,19 @@ def render_markdown(plan: Plan) -> str:
     if plan.warnings:
         lines += ["", "**Warnings**", ""]
         lines += [f"- ⚠️ {w}" for w in plan.warnings]
+    instances = plan.meta.get("vnf_instances") or ()
+    if instances:
+        lines += ["", "**VNF instances** (health as OVN reports it)", ""]
+        lines += ["| VNF | node | health | |", "|---|---|---|---|"]
+        for inst in instances:
+            icon = _HEALTH_ICON.get(inst["health"], "")
+            lines.append(
+                f"| {inst['vnf']} | {inst['node']} | {icon} {inst['health']} | "
+                f"{inst.get('detail', '')} |"
+            )
+    budget = budget_line(plan.meta)
+    if budget:
+        lines += ["", f"**NF ids** in this Northbound DB after this plan: {budget}"]
     lines += ["", "<details><summary>Full plan</summary>", "", "```diff"]
     lines.append(render_text(plan).rstrip("\n"))
     lines += ["```", "", "</details>", ""]

@@ -81,11 +81,33 @@ def _create_lines(change: Change) -> list[str]:
     return [f"{k}: {_short(v)}" for k, v in after.items() if k not in ("external_ids", "name")]
 
 
+def health_lines(meta: dict[str, Any]) -> list[str]:
+    """The plan's VNF instances with their health as OVN reports it (``meta["vnf_instances"]``,
+    see ``reconciler.core.health``)."""
+    lines: list[str] = []
+    for inst in meta.get("vnf_instances") or ():
+        detail = f" ({inst['detail']})" if inst.get("detail") else ""
+        lines.append(f"{inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
+    return lines
+
+
+def budget_line(meta: dict[str, Any]) -> str | None:
+    """``Network_Function 3/255, Network_Function_Group 5/255`` (``meta["nf_ids"]``)."""
+    budget = meta.get("nf_ids") or {}
+    if not budget:
+        return None
+    return ", ".join(f"{table} {ids['used']}/{ids['max']}" for table, ids in budget.items())
+
+
 def render_text(plan: Plan) -> str:
     out: list[str] = []
     meta = plan.meta
-    if meta:
-        bits = [f"{k}: {v}" for k, v in meta.items() if v not in (None, "")]
+    bits = [
+        f"{k}: {v}"
+        for k, v in meta.items()
+        if v not in (None, "") and not isinstance(v, (list, dict))
+    ]
+    if bits:
         out.append(" · ".join(bits))
         out.append("")
     if plan.empty:
@@ -96,8 +118,10 @@ def render_text(plan: Plan) -> str:
             out.append("")
             out.append(kind)
             for change in changes:
-                where = change.origin + (f", node {change.node}" if change.node else "")
-                out.append(f"  {SYMBOL[change.action]} {change.key}    ({where})")
+                node = f"node {change.node}" if change.node else ""
+                where = ", ".join(part for part in (change.origin, node) if part)
+                suffix = f"    ({where})" if where else ""  # NB_Global comes from no manifest
+                out.append(f"  {SYMBOL[change.action]} {change.key}{suffix}")
                 detail = (
                     _update_lines(change)
                     if change.action == "update"
@@ -110,6 +134,15 @@ def render_text(plan: Plan) -> str:
         out.append("")
         out.append("Warnings:")
         out.extend(f"  ! {w}" for w in plan.warnings)
+    health = health_lines(meta)
+    if health:
+        out.append("")
+        out.append("VNF instances (health as OVN reports it):")
+        out.extend(f"  {line}" for line in health)
+    budget = budget_line(meta)
+    if budget:
+        out.append("")
+        out.append(f"NF ids in this Northbound DB after this plan: {budget}")
     out.append("")
     out.append(summary_line(plan))
     return "\n".join(out) + "\n"

@@ -39,6 +39,17 @@ def nf_cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
 
 
 @pytest.fixture
+def nf_northd_cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
+    """OVN 26.03 from the sid distribution with ovn-northd 26.03 running: what it writes into
+    the NB (``Network_Function_Group.network_function_active``, ``NB_Global`` options) is
+    there for the reconciler to read, and must never be drift."""
+    _skip_without_ovn(northd=True)
+    with SandboxCluster(tmp_path / "sb", distribution="sid", northd=True) as cluster:
+        cluster.seed_dir(CLUSTER)
+        yield cluster
+
+
+@pytest.fixture
 def rp_cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
     """Installed OVN (23.03) schema with ovn-northd, for the router-policy backend."""
     _skip_without_ovn(northd=True)

@@ -60,7 +60,9 @@ def ext(row: dict) -> dict:
 def test_plan_apply_then_nothing_to_do(nf_cluster, policies):
     first = cli("plan", policies, *conn(nf_cluster))
     assert first.code == 2
-    assert "Plan: 39 to create, 0 to change, 0 to delete." in first.out
+    assert (
+        "Plan: 43 to create, 0 to change, 0 to delete." in first.out
+    )  # 3 health checks + NB_Global
     apply(nf_cluster, policies)
     again = cli("plan", policies, *conn(nf_cluster))
     assert again.code == 0, again.out

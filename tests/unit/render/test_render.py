@@ -6,6 +6,7 @@ import json
 
 from reconciler.core.compile import compile_target
 from reconciler.core.diff import diff
+from reconciler.core.health import plan_report
 from reconciler.render import render
 from reconciler.render.markdown import MARKER
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -73,3 +74,33 @@ def test_markdown_for_pull_requests():
     assert "**Plan: 1 to create, 1 to change, 1 to delete.**" in md
     assert "| `~` | Port_Group | `osc.web.node_1` | node-1 | SecurityGroup/web |" in md
     assert "```diff" in md and "</details>" in md
+
+
+def test_health_and_id_budget_beside_the_changes():
+    """Added in format_version 1 as new ``meta`` keys: ``vnf_instances`` and ``nf_ids``."""
+    observed = cluster(PODS)
+    target = compile_target(DESIRED, observed)
+    meta = {"steering": "network-function", **plan_report(target, observed)}
+    plan = diff(target, {}, meta)
+    text = render(plan, "text")
+    assert text.splitlines()[0] == "steering: network-function"  # lists and maps not inline
+    assert "VNF instances (health as OVN reports it):\n" in text
+    assert "  fw on node-1: unknown (not in the Northbound DB yet)\n" in text
+    assert (
+        "NF ids in this Northbound DB after this plan: "
+        "Network_Function 2/255, Network_Function_Group 2/255\n" in text
+    )
+    # NB_Global belongs to no manifest: no empty parentheses
+    assert "\nNB_Global\n  + options\n      options: {svc_monitor_ip=" in text
+    data = json.loads(render(plan, "json"))
+    assert data["format_version"] == "1"
+    assert data["meta"]["vnf_instances"][0] == {
+        "vnf": "fw",
+        "node": "node-1",
+        "health": "unknown",
+        "detail": "not in the Northbound DB yet",
+    }
+    assert data["meta"]["nf_ids"]["Network_Function"] == {"used": 2, "max": 255}
+    md = render(plan, "markdown")
+    assert "| fw | node-1 | ❔ unknown | not in the Northbound DB yet |" in md
+    assert "**NF ids** in this Northbound DB after this plan: Network_Function 2/255" in md
