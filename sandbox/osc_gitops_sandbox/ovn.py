@@ -302,6 +302,8 @@ class OvnSandbox:
 
     ``tcp=True`` adds a ``ptcp`` remote on an ephemeral loopback port (``nb_tcp_remote``);
     ``ssl=(key, cert, ca)`` adds a ``pssl`` remote (``nb_ssl_remote``) with those files.
+    ``southbound=False`` (only without northd) runs the NB server alone: one process per
+    stack, which is what makes a hundred zone NBs (:mod:`osc_gitops_sandbox.zones`) cheap.
     """
 
     def __init__(
@@ -314,7 +316,10 @@ class OvnSandbox:
         distribution: str | Distribution | None = None,
         ssl: tuple[str, str, str] | None = None,
         timeout: float = 10.0,
+        southbound: bool = True,
     ) -> None:
+        if northd and not southbound:
+            raise OvnSandboxError("northd needs a Southbound DB: southbound=False only without it")
         tools = ["ovsdb-server", "ovsdb-tool", "ovs-appctl"]
         tools += ["ovn-northd", "ovn-nbctl", "ovn-sbctl"] if northd else []
         self.distribution, self.nb_schema_path = resolve_stack(nb_schema, distribution, tools)
@@ -326,6 +331,7 @@ class OvnSandbox:
         self.workdir = Path(workdir).resolve()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.northd_enabled = northd
+        self.southbound_enabled = southbound
         self.tcp = tcp
         self.ssl = ssl
         self.timeout = timeout
@@ -381,15 +387,20 @@ class OvnSandbox:
     def _start(self) -> None:
         dist = self.distribution
         env = child_env(self.workdir, dist)
-        for name, schema in (("nb", self.nb_schema_path), ("sb", dist.sb_schema)):
+        databases = [("nb", self.nb_schema_path)]
+        databases += [("sb", dist.sb_schema)] if self.southbound_enabled else []
+        for name, schema in databases:
             db = self.workdir / f"{name}.db"
             if not db.exists():
                 run_tool(dist, "ovsdb-tool", "create", str(db), str(schema))
         self.nb = self._start_server("nb", env, tcp=self.tcp, ssl=self.ssl)
-        self.sb = self._start_server("sb", env, tcp=False, ssl=None)
+        if self.southbound_enabled:
+            self.sb = self._start_server("sb", env, tcp=False, ssl=None)
         nb_sock, sb_sock = self.nb_remote, self.sb_remote
         wait_until(lambda: ovsdb_rpc.list_dbs(nb_sock, 1.0), self.nb, "NB socket", self.timeout)
-        wait_until(lambda: ovsdb_rpc.list_dbs(sb_sock, 1.0), self.sb, "SB socket", self.timeout)
+        if self.sb is not None:
+            sb = self.sb
+            wait_until(lambda: ovsdb_rpc.list_dbs(sb_sock, 1.0), sb, "SB socket", self.timeout)
         if self.tcp:
             nb = self.nb
             ports = wait_until(
@@ -457,6 +468,44 @@ class OvnSandbox:
             "northd status active",
             self.timeout,
         )
+
+    def stop_nb(self) -> None:
+        """Stop only the NB server, as when a zone's ``nb-ovsdb`` container dies; its database
+        file stays, so :meth:`start_nb` brings the same contents back."""
+        if self.nb is not None:
+            self.nb.stop()
+
+    def start_nb(self) -> None:
+        """(Re)start the NB server on its database file and unix socket (northd reconnects by
+        itself). Only the unix socket keeps its address; tcp/ssl ports are chosen anew."""
+        if self.nb is not None and self.nb.alive():
+            return
+        log = self.workdir / "nb.log"
+        logged = len(log.read_text(errors="replace")) if log.exists() else 0
+        nb = self.nb = self._start_server(
+            "nb", child_env(self.workdir, self.distribution), tcp=self.tcp, ssl=self.ssl
+        )
+        remote = self.nb_remote
+        wait_until(lambda: ovsdb_rpc.list_dbs(remote, 1.0), nb, "NB socket", self.timeout)
+        if self.tcp:  # the port this run logged, not the previous run's
+            ports = wait_until(
+                lambda: [
+                    int(m)
+                    for m in re.findall(
+                        r"listening on port (\d+)", log.read_text(errors="replace")[logged:]
+                    )
+                    if int(m) != self._nb_ssl_port
+                ],
+                nb,
+                "ptcp listener",
+                self.timeout,
+            )
+            self._nb_tcp_port = ports[0]
+
+    @property
+    def nb_running(self) -> bool:
+        """Whether the NB server is up (false between :meth:`stop_nb` and :meth:`start_nb`)."""
+        return self.nb is not None and self.nb.alive()
 
     def stop(self) -> None:
         """Terminate and reap every child; idempotent; removes the temp dir if we made it."""
