@@ -5,7 +5,9 @@ every pod it writes the pod's LSP ``<namespace>_<pod>`` on the node's switch (MA
 ``k8s.ovn.org/pod-networks`` annotation, ``iface-id-ver`` = pod UID), and it removes the LSP
 when the pod goes. The reconciler under test only ever talks to the two servers.
 
-Used by the integration tests, ``osc-gitops demo`` and the benchmarks.
+Used by the integration tests, ``osc-gitops demo`` and the benchmarks. The pieces both
+topologies share (pod addressing, the pod object, its LSP, talking to the emulator) are public
+here; :mod:`osc_gitops_sandbox.zones` plays the interconnect topology (one NB per node) with them.
 """
 
 from __future__ import annotations
@@ -47,11 +49,17 @@ def _load_items(path: Path) -> list[dict[str, Any]]:
     return items
 
 
-def _node_subnet(node: Mapping[str, Any]) -> str:
+def node_subnet(node: Mapping[str, Any]) -> str:
+    """A Node object's pod subnet: OVN-Kubernetes' ``node-subnets`` annotation, else
+    ``spec.podCIDR``."""
     annotations = node.get("metadata", {}).get("annotations", {})
     if NODE_SUBNETS in annotations:
         return str(json.loads(annotations[NODE_SUBNETS])["default"][0])
     return str(node.get("spec", {}).get("podCIDR"))
+
+
+_node_subnet = node_subnet
+"""The former private name, still imported by ``tests/reliability/test_cluster_and_git.py``."""
 
 
 def seed_pod_of(pod: Mapping[str, Any]) -> SeedPod:
@@ -65,7 +73,132 @@ def seed_pod_of(pod: Mapping[str, Any]) -> SeedPod:
     )  # fmt: skip
 
 
-def _choose_distribution(
+class PodAddresses:
+    """Pod IPs and MACs per node subnet, handed out the way OVN-Kubernetes' IPAM does: the
+    subnet's ``.1`` is the router port, ``.2`` the management port, pods count up from ``.3``
+    (the MAC is ``0a:58:`` + the IPv4 bytes)."""
+
+    def __init__(self) -> None:
+        self._subnets: dict[str, str] = {}
+        self._next_host: dict[str, int] = {}
+
+    def add_node(self, node: str, subnet: str) -> None:
+        self._subnets[node] = subnet
+
+    def remove_node(self, node: str) -> None:
+        self._subnets.pop(node, None)
+        self._next_host.pop(node, None)
+
+    def subnet(self, node: str) -> str:
+        return self._subnets[node]
+
+    @property
+    def subnets(self) -> dict[str, str]:
+        return dict(self._subnets)
+
+    def observe(self, pod: SeedPod) -> None:
+        """A pod that already has its address (seeded): later pods get higher ones."""
+        host = int(ipaddress.ip_address(pod.ip)) - int(
+            ipaddress.ip_network(self._subnets[pod.node]).network_address
+        )
+        self._next_host[pod.node] = max(self._next_host.get(pod.node, 2), host)
+
+    def allocate(self, node: str) -> tuple[str, str, int]:
+        """``(mac, ip, prefix length)`` for a new pod on ``node``."""
+        net = ipaddress.ip_network(self._subnets[node])
+        host = self._next_host.get(node, 2) + 1
+        self._next_host[node] = host
+        ip = net.network_address + host
+        mac = "0a:58:" + ":".join(f"{b:02x}" for b in ip.packed[-4:])
+        return mac, str(ip), net.prefixlen
+
+
+def pod_object(
+    namespace: str, name: str, node: str, labels: Mapping[str, str] | None,
+    mac: str, ip: str, prefixlen: int,
+) -> dict[str, Any]:  # fmt: skip
+    """The pod as the API holds it once OVN-Kubernetes annotated it (``pod-networks``)."""
+    annotation = {"default": {"ip_addresses": [f"{ip}/{prefixlen}"], "mac_address": mac}}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
+                     "annotations": {POD_NETWORKS: json.dumps(annotation)}},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "app:1"}]},
+    }  # fmt: skip
+
+
+def insert_pod_lsps(nb_remote: str, pods: Sequence[SeedPod]) -> None:
+    """Write the pods' LSPs on their nodes' switches in one transaction, as OVN-Kubernetes
+    does when pods start (the switches must exist)."""
+    ops: list[dict[str, Any]] = []
+    ports_of: dict[str, list[list[str]]] = {}
+    for i, pod in enumerate(pods):
+        addr = f"{pod.mac} {pod.ip}"
+        ops.append(
+            {"op": "insert", "table": "Logical_Switch_Port", "uuid-name": f"p{i}",
+             "row": {"name": pod.lsp_name, "addresses": addr, "port_security": addr,
+                     "external_ids": ovsdb_rpc.to_datum({"namespace": pod.namespace,
+                                                         "pod": "true"}),
+                     "options": ovsdb_rpc.to_datum({"iface-id-ver": pod.uid,
+                                                    "requested-chassis": pod.node})}},
+        )  # fmt: skip
+        ports_of.setdefault(pod.node, []).append(["named-uuid", f"p{i}"])
+    for node, ports in ports_of.items():
+        ops.append(
+            {"op": "mutate", "table": "Logical_Switch", "where": [["name", "==", node]],
+             "mutations": [["ports", "insert", ["set", ports]]]},
+        )  # fmt: skip
+    if ops:
+        ovsdb_rpc.transact(nb_remote, "OVN_Northbound", ops)
+
+
+def delete_lsp(nb_remote: str, lsp: str) -> None:
+    """Remove an LSP and its switch's reference to it (nothing to do if it is not there)."""
+    rows = ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [
+        {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
+         "columns": ["_uuid"]},
+    ])[0]["rows"]  # fmt: skip
+    if not rows:
+        return
+    uuid = rows[0]["_uuid"]
+    ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [
+        {"op": "mutate", "table": "Logical_Switch", "where": [],
+         "mutations": [["ports", "delete", ["set", [uuid]]]]},
+        {"op": "delete", "table": "Logical_Switch_Port", "where": [["_uuid", "==", uuid]]},
+    ])  # fmt: skip
+
+
+def api_request(kube: KubeApiServer, method: str, path: str, body: Any = None) -> Any:
+    """Talk to the emulator over the wire (so watches see the change, as in a cluster)."""
+    conn = http.client.HTTPConnection(kube.host, kube.port, timeout=10)
+    try:
+        headers = {"Content-Type": "application/merge-patch+json"} if body else {}
+        conn.request(method, path, json.dumps(body) if body else None, headers)
+        response = conn.getresponse()
+        data = response.read()
+        if response.status >= 300:
+            raise RuntimeError(f"{method} {path}: HTTP {response.status} {data[:200]!r}")
+        return json.loads(data) if data else None
+    finally:
+        conn.close()
+
+
+SeedObjects = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def load_seed_dir(folder: str | Path) -> SeedObjects:
+    """``(nodes, pods, namespaces)`` from ``nodes.yaml``, ``pods.yaml``, ``namespaces.yaml``
+    (kubectl List format; a missing file is empty)."""
+    folder = Path(folder)
+
+    def items(name: str) -> list[dict[str, Any]]:
+        path = folder / name
+        return _load_items(path) if path.exists() else []
+
+    return items("nodes.yaml"), items("pods.yaml"), items("namespaces.yaml")
+
+
+def choose_distribution(
     nb_schema: str, dist: str | Distribution, *, northd: bool
 ) -> str | Distribution:
     """``"auto"`` resolves to sid when it is there (the product's default backend needs it),
@@ -105,7 +238,7 @@ class SandboxCluster:
             self._tmp = tempfile.TemporaryDirectory(prefix="osc-")
             workdir = self._tmp.name
         self.workdir = Path(workdir)
-        chosen = _choose_distribution(nb_schema, distribution, northd=northd)
+        chosen = choose_distribution(nb_schema, distribution, northd=northd)
         self.ovn = OvnSandbox(
             self.workdir / "ovn",
             northd=northd,
@@ -115,8 +248,7 @@ class SandboxCluster:
         )
         self.kube = KubeApiServer()
         self.kubeconfig = str(self.workdir / "kubeconfig")
-        self._subnets: dict[str, str] = {}
-        self._next_host: dict[str, int] = {}
+        self._addresses = PodAddresses()
 
     @property
     def distribution(self) -> Distribution:
@@ -163,76 +295,37 @@ class SandboxCluster:
         namespaces: Sequence[Mapping[str, Any]] = (),
     ) -> None:  # fmt: skip
         """Seed Kubernetes objects and the matching OVN-Kubernetes rows."""
-        seed_nodes = [SeedNode(n["metadata"]["name"], _node_subnet(n)) for n in nodes]
+        seed_nodes = [SeedNode(n["metadata"]["name"], node_subnet(n)) for n in nodes]
         for node in seed_nodes:
-            self._subnets[node.name] = node.subnet
+            self._addresses.add_node(node.name, node.subnet)
         seed_pods = [seed_pod_of(p) for p in pods]
         for pod in seed_pods:
-            host = int(ipaddress.ip_address(pod.ip)) - int(
-                ipaddress.ip_network(self._subnets[pod.node]).network_address
-            )
-            self._next_host[pod.node] = max(self._next_host.get(pod.node, 2), host)
+            self._addresses.observe(pod)
         self.kube.add_objects([*namespaces, *nodes, *pods])
         seed_ovn_kubernetes(self.nb_remote, seed_nodes, seed_pods)
 
     def seed_dir(self, folder: str | Path) -> None:
         """Seed from ``namespaces.yaml``, ``nodes.yaml``, ``pods.yaml`` (kubectl List format)."""
-        folder = Path(folder)
-
-        def items(name: str) -> list[dict[str, Any]]:
-            path = folder / name
-            return _load_items(path) if path.exists() else []
-
-        self.seed(items("nodes.yaml"), items("pods.yaml"), items("namespaces.yaml"))
+        self.seed(*load_seed_dir(folder))
 
     # -- playing OVN-Kubernetes ----------------------------------------------------------------
     def add_pod(
         self, namespace: str, name: str, node: str, labels: Mapping[str, str] | None = None
     ) -> dict[str, Any]:
         """Create a pod in the API (server-set UID) and its LSP in OVN, as OVN-Kubernetes does."""
-        net = ipaddress.ip_network(self._subnets[node])
-        host = self._next_host.get(node, 2) + 1
-        self._next_host[node] = host
-        ip = net.network_address + host
-        mac = "0a:58:" + ":".join(f"{b:02x}" for b in ip.packed[-4:])
-        annotation = {"default": {"ip_addresses": [f"{ip}/{net.prefixlen}"], "mac_address": mac}}
-        self.kube.add_objects([{
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {}),
-                         "annotations": {POD_NETWORKS: json.dumps(annotation)}},
-            "spec": {"nodeName": node, "containers": [{"name": "main", "image": "app:1"}]},
-        }])  # fmt: skip
+        mac, ip, prefixlen = self._addresses.allocate(node)
+        self.kube.add_objects([pod_object(namespace, name, node, labels, mac, ip, prefixlen)])
         pod = self.kube.get_object("Pod", namespace, name)
         assert pod is not None, "the emulator just stored this pod"
-        seed = SeedPod(namespace, name, pod["metadata"]["uid"], node, mac, str(ip))
-        addr = f"{mac} {ip}"
-        ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
-            {"op": "insert", "table": "Logical_Switch_Port", "uuid-name": "p",
-             "row": {"name": seed.lsp_name, "addresses": addr, "port_security": addr,
-                     "external_ids": ovsdb_rpc.to_datum({"namespace": namespace, "pod": "true"}),
-                     "options": ovsdb_rpc.to_datum({"iface-id-ver": seed.uid,
-                                                    "requested-chassis": node})}},
-            {"op": "mutate", "table": "Logical_Switch", "where": [["name", "==", node]],
-             "mutations": [["ports", "insert", ["set", [["named-uuid", "p"]]]]]},
-        ])  # fmt: skip
+        insert_pod_lsps(
+            self.nb_remote, [SeedPod(namespace, name, pod["metadata"]["uid"], node, mac, ip)]
+        )
         return pod
 
     def delete_pod(self, namespace: str, name: str) -> None:
         """Delete the pod from the API and its LSP from OVN (OVN-Kubernetes' cleanup)."""
         self._http("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
-        lsp = f"{namespace}_{name}"
-        rows = ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
-            {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
-             "columns": ["_uuid"]},
-        ])[0]["rows"]  # fmt: skip
-        if not rows:
-            return
-        uuid = rows[0]["_uuid"]
-        ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
-            {"op": "mutate", "table": "Logical_Switch", "where": [],
-             "mutations": [["ports", "delete", ["set", [uuid]]]]},
-            {"op": "delete", "table": "Logical_Switch_Port", "where": [["_uuid", "==", uuid]]},
-        ])  # fmt: skip
+        delete_lsp(self.nb_remote, f"{namespace}_{name}")
 
     def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
         """Set (or with ``None`` remove) pod labels, like ``kubectl label --overwrite``."""
@@ -247,15 +340,4 @@ class SandboxCluster:
         self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
 
     def _http(self, method: str, path: str, body: Any = None) -> Any:
-        """Talk to the emulator over the wire (so watches see the change, as in a cluster)."""
-        conn = http.client.HTTPConnection(self.kube.host, self.kube.port, timeout=10)
-        try:
-            headers = {"Content-Type": "application/merge-patch+json"} if body else {}
-            conn.request(method, path, json.dumps(body) if body else None, headers)
-            response = conn.getresponse()
-            data = response.read()
-            if response.status >= 300:
-                raise RuntimeError(f"{method} {path}: HTTP {response.status} {data[:200]!r}")
-            return json.loads(data) if data else None
-        finally:
-            conn.close()
+        return api_request(self.kube, method, path, body)
