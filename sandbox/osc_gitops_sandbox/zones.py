@@ -1,0 +1,595 @@
+"""Zone mode: an OVN-Kubernetes *interconnect* cluster, played locally.
+
+In interconnect mode every node is its own OVN zone: the node's ``ovnkube-node`` pod runs the
+zone's NB, SB and northd on local unix sockets; there is no central NB. :class:`ZonedCluster`
+plays that: ONE Kubernetes API emulator and, per node, one NB (+ SB +
+northd with ``northd=True``) on its own unix socket, seeded the way ovnkube-controller seeds its
+zone (``go-controller/pkg/ovn/zone_interconnect`` in OVN-Kubernetes):
+
+- the node's switch ``<node>`` (``other_config:subnet``), its ``stor-<node>`` port and
+  ``rtos-<node>`` on ``ovn_cluster_router``, and the LSPs of the pods on THAT node only;
+- the transit switch ``transit_switch`` (``other_config:interconn-ts``) with the local
+  ``tstor-<node>`` (type ``router``, to ``rtots-<node>`` on the cluster router) and one
+  ``tstor-<other>`` of type ``remote`` per other node: the only rows about other nodes;
+- ``NB_Global`` ``name`` and ``options:name`` = the node (``ovnkube.sh local-nb-ovsdb``).
+
+Node objects carry OVN-Kubernetes' annotations (``node-subnets``, ``zone-name``, ``node-id``,
+``node-transit-switch-port-ifaddr``). The cluster then changes as a real one does: a pod's LSP
+goes into its node's NB only; a moved pod is deleted and recreated elsewhere (new UID); nodes
+join and leave with their zones; one zone's NB can go down and come back with its data (fault
+tests). Writes for a zone whose NB is down are replayed when it is back, as ovnkube-controller
+retries them.
+
+Why NB-only by default: the reconciler only talks to a zone's NB, and a zone without northd is
+one ``ovsdb-server`` process started from a copy of one empty database file, so a hundred zones
+are cheap enough for tests and benchmarks.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import (
+    NODE_SUBNETS,
+    PodAddresses,
+    api_request,
+    choose_distribution,
+    delete_lsp,
+    insert_pod_lsps,
+    load_seed_dir,
+    node_subnet,
+    pod_object,
+    seed_pod_of,
+)
+from osc_gitops_sandbox.distributions import Distribution
+from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.ovn import (
+    CLUSTER_ROUTER,
+    OWN_SCHEMA,
+    OvnSandbox,
+    OvnSandboxError,
+    SeedNode,
+    SeedPod,
+    resolve_stack,
+    run_tool,
+    seed_ovn_kubernetes,
+)
+
+TRANSIT_SWITCH = "transit_switch"
+"""The default network's transit switch (OVN-Kubernetes' ``types.TransitSwitch``)."""
+TRANSIT_SWITCH_TUNNEL_KEY = 16711683
+"""``BaseTransitSwitchTunnelKey`` + network id 0 (the default network)."""
+TRANSIT_SUBNET = ipaddress.ip_network("100.88.0.0/16")
+"""OVN-Kubernetes' default ``v4TransitSwitchSubnet``: node ``id`` has its ``id``-th address."""
+POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
+"""Node subnets handed out by :meth:`ZonedCluster.add_node`: ``10.244.<k>.0/24``, k >= 1."""
+
+ZONE_NAME = "k8s.ovn.org/zone-name"
+NODE_ID = "k8s.ovn.org/node-id"
+TRANSIT_PORT_ADDRESS = "k8s.ovn.org/node-transit-switch-port-ifaddr"
+SOCKET_PATH_MAX = 107
+"""``sun_path`` holds 108 bytes including the terminating NUL."""
+
+
+@dataclass(frozen=True)
+class ZoneNode:
+    """A node as the zones see it: its name, pod subnet and the id OVN-Kubernetes' cluster
+    manager gives it (its transit switch tunnel key and transit port address derive from it)."""
+
+    name: str
+    subnet: str
+    node_id: int
+
+    @property
+    def transit_ip(self) -> ipaddress.IPv4Address:
+        return ipaddress.IPv4Address(int(TRANSIT_SUBNET.network_address) + self.node_id)
+
+    @property
+    def transit_network(self) -> str:
+        """The ``rtots-<node>`` router port's address, e.g. ``100.88.0.3/16``."""
+        return f"{self.transit_ip}/{TRANSIT_SUBNET.prefixlen}"
+
+    @property
+    def transit_mac(self) -> str:
+        """``util.IPAddrToHWAddr``: ``0a:58:`` followed by the IPv4 bytes."""
+        return "0a:58:" + ":".join(f"{b:02x}" for b in self.transit_ip.packed)
+
+    @property
+    def seed(self) -> SeedNode:
+        return SeedNode(self.name, self.subnet)
+
+
+def node_object(node: ZoneNode, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Node API object of ``node``, with OVN-Kubernetes' interconnect annotations."""
+    return complete_node(
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": node.name, "labels": dict(labels or {})}},
+        node,
+    )  # fmt: skip
+
+
+def complete_node(obj: Mapping[str, Any], node: ZoneNode) -> dict[str, Any]:
+    """A copy of the Node object ``obj`` with what it lacks of the labels every node has, of
+    ``spec.podCIDR`` and of OVN-Kubernetes' interconnect annotations; what it has wins."""
+    meta = dict(obj.get("metadata") or {})
+    labels = {
+        "kubernetes.io/hostname": node.name,
+        "kubernetes.io/os": "linux",
+        **dict(meta.get("labels") or {}),
+    }
+    annotations = {
+        NODE_SUBNETS: json.dumps({"default": [node.subnet]}),
+        ZONE_NAME: node.name,
+        NODE_ID: str(node.node_id),
+        TRANSIT_PORT_ADDRESS: json.dumps({"ipv4": node.transit_network}),
+        **dict(meta.get("annotations") or {}),
+    }
+    spec = {"podCIDR": node.subnet, **dict(obj.get("spec") or {})}
+    return {
+        "apiVersion": "v1",
+        **obj,
+        "kind": "Node",
+        "metadata": {**meta, "labels": labels, "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def _remote_port(remote: ZoneNode, uuid_name: str) -> dict[str, Any]:
+    return {
+        "op": "insert", "table": "Logical_Switch_Port", "uuid-name": uuid_name,
+        "row": {"name": f"tstor-{remote.name}", "type": "remote",
+                "addresses": f"{remote.transit_mac} {remote.transit_network}",
+                "options": ovsdb_rpc.to_datum({"requested-tnl-key": str(remote.node_id),
+                                               "requested-chassis": remote.name}),
+                "external_ids": ovsdb_rpc.to_datum({"node": remote.name})},
+    }  # fmt: skip
+
+
+def interconnect_ops(local: ZoneNode, remotes: Sequence[ZoneNode]) -> list[dict[str, Any]]:
+    """The rows a fresh zone gets beside its node switch (see the module docstring): its name
+    on NB_Global, the transit switch with ``tstor-<local>`` and the remote ports,
+    ``rtots-<local>``. The NB_Global row (:func:`ensure_nb_global`) and the cluster router
+    (:func:`~osc_gitops_sandbox.ovn.seed_ovn_kubernetes`) must already exist."""
+    ports = [_remote_port(r, f"remote{i}") for i, r in enumerate(remotes)]
+    names = [["named-uuid", f"remote{i}"] for i in range(len(remotes))]
+    return [
+        {"op": "update", "table": "NB_Global", "where": [], "row": {"name": local.name}},
+        {"op": "mutate", "table": "NB_Global", "where": [],
+         "mutations": [["options", "insert", ovsdb_rpc.to_datum({"name": local.name})]]},
+        {"op": "insert", "table": "Logical_Router_Port", "uuid-name": "rtots",
+         "row": {"name": f"rtots-{local.name}", "mac": local.transit_mac,
+                 "networks": local.transit_network,
+                 "options": ovsdb_rpc.to_datum({"mcast_flood": "true"})}},
+        {"op": "mutate", "table": "Logical_Router", "where": [["name", "==", CLUSTER_ROUTER]],
+         "mutations": [["ports", "insert", ["set", [["named-uuid", "rtots"]]]]]},
+        {"op": "insert", "table": "Logical_Switch_Port", "uuid-name": "tstor",
+         "row": {"name": f"tstor-{local.name}", "type": "router", "addresses": "router",
+                 "options": ovsdb_rpc.to_datum({"router-port": f"rtots-{local.name}",
+                                                "requested-tnl-key": str(local.node_id)}),
+                 "external_ids": ovsdb_rpc.to_datum({"node": local.name})}},
+        *ports,
+        {"op": "insert", "table": "Logical_Switch",
+         "row": {"name": TRANSIT_SWITCH,
+                 "ports": ["set", [["named-uuid", "tstor"], *names]],
+                 "other_config": ovsdb_rpc.to_datum({
+                     "interconn-ts": TRANSIT_SWITCH,
+                     "requested-tnl-key": str(TRANSIT_SWITCH_TUNNEL_KEY)})}},
+    ]  # fmt: skip
+
+
+def ensure_nb_global(nb_remote: str) -> None:
+    """Create the NB's single NB_Global row unless it exists (``ovn-ctl`` runs ``ovn-nbctl
+    init`` on a new NB; a zone's northd may also have created it already)."""
+    select = {"op": "select", "table": "NB_Global", "where": [], "columns": ["_uuid"]}
+    if ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [select])[0]["rows"]:
+        return
+    try:
+        ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [
+            {"op": "insert", "table": "NB_Global", "row": {}}
+        ])  # fmt: skip
+    except ovsdb_rpc.OvsdbRpcError:
+        # northd won the race (NB_Global holds at most one row): only a missing row is an error
+        if not ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [select])[0]["rows"]:
+            raise
+
+
+def add_remote_ports(nb_remote: str, remotes: Sequence[ZoneNode]) -> None:
+    """Other nodes joined: their ``tstor-<node>`` remote ports on this zone's transit switch."""
+    names = [["named-uuid", f"remote{i}"] for i in range(len(remotes))]
+    ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [
+        *(_remote_port(r, f"remote{i}") for i, r in enumerate(remotes)),
+        {"op": "mutate", "table": "Logical_Switch", "where": [["name", "==", TRANSIT_SWITCH]],
+         "mutations": [["ports", "insert", ["set", names]]]},
+    ])  # fmt: skip
+
+
+class Zone:
+    """One node's OVN databases, as its ``ovnkube-node`` pod runs them: the NB (and, with
+    ``northd``, the SB and ovn-northd) in ``workdir`` on unix sockets."""
+
+    def __init__(
+        self,
+        node: ZoneNode,
+        workdir: Path,
+        distribution: Distribution,
+        *,
+        northd: bool = False,
+        timeout: float = 10.0,
+        template: Path | None = None,
+    ) -> None:
+        socket = workdir.resolve() / "nb.sock"
+        if len(str(socket)) > SOCKET_PATH_MAX:
+            raise OvnSandboxError(
+                f"zone {node.name!r}: socket path {socket} is longer than {SOCKET_PATH_MAX} "
+                "bytes; use a shorter work dir or node name"
+            )
+        self.node = node
+        self._template = template
+        self.ovn = OvnSandbox(
+            workdir, northd=northd, southbound=northd, distribution=distribution, timeout=timeout
+        )
+        self._pending: list[Callable[[str], None]] = []
+
+    @property
+    def workdir(self) -> Path:
+        return self.ovn.workdir
+
+    @property
+    def nb_remote(self) -> str:
+        """``unix:<workdir>/nb.sock``: the address an agent on this node is given."""
+        return self.ovn.nb_remote
+
+    @property
+    def nb_running(self) -> bool:
+        return self.ovn.nb_running
+
+    @property
+    def pending_writes(self) -> int:
+        """OVN writes waiting for the NB to come back (see :meth:`write`)."""
+        return len(self._pending)
+
+    def start(self) -> Zone:
+        database = self.ovn.workdir / "nb.db"
+        if self._template is not None and not database.exists():
+            shutil.copyfile(self._template, database)  # what `ovsdb-tool create` would write
+        self.ovn.start()
+        return self
+
+    def stop(self) -> None:
+        self.ovn.stop()
+
+    def stop_nb(self) -> None:
+        self.ovn.stop_nb()
+
+    def start_nb(self) -> None:
+        """Bring the NB back with its data, then replay the writes made while it was down."""
+        self.ovn.start_nb()
+        while self._pending:
+            self._pending[0](self.nb_remote)
+            self._pending.pop(0)
+
+    def write(self, action: Callable[[str], None]) -> None:
+        """Run ``action(nb_remote)`` now, or once the NB is back if it is down."""
+        if self.nb_running and not self._pending:
+            action(self.nb_remote)
+        else:
+            self._pending.append(action)
+
+    def dump(self, tables: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        return self.ovn.dump(tables)
+
+
+NodeSpec = str | SeedNode | ZoneNode | Mapping[str, Any]
+"""A node to add: a name, a :class:`SeedNode`/:class:`ZoneNode`, or a Node API object."""
+
+
+class ZonedCluster:
+    """One Kubernetes API emulator and one OVN zone per node (see the module docstring).
+
+    Start with :meth:`start` (or ``with``). ``nodes`` become zones at start; :meth:`seed` /
+    :meth:`seed_dir` take Node and Pod objects as :class:`~osc_gitops_sandbox.cluster.
+    SandboxCluster` does. ``distribution``: ``"sid"`` (OVN 26.03), ``"host"`` (23.03) or
+    ``"auto"`` (sid when ``make setup`` built it). ``northd=True`` gives every zone its SB and
+    northd too (three processes per zone instead of one).
+    """
+
+    def __init__(
+        self,
+        workdir: str | Path | None = None,
+        *,
+        nodes: Iterable[NodeSpec] = (),
+        distribution: str | Distribution = "auto",
+        northd: bool = False,
+        timeout: float = 10.0,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="oscz-")
+            workdir = self._tmp.name
+        self.workdir = Path(workdir).resolve()
+        tools = ["ovsdb-server", "ovsdb-tool", "ovs-appctl"]
+        tools += ["ovn-northd", "ovn-nbctl", "ovn-sbctl"] if northd else []
+        chosen = choose_distribution("auto", distribution, northd=northd)
+        self.distribution, self._nb_schema = resolve_stack(OWN_SCHEMA, chosen, tools)
+        self.northd = northd
+        self.timeout = timeout
+        self.kube = KubeApiServer()
+        self.kubeconfig = str(self.workdir / "kubeconfig")
+        self._initial_nodes = list(nodes)
+        self._zones: dict[str, Zone] = {}
+        self._addresses = PodAddresses()
+        self._node_ids: dict[str, int] = {}
+        self._template = self.workdir / "nb-empty.db"
+        self._started = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> ZonedCluster:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            if not self._template.exists():
+                run_tool(
+                    self.distribution, "ovsdb-tool", "create", str(self._template),
+                    str(self._nb_schema),
+                )  # fmt: skip
+            self.kube.start()
+            self.kube.write_kubeconfig(self.kubeconfig)
+            self._started = True
+            self.add_nodes(self._initial_nodes)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every zone and the API emulator; idempotent."""
+        try:
+            if self._started:
+                self.kube.stop()
+                self._started = False
+        finally:
+            for zone in self._zones.values():
+                zone.stop()
+            if self._tmp is not None:
+                self._tmp.cleanup()
+                self._tmp = None
+
+    def __enter__(self) -> ZonedCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the zones -------------------------------------------------------------------------
+    @property
+    def network_function(self) -> bool:
+        """Whether the zones' NB has the Network Function tables (OVN >= 26.03)."""
+        return "Network_Function" in json.loads(self._nb_schema.read_text())["tables"]
+
+    @property
+    def nodes(self) -> list[str]:
+        """The nodes (= zones), in the order they joined."""
+        return list(self._zones)
+
+    def zone(self, node: str) -> Zone:
+        try:
+            return self._zones[node]
+        except KeyError:
+            raise KeyError(f"no zone for node {node!r} (nodes: {self.nodes})") from None
+
+    def nb_remote(self, node: str) -> str:
+        """The NB address of ``node``'s zone (``unix:.../nb.sock``)."""
+        return self.zone(node).nb_remote
+
+    @property
+    def nb_remotes(self) -> dict[str, str]:
+        """``{node: NB address}`` for every zone."""
+        return {name: zone.nb_remote for name, zone in self._zones.items()}
+
+    def stop_nb(self, node: str) -> None:
+        """Take ``node``'s NB away (its socket disappears; the database file stays)."""
+        self.zone(node).stop_nb()
+
+    def start_nb(self, node: str) -> None:
+        """Bring ``node``'s NB back on the same socket with the same data."""
+        self.zone(node).start_nb()
+
+    # -- nodes -----------------------------------------------------------------------------
+    def add_node(
+        self, name: str, subnet: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> Zone:
+        """A node joins: its Node object (``subnet`` defaults to the next free
+        ``10.244.<k>.0/24``), a started and seeded zone, and its remote transit port in every
+        other zone."""
+        obj: dict[str, Any] = {"kind": "Node", "metadata": {"name": name, "labels": labels or {}}}
+        if subnet is not None:
+            obj["spec"] = {"podCIDR": subnet}
+        self.add_nodes([obj])
+        return self.zone(name)
+
+    def add_nodes(self, specs: Iterable[NodeSpec], pods: Sequence[SeedPod] = ()) -> list[Zone]:
+        """Several nodes join at once, with ``pods`` already running on them (their LSPs are
+        seeded with the switch, one transaction per zone)."""
+        if not self._started:
+            raise OvnSandboxError("ZonedCluster is not started")
+        old = [zone.node for zone in self._zones.values()]
+        new: list[ZoneNode] = []
+        objects: list[dict[str, Any]] = []
+        try:
+            for spec in specs:
+                zone_node, obj = self._resolve(spec)
+                new.append(zone_node)
+                objects.append(obj)
+            pods_on: dict[str, list[SeedPod]] = {n.name: [] for n in new}
+            for pod in pods:
+                if pod.node not in pods_on:
+                    raise ValueError(
+                        f"pod {pod.namespace}/{pod.name}: {pod.node!r} is not a node added here"
+                    )
+                pods_on[pod.node].append(pod)
+                self._addresses.observe(pod)
+        except BaseException:
+            for zone_node in new:
+                self._forget(zone_node.name)
+            raise
+        zones: list[Zone] = []
+        for zone_node in new:
+            zone = Zone(
+                zone_node, self.workdir / "zones" / zone_node.name, self.distribution,
+                northd=self.northd, timeout=self.timeout, template=self._template,
+            )  # fmt: skip
+            self._zones[zone_node.name] = zone
+            zone.start()
+            remotes = [n for n in [*old, *new] if n.name != zone_node.name]
+            seed_ovn_kubernetes(zone.nb_remote, [zone_node.seed], pods_on[zone_node.name])
+            ensure_nb_global(zone.nb_remote)
+            ovsdb_rpc.transact(
+                zone.nb_remote, "OVN_Northbound", interconnect_ops(zone_node, remotes)
+            )
+            zones.append(zone)
+        if new:
+            for node in old:
+                self._zones[node.name].write(lambda remote: add_remote_ports(remote, new))
+            self.kube.add_objects(objects)
+        return zones
+
+    def remove_node(self, name: str) -> None:
+        """A node leaves: its pods are deleted (what the pod GC does), then its Node object;
+        its zone stops and its files go; the other zones drop its remote transit port."""
+        zone = self.zone(name)
+        for pod in self.kube.objects("Pod"):
+            if pod.get("spec", {}).get("nodeName") == name:
+                meta = pod["metadata"]
+                self._http("DELETE", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
+        self._http("DELETE", f"/api/v1/nodes/{name}")
+        zone.stop()
+        shutil.rmtree(zone.workdir, ignore_errors=True)
+        del self._zones[name]
+        self._forget(name)
+        for other in self._zones.values():
+            other.write(lambda remote: delete_lsp(remote, f"tstor-{name}"))
+
+    def _resolve(self, spec: NodeSpec) -> tuple[ZoneNode, dict[str, Any]]:
+        """Register one node to add: its zone node (subnet and id as given, else the next
+        free ones) and its complete Node object."""
+        if isinstance(spec, Mapping):
+            meta = spec.get("metadata") or {}
+            annotations = meta.get("annotations") or {}
+            given = NODE_SUBNETS in annotations or (spec.get("spec") or {}).get("podCIDR")
+            zone_node = self._register(
+                str(meta["name"]),
+                node_subnet(spec) if given else None,
+                int(annotations[NODE_ID]) if NODE_ID in annotations else None,
+            )
+            return zone_node, complete_node(spec, zone_node)
+        if isinstance(spec, str):
+            zone_node = self._register(spec, None, None)
+        elif isinstance(spec, ZoneNode):
+            zone_node = self._register(spec.name, spec.subnet, spec.node_id)
+        else:
+            zone_node = self._register(spec.name, spec.subnet, None)
+        return zone_node, node_object(zone_node)
+
+    def _register(self, name: str, subnet: str | None, node_id: int | None) -> ZoneNode:
+        if name in self._node_ids:
+            raise ValueError(f"node {name!r} is already in the cluster")
+        subnets = set(self._addresses.subnets.values())
+        if subnet is None:
+            free = (s for k in range(1, 256) if (s := f"10.244.{k}.0/24") not in subnets)
+            subnet = next(free, None)
+            if subnet is None:
+                raise OvnSandboxError(f"no free /24 left in {POD_NETWORK}")
+        elif subnet in subnets:
+            raise ValueError(f"node {name!r}: subnet {subnet} is already another node's")
+        ids = set(self._node_ids.values())
+        if node_id is None:
+            node_id = next(i for i in range(1, len(ids) + 2) if i not in ids)
+        elif node_id in ids:
+            raise ValueError(f"node {name!r}: node id {node_id} is already another node's")
+        self._node_ids[name] = node_id
+        self._addresses.add_node(name, subnet)
+        return ZoneNode(name, subnet, node_id)
+
+    def _forget(self, name: str) -> None:
+        self._node_ids.pop(name, None)
+        self._addresses.remove_node(name)
+
+    # -- seeding ---------------------------------------------------------------------------
+    def seed(
+        self, nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]],
+        namespaces: Sequence[Mapping[str, Any]] = (),
+    ) -> None:  # fmt: skip
+        """Node and Pod API objects (as for ``SandboxCluster.seed``): new nodes become zones
+        seeded with their pods; pods on existing nodes go into those zones' NBs."""
+        seed_pods = [seed_pod_of(p) for p in pods]
+        new_names = {str(n["metadata"]["name"]) for n in nodes}
+        self.kube.add_objects(namespaces)
+        self.add_nodes(nodes, [p for p in seed_pods if p.node in new_names])
+        existing: dict[str, list[SeedPod]] = {}
+        for pod in seed_pods:
+            if pod.node not in new_names:
+                existing.setdefault(pod.node, []).append(pod)
+                self._addresses.observe(pod)
+        for node, on_node in existing.items():
+            self.zone(node).write(partial(insert_pod_lsps, pods=on_node))
+        self.kube.add_objects(pods)
+
+    def seed_dir(self, folder: str | Path) -> None:
+        """Seed from ``namespaces.yaml``, ``nodes.yaml``, ``pods.yaml`` (kubectl List format)."""
+        nodes, pods, namespaces = load_seed_dir(folder)
+        self.seed(nodes, pods, namespaces)
+
+    # -- playing OVN-Kubernetes ------------------------------------------------------------
+    def add_pod(
+        self, namespace: str, name: str, node: str, labels: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Create a pod in the API (server-set UID) and its LSP in ``node``'s NB only."""
+        zone = self.zone(node)
+        mac, ip, prefixlen = self._addresses.allocate(node)
+        self.kube.add_objects([pod_object(namespace, name, node, labels, mac, ip, prefixlen)])
+        pod = self.kube.get_object("Pod", namespace, name)
+        assert pod is not None, "the emulator just stored this pod"
+        seed = SeedPod(namespace, name, pod["metadata"]["uid"], node, mac, ip)
+        zone.write(lambda remote: insert_pod_lsps(remote, [seed]))
+        return pod
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Delete the pod from the API and its LSP from its node's NB."""
+        pod = self.kube.get_object("Pod", namespace, name)
+        self._http("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
+        node = (pod or {}).get("spec", {}).get("nodeName")
+        if node in self._zones:
+            self._zones[node].write(lambda remote: delete_lsp(remote, f"{namespace}_{name}"))
+
+    def move_pod(self, namespace: str, name: str, node: str) -> dict[str, Any]:
+        """The pod is deleted and recreated on ``node`` with its labels: what a rescheduled
+        pod of a Deployment or StatefulSet looks like to OVN (new UID, new address, the LSP
+        leaves one zone and appears in another)."""
+        old = self.kube.get_object("Pod", namespace, name)
+        if old is None:
+            raise KeyError(f"no pod {namespace}/{name}")
+        self.delete_pod(namespace, name)
+        return self.add_pod(namespace, name, node, old["metadata"].get("labels") or {})
+
+    def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
+        """Set (or with ``None`` remove) pod labels, like ``kubectl label --overwrite``."""
+        self._http(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            {"metadata": {"labels": dict(labels)}},
+        )
+
+    def delete_vm(self, namespace: str, name: str) -> None:
+        """What a user does with ``kubectl delete vm``."""
+        self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
+
+    def _http(self, method: str, path: str, body: Any = None) -> Any:
+        return api_request(self.kube, method, path, body)
