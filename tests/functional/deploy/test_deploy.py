@@ -223,3 +223,256 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
             for resource in rule["resources"]:
                 extra = set(rule["verbs"]) - used.get(resource, set())
                 assert not extra, f"{d['metadata']['name']}: {resource} {sorted(extra)} unused"
+
+
+# ------------------------------------------------------------------ interconnect overlay
+# Where OVN-Kubernetes puts a single-node zone's NB socket (ovn-org/ovn-kubernetes at
+# 6c366bb49d6fa57c80d6b39834952ce1d4d9dbb6: dist/templates/ovnkube-single-node-zone.yaml.j2,
+# helm/ovn-kubernetes/charts/ovnkube-single-node-zone/templates/ovnkube-single-node-zone.yaml,
+# dist/images/ovnkube.sh `local-nb-ovsdb`, go-controller/pkg/config/config.go's default
+# "unix:/var/run/ovn/ovn%s_db.sock"): the nb-ovsdb container mounts the hostPath volume
+# `host-var-run-ovs` (/var/run/openvswitch on the node) at /var/run/ovn.
+OVNK_RUN_VOLUME = "host-var-run-ovs"
+OVNK_HOST_RUN_DIR = "/var/run/openvswitch"
+OVNK_POD_RUN_DIR = "/var/run/ovn"
+OVNK_NB_SOCKET = "ovnnb_db.sock"
+
+AGENT_SA = ("osc-gitops-agents", "osc-gitops-agent")
+AGENTS_NS, CENTRAL_NS = "osc-gitops-agents", "osc-gitops"
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+
+
+def interconnect() -> dict[str, Any]:
+    """The rendered overlay: ``docs`` plus the two workloads and their pod specs."""
+    docs = kustomize("interconnect")
+    agent = next(d for d in docs if d["kind"] == "DaemonSet")
+    central = next(d for d in docs if d["kind"] == "Deployment")
+    return {
+        "docs": docs,
+        "agent": agent,
+        "central": central,
+        "agent_pod": agent["spec"]["template"]["spec"],
+        "central_pod": central["spec"]["template"]["spec"],
+    }
+
+
+def grants(
+    docs: list[dict[str, Any]], sa: tuple[str, str]
+) -> list[tuple[str | None, dict[str, Any]]]:
+    """Every RBAC rule bound to the service account ``sa``, with the namespace it applies in
+    (``None``: cluster-wide)."""
+    out: list[tuple[str | None, dict[str, Any]]] = []
+    for binding in docs:
+        if binding["kind"] not in ("ClusterRoleBinding", "RoleBinding"):
+            continue
+        if not any(
+            s["kind"] == "ServiceAccount" and (s["namespace"], s["name"]) == sa
+            for s in binding["subjects"]
+        ):
+            continue
+        scope = binding["metadata"].get("namespace")  # None for a ClusterRoleBinding
+        ref = binding["roleRef"]
+        role = next(
+            d for d in docs
+            if d["kind"] == ref["kind"] and d["metadata"]["name"] == ref["name"]
+            and (ref["kind"] == "ClusterRole" or d["metadata"]["namespace"] == scope)
+        )  # fmt: skip
+        out.extend((scope, rule) for rule in role["rules"])
+    return out
+
+
+def verbs_on(
+    rules: list[tuple[str | None, dict[str, Any]]], group: str, resource: str
+) -> dict[str | None, set[str]]:
+    out: dict[str | None, set[str]] = {}
+    for scope, rule in rules:
+        if group in rule["apiGroups"] and resource in rule["resources"]:
+            out.setdefault(scope, set()).update(rule["verbs"])
+    return out
+
+
+def test_interconnect_overlay_renders_agents_and_a_kubernetes_only_owner() -> None:
+    rendered = interconnect()
+    docs, agent_pod, central_pod = rendered["docs"], rendered["agent_pod"], rendered["central_pod"]
+    namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
+    assert namespaces[CENTRAL_NS]["metadata"]["labels"][
+        "pod-security.kubernetes.io/enforce"] == "restricted"  # fmt: skip
+    assert rendered["agent"]["metadata"]["namespace"] == AGENTS_NS in namespaces
+
+    # the node agent: its node from the downward API, every node, locked down but for uid 0
+    assert (rendered["agent"]["metadata"]["namespace"], agent_pod["serviceAccountName"]) == AGENT_SA
+    (container,) = agent_pod["containers"]
+    args = container["args"]
+    assert args[0] == "run" and "--node=$(OSC_NODE_NAME)" in args
+    assert not {"--leader-elect", "--kubernetes-only", "--once"} & set(args)
+    env = {e["name"]: e for e in container["env"]}
+    assert env["OSC_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert {"operator": "Exists"} in agent_pod["tolerations"]
+    assert not agent_pod.get("hostNetwork") and not agent_pod.get("hostPID")
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and not sc.get("privileged")
+    assert agent_pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert agent_pod["securityContext"]["runAsUser"] == 0  # the socket is root's, mode 0750
+    config = {d["metadata"]["name"]: d["data"] for d in docs if d["kind"] == "ConfigMap"}
+    agent_config = container["envFrom"][0]["configMapRef"]["name"]
+    for key in ("OSC_GIT_REPO", "OSC_GIT_REF", "OSC_GIT_PATH", "OSC_INSTANCE"):
+        assert config[agent_config][key] == config["osc-gitops"][key]  # one source of truth
+
+    # the central owner: Kubernetes only, leader election, nothing OVN in reach
+    (central,) = central_pod["containers"]
+    assert "--kubernetes-only" in central["args"] and "--leader-elect" in central["args"]
+    assert not [a for a in central["args"] if a.startswith(("--ovn", "--node"))]
+    assert not [v for v in central_pod["volumes"] if "hostPath" in v or v["name"] == "ovn-nb"]
+    assert {m["mountPath"] for m in central["volumeMounts"]} == {"/var/cache/osc-gitops", "/tmp"}
+    assert not [k for k in config["osc-gitops"] if k.startswith("OSC_OVN")]
+    assert central_pod["securityContext"]["runAsNonRoot"] is True
+    assert central["image"] == container["image"]
+    assert central["image"].startswith("ghcr.io/example/osc-gitops:")
+
+
+def test_interconnect_agents_mount_the_zone_socket_where_ovn_kubernetes_puts_it() -> None:
+    agent_pod = interconnect()["agent_pod"]
+    (container,) = agent_pod["containers"]
+    host_paths = [v for v in agent_pod["volumes"] if "hostPath" in v]
+    assert [(v["name"], v["hostPath"]["path"]) for v in host_paths] == [
+        (OVNK_RUN_VOLUME, OVNK_HOST_RUN_DIR)
+    ]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == OVNK_RUN_VOLUME]
+    assert mount["mountPath"] == OVNK_POD_RUN_DIR
+    # connect() needs write permission on the socket, not a writable mount (see the next test)
+    assert mount["readOnly"] is True
+    assert f"--ovn-nb=unix:{OVNK_POD_RUN_DIR}/{OVNK_NB_SOCKET}" in container["args"]
+
+
+def test_interconnect_rbac_is_least_privilege_per_role() -> None:
+    docs = interconnect()["docs"]
+    agent = grants(docs, AGENT_SA)
+    central = grants(docs, SA)
+    # agents: reads for their slice; the only write is leases in their own namespace
+    assert verbs_on(agent, "", "pods") == {None: {"list", "watch"}}
+    assert verbs_on(agent, "", "nodes") == {None: {"list"}}
+    assert verbs_on(agent, "kubevirt.io", "virtualmachines") == {None: {"list", "watch"}}
+    assert verbs_on(agent, "k8s.cni.cncf.io", "network-attachment-definitions") == {None: {"list"}}
+    writes = {
+        (scope, group, resource, verb)
+        for scope, rule in agent
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in set(rule["verbs"]) & WRITE_VERBS
+    }
+    assert writes == {
+        (AGENTS_NS, "coordination.k8s.io", "leases", "create"),
+        (AGENTS_NS, "coordination.k8s.io", "leases", "update"),
+    }
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for _, rule in agent)
+    assert not [scope for scope, _ in agent if scope == CENTRAL_NS]  # not the leader Lease
+    # the central owner: the only one creating VMs and NADs; nothing of the OVN side
+    assert "create" in verbs_on(central, "kubevirt.io", "virtualmachines")["osc-vnfs"]
+    assert (
+        "create"
+        in verbs_on(central, "k8s.cni.cncf.io", "network-attachment-definitions")["osc-vnfs"]
+    )
+    assert verbs_on(central, "", "pods") == {}
+    assert verbs_on(central, "networking.k8s.io", "networkpolicies") == {}
+    assert not [r for _, r in central if any(g.endswith("ovn.org") for g in r["apiGroups"])]
+    assert not [scope for scope, _ in central if scope == AGENTS_NS]  # no agent status writes
+    # nobody else may create VMs or NADs
+    owned = [
+        ("kubevirt.io", "virtualmachines"),
+        ("k8s.cni.cncf.io", "network-attachment-definitions"),
+    ]
+    for binding in (d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")):
+        for subject in binding["subjects"]:
+            sa = (subject["namespace"], subject["name"])
+            if sa == SA:
+                continue
+            for group, resource in owned:
+                for verbs in verbs_on(grants(docs, sa), group, resource).values():
+                    assert not verbs & WRITE_VERBS, f"{sa} may write {resource}"
+
+
+def test_interconnect_agents_can_write_only_their_own_nodes_status_lease() -> None:
+    rendered = interconnect()
+    docs = rendered["docs"]
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    binding = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": AGENTS_NS
+    }
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
+    assert set(rule["operations"]) == {"CREATE", "UPDATE"}  # the agent's only writes
+    namespace, account = (
+        rendered["agent"]["metadata"]["namespace"],
+        rendered["agent_pod"]["serviceAccountName"],
+    )
+    (condition,) = spec["matchConditions"]
+    assert f"'system:serviceaccount:{namespace}:{account}'" in condition["expression"]
+    expressions = " ".join(v["expression"] for v in spec["validations"] + spec["variables"])
+    assert "authentication.kubernetes.io/node-name" in expressions
+    assert "object.metadata.name == 'osc-gitops-agent-' + variables.nodeName" in expressions
+
+
+@pytest.mark.ovn
+@pytest.mark.timeout(60)
+def test_a_read_only_mount_of_the_zone_run_dir_reaches_the_nb_and_survives_its_restart(
+    tmp_path: Path,
+) -> None:
+    """Why the agent's socket mount is a read-only directory: connect() works through it,
+    unlinking or replacing sockets does not, and a restarted NB's new socket shows up in it
+    (while a bind mount of the socket file itself goes stale)."""
+    import os
+    import sys
+
+    from osc_gitops_sandbox.ovn import ovn_unavailable_reason
+    from osc_gitops_sandbox.zones import ZonedCluster
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    if reason := ovn_unavailable_reason():
+        pytest.skip(reason)
+    with ZonedCluster(tmp_path / "z", nodes=["n1"], distribution="host") as zones:
+        run_dir = zones.nb_remote("n1").removeprefix("unix:").rsplit("/", 1)[0]
+        ro_dir, file_mount = tmp_path / "ro", tmp_path / "sock-file"
+        ro_dir.mkdir()
+        file_mount.touch()
+        probe = (
+            "import sys\nfrom osc_gitops_sandbox import ovsdb_rpc\n"
+            "try:\n    print(sys.argv[1], ovsdb_rpc.list_dbs('unix:' + sys.argv[2], 2.0))\n"
+            "except ovsdb_rpc.OvsdbRpcError as exc:\n    print(sys.argv[1], 'refused', exc)\n"
+        )
+        script = f"""set -e
+mount --bind {run_dir} {ro_dir}
+mount -o remount,bind,ro {ro_dir}
+mount --bind {run_dir}/nb.sock {file_mount}
+{sys.executable} -c "$PROBE" dir-before {ro_dir}/nb.sock
+{sys.executable} -c "$PROBE" file-before {file_mount}
+if rm {ro_dir}/nb.sock 2>/dev/null; then echo unlinked; else echo unlink-refused; fi
+read _
+{sys.executable} -c "$PROBE" dir-after {ro_dir}/nb.sock
+{sys.executable} -c "$PROBE" file-after {file_mount}
+"""
+        proc = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PROBE": probe},
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stdin is not None
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        zones.stop_nb("n1")
+        zones.start_nb("n1")
+        out, err = proc.communicate("go\n", timeout=30)
+        lines += out.strip().splitlines()
+    assert proc.returncode == 0, err
+    assert lines[:3] == [
+        "dir-before ['OVN_Northbound', '_Server']",
+        "file-before ['OVN_Northbound', '_Server']",
+        "unlink-refused",
+    ]
+    assert lines[3] == "dir-after ['OVN_Northbound', '_Server']"
+    assert lines[4].startswith("file-after refused")
