@@ -130,7 +130,7 @@ def _why_not(observed: Observed) -> str:
             f"NB_Global options:{' and '.join(missing)} not set: OVN never probes, so it "
             "never counts the function healthy"
         )
-    return "OVN's probe fails (or northd has not judged it yet): the failure policy is in force"
+    return "OVN's probe gets no answer, or northd has not judged it yet; the failure policy acts"
 
 
 def health_meta(health: Mapping[tuple[str, str], InstanceHealth]) -> list[dict[str, Any]]:

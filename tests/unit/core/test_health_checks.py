@@ -259,7 +259,7 @@ def test_health_as_northd_reports_it() -> None:
         ("fw", "node-1"): ("healthy", True),
         ("fw", "node-2"): ("not healthy", False),
     }
-    assert "failure policy is in force" in health[("fw", "node-2")].detail
+    assert "the failure policy acts" in health[("fw", "node-2")].detail
     # without the NB_Global options OVN never probes: the detail says why
     bare = dataclasses.replace(observed, nb_global=NbGlobal())
     assert "never probes" in vnf_health(bare)[("fw", "node-2")].detail
