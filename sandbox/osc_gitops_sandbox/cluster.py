@@ -37,7 +37,7 @@ POD_NETWORKS = "k8s.ovn.org/pod-networks"
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
 
 
-def _load_items(path: Path) -> list[dict[str, Any]]:
+def load_items(path: Path) -> list[dict[str, Any]]:
     from ruamel.yaml import YAML
 
     yaml = YAML(typ="safe", pure=True)
@@ -56,10 +56,6 @@ def node_subnet(node: Mapping[str, Any]) -> str:
     if NODE_SUBNETS in annotations:
         return str(json.loads(annotations[NODE_SUBNETS])["default"][0])
     return str(node.get("spec", {}).get("podCIDR"))
-
-
-_node_subnet = node_subnet
-"""The former private name, still imported by ``tests/reliability/test_cluster_and_git.py``."""
 
 
 def seed_pod_of(pod: Mapping[str, Any]) -> SeedPod:
@@ -193,7 +189,7 @@ def load_seed_dir(folder: str | Path) -> SeedObjects:
 
     def items(name: str) -> list[dict[str, Any]]:
         path = folder / name
-        return _load_items(path) if path.exists() else []
+        return load_items(path) if path.exists() else []
 
     return items("nodes.yaml"), items("pods.yaml"), items("namespaces.yaml")
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.cluster import _load_items, _node_subnet, seed_pod_of
+from osc_gitops_sandbox.cluster import load_items, node_subnet, seed_pod_of
 from osc_gitops_sandbox.kubeapi import KubeApiServer
 from osc_gitops_sandbox.ovn import (
     OvnCluster,
@@ -39,13 +39,13 @@ class RaftWorld:
         self.nb.wait_healthy()
         self.kube.start()
         self.kube.write_kubeconfig(self.kubeconfig)
-        nodes = _load_items(CLUSTER / "nodes.yaml")
-        pods = _load_items(CLUSTER / "pods.yaml")
-        self.kube.add_objects([*_load_items(CLUSTER / "namespaces.yaml"), *nodes, *pods])
+        nodes = load_items(CLUSTER / "nodes.yaml")
+        pods = load_items(CLUSTER / "pods.yaml")
+        self.kube.add_objects([*load_items(CLUSTER / "namespaces.yaml"), *nodes, *pods])
         leader = self.nb.wait_healthy()
         seed_ovn_kubernetes(
             self.nb.remote(leader),
-            [SeedNode(n["metadata"]["name"], _node_subnet(n)) for n in nodes],
+            [SeedNode(n["metadata"]["name"], node_subnet(n)) for n in nodes],
             [seed_pod_of(p) for p in pods],
         )
         return self
