@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
 APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 make
-  mmdebstrap debian-archive-keyring)
+  mmdebstrap debian-archive-keyring prometheus)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
