@@ -67,7 +67,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -78,6 +78,7 @@ from osc_gitops_sandbox.netns import (
     NETNS_PREFIX,
     DatapathError,
     Endpoint,
+    FrameCounter,
     PingResult,
     create_netns,
     delete_netns,
@@ -181,6 +182,8 @@ class Vnf:
     """The ``data-in`` NIC."""
     out_endpoint: Endpoint | None = None
     """The ``data-out`` NIC of a bridge guest; ``None`` for a router guest."""
+    counters: list[FrameCounter] = field(default_factory=list)
+    """A bridge guest's frame counters, one per NIC (see :class:`FrameCounter`)."""
 
     @property
     def bridge(self) -> bool:
@@ -192,11 +195,34 @@ class Vnf:
 
     @property
     def forwarded(self) -> int:
-        """Packets this VNF passed on (the proof of steering): ``IpForwDatagrams`` of a router
-        guest; the frames a bridge guest sent out of its two NICs."""
+        """Packets of pods this VNF passed on (the proof of steering): ``IpForwDatagrams`` of
+        a router guest; the IPv4 frames a bridge guest sent out of its two NICs, OVN's health
+        probes (link-local addresses) not included."""
         if self.out_endpoint is None:
             return self.endpoint.ip_counters()["ForwDatagrams"]
-        return self.endpoint.tx_packets() + self.out_endpoint.tx_packets()
+        return sum(c.counts()[0] for c in self.counters)
+
+    def forwarded_per_nic(self) -> tuple[int, int]:
+        """A bridge guest's pod frames sent out of ``data-in`` and out of ``data-out``.
+
+        What leaves ``data-in`` re-enters OVN at the function's inport: traffic that OVN sent
+        in at the outport, i.e. towards the protected pod for a to-lport (exit-lport) ACL.
+        Unequal counts show a flow crossing the VNF in one direction only."""
+        if len(self.counters) != 2:
+            raise DatapathError(f"VNF {self.namespace}/{self.vm} is not a bridge guest")
+        return self.counters[0].counts()[0], self.counters[1].counts()[0]
+
+    @property
+    def health_probes(self) -> int:
+        """Frames of OVN's Network Function health probe the bridge guest passed on (0 for a
+        router guest, which OVN never probes)."""
+        return sum(c.counts()[1] for c in self.counters)
+
+    def close(self) -> None:
+        for counter in self.counters:
+            counter.close()
+        for endpoint in self.endpoints:
+            endpoint.close()
 
 
 def _subnet_of_node(node: dict[str, Any]) -> ipaddress.IPv4Network:
@@ -382,6 +408,8 @@ class Datapath:
 
     def stop(self) -> None:
         """Remove every namespace/veth we made, then stop ovn-controller, vswitchd, ovsdb."""
+        for vnf in self.vnfs.values():
+            vnf.close()
         for ep in [*self.pods.values(), *(e for v in self.vnfs.values() for e in v.endpoints)]:
             ep.close()
             delete_netns(ep.netns)
@@ -538,7 +566,9 @@ class Datapath:
         for key in list(self.vnfs):
             vm = wanted.get(key)
             if vm is None or vm["metadata"]["uid"] != self.vnfs[key].vm_uid:
-                self._unplug(*self.vnfs.pop(key).endpoints)
+                gone = self.vnfs.pop(key)
+                gone.close()
+                self._unplug(*gone.endpoints)
         new = []
         for key, vm in sorted(wanted.items()):
             if key in self.vnfs:
@@ -571,6 +601,7 @@ class Datapath:
             return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint)
         out_lsp, out_mac = self._vm_port(vm, "out", ports, where)
         netns = self._new_namespace(label)
+        counters: list[FrameCounter] = []
         try:
             endpoint = self._add_nic(netns, "eth0", in_lsp, in_mac, node)
             out_endpoint = self._add_nic(netns, "eth1", out_lsp, out_mac, node)
@@ -581,12 +612,21 @@ class Datapath:
                 f"link set {VNF_BRIDGE} multicast off",
                 f"link set eth0 master {VNF_BRIDGE}",
                 f"link set eth1 master {VNF_BRIDGE}",
+                # A wire, not a learning switch: a pod's MAC arrives on data-out for traffic
+                # towards it and on data-in for traffic from it (and, between two members of
+                # one group, on both sides), so a learned entry would make the bridge drop a
+                # frame "back out of the port it came in on".
+                "link set eth0 type bridge_slave learning off flood on",
+                "link set eth1 type bridge_slave learning off flood on",
                 f"link set {VNF_BRIDGE} up",
             ]))  # fmt: skip
+            counters += [FrameCounter(netns, "eth0"), FrameCounter(netns, "eth1")]
         except BaseException:
+            for counter in counters:  # an open packet socket would keep the namespace alive
+                counter.close()
             delete_netns(netns)
             raise
-        return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint)
+        return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint, counters)
 
     def _vm_port(
         self, vm: dict[str, Any], side: str, ports: dict[str, str], where: str
@@ -656,10 +696,20 @@ class Datapath:
 
     def wait_hv(self, timeout: float | None = None) -> None:
         """Until ovn-controller has installed flows for every NB change made so far
-        (``ovn-nbctl --wait=hv sync``: NB_Global.nb_cfg reaches the chassis and comes back)."""
+        (``ovn-nbctl --wait=hv sync``: NB_Global.nb_cfg reaches the chassis and comes back),
+        and the datapath holds no flow cached from the tables before.
+
+        The second half matters: ovs-vswitchd keeps using datapath flows built from the old
+        OpenFlow tables until its revalidator threads have run (up to half a second later),
+        so a new connection right after ``--wait=hv`` can still take the old path.
+        ``revalidator/purge`` drops the cached flows at once (the next packets are classified
+        against the new tables); waiting for a revalidation round would cost more time."""
         self._check_alive()
         limit = int(max(timeout or self.timeout, 1))
         self.cluster.ovn.nbctl(f"--timeout={limit}", "--wait=hv", "sync", timeout=limit + 5)
+        assert self.vswitchd is not None
+        run_tool(self.distribution, "ovs-appctl", "-t", str(self.vswitchd.ctl),
+                 "revalidator/purge", timeout=limit)  # fmt: skip
 
     def vnf_on(self, node: str, vnf: str | None = None) -> Vnf:
         """The running VNF guest on ``node`` (of VnfDeployment ``vnf`` if several run there)."""
@@ -678,8 +728,17 @@ class Datapath:
         text = log.read_text(errors="replace") if log.exists() else ""
         return [ln for ln in text.splitlines() if "error parsing" in ln]
 
-    def probe(self, src: Endpoint, dst: Endpoint, count: int = 3, timeout: float = 1.0) -> Probe:
-        """Ping ``dst`` from ``src`` ``count`` times and diff every VNF's forward counter."""
+    def probe(
+        self, src: Endpoint, dst: Endpoint, count: int = 3, timeout: float = 1.0, *,
+        new_flow: bool = True,
+    ) -> Probe:  # fmt: skip
+        """Ping ``dst`` from ``src`` ``count`` times and diff every VNF's forward counter.
+
+        ``new_flow``: the echoes are a new ICMP connection (see :meth:`Endpoint.new_flow`), so
+        the probe shows the path a new connection takes now; ``False`` continues the previous
+        probe's connection (conntrack keeps the path it was given when it started)."""
+        if new_flow:
+            src.new_flow()
         before = {k: v.forwarded for k, v in self.vnfs.items()}
         results = [src.ping(dst.ip, timeout) for _ in range(count)]
         after = {k: v.forwarded for k, v in self.vnfs.items()}
@@ -691,14 +750,45 @@ class Datapath:
             forwarded={k: after[k] - before.get(k, 0) for k in after},
         )
 
+    def tcp_probe(
+        self, src: Endpoint, dst_ip: str, port: int, count: int = 1, timeout: float = 1.0
+    ) -> Probe:
+        """``count`` TCP connections from ``src`` to ``dst_ip:port`` (someone must listen, see
+        :meth:`Endpoint.listen_tcp`), each closed at once; ``replies`` = connections
+        established. The counters are read once the closing segments have crossed too, so the
+        next probe does not see them."""
+        before = {k: v.forwarded for k, v in self.vnfs.items()}
+        connected = sum(src.tcp_connect(dst_ip, port, timeout) for _ in range(count))
+        after = self._settled_counters()
+        return Probe(
+            sent=count,
+            replies=connected,
+            ttl=None,
+            forwarded={k: after[k] - before.get(k, 0) for k in after},
+        )
+
+    def _settled_counters(self, quiet: float = 0.05, limit: float = 1.0) -> dict[str, int]:
+        """Every VNF's forward counter once it has not moved for ``quiet`` seconds."""
+        deadline = time.monotonic() + limit
+        counters = {k: v.forwarded for k, v in self.vnfs.items()}
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            now = {k: v.forwarded for k, v in self.vnfs.items()}
+            if now == counters:
+                break
+            counters = now
+        return counters
+
     def wait_steered(
         self, src: Endpoint, dst: Endpoint, vnf: Vnf, timeout: float = 10.0, interval: float = 0.005
     ) -> float:
-        """Poll with single pings until one comes back *and* ``vnf`` forwarded packets;
-        returns the seconds it took. Used to measure label-change-to-steered latency."""
+        """Poll with single pings, each a new ICMP connection, until one comes back *and*
+        ``vnf`` forwarded packets; returns the seconds it took. Used to measure
+        label-change-to-steered latency."""
         start = time.monotonic()
         while True:
             before = vnf.forwarded
+            src.new_flow()
             reply = src.ping(dst.ip, min(0.2, max(timeout, 0.01)))
             if reply.ok and vnf.forwarded > before:
                 return time.monotonic() - start

@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import errno
 import fcntl
+import ipaddress
 import os
 import re
 import secrets
@@ -39,7 +40,9 @@ __all__ = [
     "NETNS_PREFIX",
     "DatapathError",
     "Endpoint",
+    "FrameCounter",
     "PingResult",
+    "TcpServer",
     "create_netns",
     "delete_netns",
     "disable_tx_checksum_offload",
@@ -53,6 +56,10 @@ NETNS_DIR = Path("/run/netns")
 NETNS_PREFIX = "osc-dp-"
 CLONE_NEWNET = 0x40000000
 SIOCETHTOOL = 0x8946
+ETH_P_ALL = 0x0003
+ETH_P_IP = 0x0800
+PACKET_OUTGOING = 4
+LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")
 ETHTOOL_STXCSUM = 0x17
 """ethtool's "tx off": set TX checksum offload (``struct ethtool_value``)."""
 
@@ -240,14 +247,25 @@ class Endpoint:
     _ident: int = 0
     _seq: int = 0
 
+    def new_flow(self) -> None:
+        """The next echo requests start a new ICMP "connection" (a new identifier).
+
+        Conntrack keys ICMP echoes by identifier, and OVN decides steering when a connection is
+        new: echoes that reuse the identifier of an earlier probe keep the path that probe
+        took (until the entry expires) even after the rows changed. A probe of what a *new*
+        connection does therefore needs a fresh identifier."""
+        self._ident = secrets.randbelow(0xFFFF) + 1
+
     def ping(self, dst: str, timeout: float = 1.0) -> PingResult:
-        """Send one ICMP echo request to ``dst`` from this namespace and wait for the reply."""
+        """Send one ICMP echo request to ``dst`` from this namespace and wait for the reply
+        (the same ICMP identifier as the previous echo unless :meth:`new_flow` was called)."""
         if self._sock is None:
             self._sock = in_netns(
                 self.netns,
                 lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP),
             )
-            self._ident = secrets.randbelow(0xFFFF) + 1
+        if not self._ident:
+            self.new_flow()
         sock = self._sock
         while select.select([sock], [], [], 0)[0]:  # drop stale replies of earlier probes
             sock.recv(65535)
@@ -271,9 +289,9 @@ class Endpoint:
                 return PingResult(True, data[8], (time.monotonic() - start) * 1000)
         return PingResult(False)
 
-    def listen_tcp(self, port: int) -> socket.socket:
-        """A listening TCP socket on ``port`` in this namespace (the kernel completes
-        handshakes by itself, so :meth:`tcp_connect` needs no accepting thread)."""
+    def listen_tcp(self, port: int) -> TcpServer:
+        """A TCP server on ``port`` in this namespace that accepts and closes every
+        connection; stop it with ``with`` (or :meth:`TcpServer.close`)."""
 
         def listen() -> socket.socket:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -282,7 +300,7 @@ class Endpoint:
             sock.listen(64)
             return sock
 
-        return in_netns(self.netns, listen)
+        return TcpServer(in_netns(self.netns, listen), f"{self.lsp}:{port}")
 
     def tcp_connect(self, dst: str, port: int, timeout: float = 1.0) -> bool:
         """Whether a TCP connection from this namespace to ``dst:port`` is established within
@@ -312,6 +330,103 @@ class Endpoint:
             if sep and name.strip() == self.ifname:
                 return int(fields.split()[9])
         raise DatapathError(f"{self.ifname} not found in namespace {self.netns}")
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+class TcpServer:
+    """A listening socket and a thread that accepts and closes every connection, so that any
+    number of :meth:`Endpoint.tcp_connect` calls find room in the accept queue (the kernel
+    completes the handshakes; nobody would accept them otherwise).
+
+    :meth:`close` wakes the thread (``shutdown``), waits for it and only then closes the
+    socket: a listening socket that a thread still polls stays bound, and the next server on
+    the same port would fail with "Address already in use"."""
+
+    def __init__(self, sock: socket.socket, name: str) -> None:
+        self.sock = sock
+        self._thread = threading.Thread(target=self._accept_all, name=f"tcp-{name}", daemon=True)
+        self._thread.start()
+
+    def _accept_all(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # shut down
+                return
+            conn.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+    def __enter__(self) -> TcpServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class FrameCounter:
+    """Counts the IPv4 frames a NIC transmits, told apart by their addresses.
+
+    Why not the NIC's ``tx_packets``: OVN's Network Function health probe (an ICMP echo from
+    ``svc_monitor_ip`` to ``svc_monitor_ip_dst``, link-local by default) crosses a bridging
+    VNF once per interval, so a plain counter cannot show that a pod's traffic did *not* cross.
+    A packet socket bound to the NIC in its namespace sees every frame the NIC sends
+    (``PACKET_OUTGOING``); frames whose source or destination is link-local are counted as
+    health probes, every other IPv4 frame as pod traffic. Frames are read when a count is
+    asked for; the socket's buffer is enlarged so that the frames between two reads fit.
+    """
+
+    def __init__(self, netns: str, ifname: str) -> None:
+        self.netns = netns
+        self.ifname = ifname
+        self.pod_frames = 0
+        self.health_probes = 0
+
+        def open_socket() -> socket.socket:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, 33, 8 << 20)  # SO_RCVBUFFORCE (root)
+                sock.bind((ifname, ETH_P_ALL))
+                sock.setblocking(False)
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+
+        self._sock: socket.socket | None = in_netns(netns, open_socket)
+
+    def _drain(self) -> None:
+        sock = self._sock
+        if sock is None:
+            raise DatapathError(f"frame counter of {self.ifname} in {self.netns} is closed")
+        while True:
+            try:
+                frame, address = sock.recvfrom(65535)
+            except BlockingIOError:
+                return
+            if address[2] != PACKET_OUTGOING or len(frame) < 34:
+                continue
+            if struct.unpack("!H", frame[12:14])[0] != ETH_P_IP:
+                continue
+            src = ipaddress.IPv4Address(frame[26:30])
+            dst = ipaddress.IPv4Address(frame[30:34])
+            if src in LINK_LOCAL or dst in LINK_LOCAL:
+                self.health_probes += 1
+            else:
+                self.pod_frames += 1
+
+    def counts(self) -> tuple[int, int]:
+        """``(pod frames, health probe frames)`` sent by the NIC since the counter opened."""
+        self._drain()
+        return self.pod_frames, self.health_probes
 
     def close(self) -> None:
         if self._sock is not None:
