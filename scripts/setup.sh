@@ -21,9 +21,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${missing[*]}" >&2
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # The packages start system services we do not use (the sandbox runs its own processes).
-  for svc in ovn-central ovn-host openvswitch-switch; do
+  # The packages start system services we do not use (the sandbox runs its own processes;
+  # prometheus is installed for promtool only, and its server would take port 9090, the
+  # default --metrics-addr).
+  for svc in ovn-central ovn-host openvswitch-switch prometheus prometheus-node-exporter; do
     $SUDO systemctl stop "$svc" >/dev/null 2>&1 || $SUDO service "$svc" stop >/dev/null 2>&1 || true
+    $SUDO systemctl disable "$svc" >/dev/null 2>&1 || true
   done
 fi
 

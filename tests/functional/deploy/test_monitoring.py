@@ -9,7 +9,7 @@ without an error anywhere; both would be found on the day they were needed. So:
   series exist, with the label values the loop really emits, e.g. ``cause="not-converged"``);
 - ``promtool check rules`` accepts the rules and every dashboard query, and ``promtool test
   rules`` runs ``deploy/monitoring/prometheusrule.test.yaml`` (Debian's ``prometheus`` package,
-  installed by ``make setup``; these two skip without it);
+  installed by ``make setup``; these two fail without it);
 - the kustomization builds, each alert has a severity, a summary, a description and a runbook
   link to a heading that exists in docs/operations.md, whose alerts table lists it.
 """
@@ -259,7 +259,7 @@ def test_each_alert_says_how_bad_what_and_where_to_read_on() -> None:
 def promtool() -> str:
     found = shutil.which("promtool")
     if found is None:
-        pytest.skip("promtool not installed (Debian package prometheus; `make setup` installs it)")
+        pytest.fail("promtool not installed (Debian package prometheus): run `make setup`")
     return found
 
 
