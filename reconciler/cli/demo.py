@@ -8,6 +8,10 @@ import argparse
 from reconciler.cli.common import Command
 from reconciler.errors import UserError
 
+DEMO_OVN_VERSIONS = ("26.03", "23.03")
+"""The OVN distributions the sandbox runs (``osc_gitops_sandbox.datapath_world.OVN_VERSIONS``);
+the first is the default."""
+
 
 def configure_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -15,13 +19,20 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cluster", default=None, metavar="DIR", help="default: examples/cluster")
     parser.add_argument(
+        "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
+        help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
+        "steering); 23.03: the host's Debian OVN (router-policy steering). Default: 26.03",
+    )  # fmt: skip
+    parser.add_argument(
         "--steering", choices=("network-function", "router-policy"), default=None,
-        help="default: network-function if OVN 26.03's NB schema is available",
+        help="default: network-function if the OVN NB has Network Function tables "
+        "(26.03), else router-policy",
     )  # fmt: skip
     parser.add_argument(
         "--datapath",
         action="store_true",
-        help="also run a real OVS/ovn-controller data path and show packets through the VNF",
+        help="run a real OVS/ovn-controller data path instead and show packets through the "
+        "VNF: steering, fail-close/fail-open when a VNF dies, recovery",
     )
 
 
@@ -38,7 +49,12 @@ def run_demo(args: argparse.Namespace) -> int:
             "it (pip install -e ./sandbox)"
         )
     run = next(iter(found)).load()
-    return int(run(args.policies, args.cluster, args.steering, datapath=args.datapath))
+    return int(
+        run(
+            args.policies, args.cluster, args.steering, datapath=args.datapath,
+            ovn_version=args.ovn,
+        )
+    )  # fmt: skip
 
 
 COMMAND = Command(
@@ -46,5 +62,8 @@ COMMAND = Command(
     help="run the whole story against a local sandbox of real OVN processes (no cluster)",
     configure=configure_demo,
     run=run_demo,
-    epilog="example:\n  osc-gitops demo",
+    epilog=(
+        "examples:\n  osc-gitops demo\n  osc-gitops demo --datapath\n"
+        "  osc-gitops demo --datapath --ovn 23.03"
+    ),
 )

@@ -49,9 +49,14 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 
 def run(
-    policies: str | None, cluster_dir: str | None, steering: str | None, *, datapath: bool = False
-) -> int:
+    policies: str | None, cluster_dir: str | None, steering: str | None, *,
+    datapath: bool = False, ovn_version: str | None = None,
+) -> int:  # fmt: skip
+    """The demo. ``ovn_version``: ``"26.03"`` (default; OVN 26.03 from the sid root that
+    ``make setup`` builds, Network Function steering) or ``"23.03"`` (the host's Debian OVN,
+    router-policy steering); ``steering`` overrides the backend the version implies."""
     from osc_gitops_sandbox.cluster import SandboxCluster
+    from osc_gitops_sandbox.datapath_world import DEFAULT_OVN, OVN_VERSIONS
     from osc_gitops_sandbox.ovn import ovn_unavailable_reason
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
     from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
@@ -63,20 +68,25 @@ def run(
     from reconciler.manifests.load import load_path
     from reconciler.render import render
 
+    version = ovn_version or DEFAULT_OVN
+    if version not in OVN_VERSIONS:
+        raise UserError(f"--ovn {version}: one of {', '.join(OVN_VERSIONS)}")
     if datapath:
         from osc_gitops_sandbox.demo_datapath import run as run_datapath
 
-        return run_datapath()
-    reason = ovn_unavailable_reason(northd=True)
+        return run_datapath(version, steering)
+    distribution = OVN_VERSIONS[version].distribution
+    reason = ovn_unavailable_reason(northd=True, distribution=distribution)
     if reason:
-        raise UserError(f"the demo needs Debian's ovn-central: {reason}")
+        hint = "run `make setup` (it builds OVN 26.03 from Debian sid), or pass --ovn 23.03"
+        raise UserError(f"the demo on OVN {version} cannot run here: {reason}; {hint}")
     policy_dir = _find(policies, "examples/policies")
     seed_dir = _find(cluster_dir, "examples/cluster")
     work = Path(tempfile.mkdtemp(prefix="osc-demo-"))
     policies_copy = work / "policies"
     shutil.copytree(policy_dir, policies_copy)
 
-    with SandboxCluster(work / "sandbox") as cluster:
+    with SandboxCluster(work / "sandbox", distribution=distribution) as cluster:
         cluster.seed_dir(seed_dir)
         if steering is None:
             steering = default_backend(OvnCapabilities("", cluster.network_function)).name

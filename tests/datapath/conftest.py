@@ -1,35 +1,62 @@
-"""Data-path fixtures: one real OVN stack + OVS + ovn-controller per module, pods and VNF guests
-as network namespaces, the reconciler driven only through ``osc-gitops apply``.
+"""Data-path fixtures: one real OVN stack + OVS + ovn-controller per test module, pods and VNF
+guests as network namespaces, the reconciler driven only through ``osc-gitops apply``.
 
-The setup itself is ``osc_gitops_sandbox.demo_datapath.world`` (shared with ``osc-gitops demo
---datapath`` and ``bench/datapath_latency.py``). Everything here needs root, ``ip netns`` and
-Debian's ovn-central/ovn-host/openvswitch-switch; without them every test is skipped with the
-reason. Processes and namespaces are removed by the ``with`` blocks (and by atexit hooks and
-``PR_SET_PDEATHSIG`` if pytest itself dies).
+The setup itself is ``osc_gitops_sandbox.datapath_world.world`` (shared with ``osc-gitops demo
+--datapath`` and ``bench/datapath_latency.py``), on one of two OVN versions:
+
+- ``nf_world`` / ``nf_fresh``: OVN 26.03 + OVS 4.0 from the sid root, ``apply`` with default
+  flags (``network-function`` steering), bridging VNF guests;
+- ``rp_world`` / ``rp_fresh``: the host's OVN 23.03, ``apply --steering router-policy``, routing
+  VNF guests.
+
+Everything needs root and ``ip netns``: without root every test is skipped with the reason.
+A missing sid root (``make setup`` not run) is an error, not a skip. Processes and namespaces
+are removed by the ``with`` blocks (and by atexit hooks and ``PR_SET_PDEATHSIG`` if pytest
+itself dies).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.datapath import datapath_unavailable_reason
-from osc_gitops_sandbox.demo_datapath import VNF_NAMESPACE, World
-from osc_gitops_sandbox.demo_datapath import world as make_world
+from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, world
 
 
-@pytest.fixture(scope="module")
-def world() -> Iterator[World]:
-    reason = datapath_unavailable_reason()
-    if reason:
-        pytest.skip(reason)
-    with make_world() as w:
+def _world(ovn: str, workdir: Path) -> Iterator[World]:
+    if os.geteuid() != 0:
+        pytest.skip("the data path needs root (network namespaces, veths, ovs-vswitchd)")
+    with world(ovn, workdir=workdir) as w:
         yield w
 
 
+@pytest.fixture(scope="module")
+def nf_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """OVN 26.03, default flags: Network Function steering."""
+    yield from _world("26.03", tmp_path_factory.mktemp("nf"))
+
+
+@pytest.fixture(scope="module")
+def rp_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """The host's OVN 23.03, ``--steering router-policy``."""
+    yield from _world("23.03", tmp_path_factory.mktemp("rp"))
+
+
+def _fresh(w: World) -> World:
+    w.reset()
+    assert set(w.dp.vnfs) == {f"{VNF_NAMESPACE}/firewall-{n}" for n in ("node-1", "node-2")}
+    return w
+
+
 @pytest.fixture
-def fresh(world: World) -> World:
+def nf_fresh(nf_world: World) -> World:
     """Baseline before each test (see ``World.reset``)."""
-    world.reset()
-    assert set(world.dp.vnfs) == {f"{VNF_NAMESPACE}/firewall-{n}" for n in ("node-1", "node-2")}
-    return world
+    return _fresh(nf_world)
+
+
+@pytest.fixture
+def rp_fresh(rp_world: World) -> World:
+    """Baseline before each test (see ``World.reset``)."""
+    return _fresh(rp_world)

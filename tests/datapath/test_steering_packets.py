@@ -1,6 +1,7 @@
-"""Proof with real packets: a labelled pod's traffic crosses the VNF, and only then.
+"""Router-policy steering on the host's OVN 23.03, proved with real packets: a labelled pod's
+routed traffic crosses the VNF, and only then.
 
-Each test drives the reconciler only through ``osc-gitops apply`` (the ``fresh``/``world``
+Each test drives the reconciler only through ``osc-gitops apply`` (the ``rp_fresh``/``rp_world``
 fixtures); OVN-Kubernetes (pod ports) and KubeVirt (VNF guests) are played by the sandbox.
 Evidence is the VNF guest's ``IpForwDatagrams`` counter, whether the echo reply comes back, and
 the reply's TTL (each router hop and each forwarding VNF takes one off: 64 - 1 = 63 direct
@@ -16,10 +17,10 @@ from typing import Any
 import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.datapath import Datapath, DatapathError, sweep_stale_namespaces
-from osc_gitops_sandbox.demo_datapath import (
-    DIRECT_TTL,
+from osc_gitops_sandbox.datapath_world import (
     NAMESPACE,
-    VIA_VNF_TTL,
+    ROUTED_TTL,
+    ROUTER_VNF_TTL,
     VNF_NAMESPACE,
     World,
     node_object,
@@ -28,120 +29,120 @@ from osc_gitops_sandbox.demo_datapath import (
 pytestmark = pytest.mark.datapath
 
 
-def test_a_pod_labelled_later_is_steered_through_the_vnf_and_fails_closed(fresh: World):
-    web, client = fresh.pod("web-a"), fresh.pod("client-c")
-    vnf1, vnf2 = fresh.vnf("node-1"), fresh.vnf("node-2")
+def test_a_pod_labelled_later_is_steered_through_the_vnf_and_fails_closed(rp_fresh: World):
+    web, client = rp_fresh.pod("web-a"), rp_fresh.pod("client-c")
+    vnf1, vnf2 = rp_fresh.vnf("node-1"), rp_fresh.vnf("node-2")
 
-    before = fresh.dp.probe(client, web)
-    assert before.replies == 3 and before.ttl == DIRECT_TTL
+    before = rp_fresh.dp.probe(client, web)
+    assert before.replies == 3 and before.ttl == ROUTED_TTL
     assert before.through == [], "nobody is labelled yet: no packet may cross a VNF"
 
-    fresh.label("web-a", "web")  # kubectl label pod web-a app=web
-    fresh.apply()
+    rp_fresh.label("web-a", "web")  # kubectl label pod web-a app=web
+    rp_fresh.apply()
 
     # exit-lport: towards web-a (node-1), rerouted to node-1's firewall, which delivers it;
     # the reply is entry-lport traffic from web-a to node-2, through node-2's firewall.
-    towards = fresh.dp.probe(client, web)
+    towards = rp_fresh.dp.probe(client, web)
     assert towards.replies == 3
     assert towards.forwarded[f"{VNF_NAMESPACE}/{vnf1.vm}"] >= 3
     assert towards.forwarded[f"{VNF_NAMESPACE}/{vnf2.vm}"] >= 3
-    assert towards.ttl == VIA_VNF_TTL
+    assert towards.ttl == ROUTER_VNF_TTL
     # entry-lport initiated by the labelled pod: its requests cross node-2's firewall
-    outwards = fresh.dp.probe(web, client)
-    assert outwards.replies == 3 and outwards.ttl == VIA_VNF_TTL
+    outwards = rp_fresh.dp.probe(web, client)
+    assert outwards.replies == 3 and outwards.ttl == ROUTER_VNF_TTL
     assert outwards.forwarded[f"{VNF_NAMESPACE}/{vnf2.vm}"] >= 3
 
     # a dead VNF (forwarding off) swallows the group's traffic: fail-close, no bypass
-    fresh.dp.set_forwarding(vnf1, False)
-    dead = fresh.dp.probe(client, web, count=2, timeout=0.3)
+    rp_fresh.dp.set_forwarding(vnf1, False)
+    dead = rp_fresh.dp.probe(client, web, count=2, timeout=0.3)
     assert dead.replies == 0
-    assert fresh.dp.probe(web, client, count=2, timeout=0.3).replies == 0  # replies need vnf1
-    fresh.dp.set_forwarding(vnf1, True)
-    back = fresh.dp.probe(client, web)
-    assert back.replies == 3 and back.ttl == VIA_VNF_TTL
-    assert fresh.dp.controller_errors() == [], "ovn-controller rejected a logical flow"
+    assert rp_fresh.dp.probe(web, client, count=2, timeout=0.3).replies == 0  # replies need vnf1
+    rp_fresh.dp.set_forwarding(vnf1, True)
+    back = rp_fresh.dp.probe(client, web)
+    assert back.replies == 3 and back.ttl == ROUTER_VNF_TTL
+    assert rp_fresh.dp.controller_errors() == [], "ovn-controller rejected a logical flow"
 
 
-def test_removing_the_label_bypasses_the_vnf(fresh: World):
-    web, client = fresh.pod("web-a"), fresh.pod("client-c")
-    fresh.label("web-a", "web")
-    fresh.apply()
-    assert fresh.dp.probe(client, web).ttl == VIA_VNF_TTL
+def test_removing_the_label_bypasses_the_vnf(rp_fresh: World):
+    web, client = rp_fresh.pod("web-a"), rp_fresh.pod("client-c")
+    rp_fresh.label("web-a", "web")
+    rp_fresh.apply()
+    assert rp_fresh.dp.probe(client, web).ttl == ROUTER_VNF_TTL
 
-    fresh.label("web-a", None)  # kubectl label pod web-a app-
-    fresh.apply()
-    after = fresh.dp.probe(client, web)
-    assert after.replies == 3 and after.ttl == DIRECT_TTL
+    rp_fresh.label("web-a", None)  # kubectl label pod web-a app-
+    rp_fresh.apply()
+    after = rp_fresh.dp.probe(client, web)
+    assert after.replies == 3 and after.ttl == ROUTED_TTL
     assert after.through == [], f"unlabelled pod still steered via {after.through}"
     # proof of bypass, not just of a quiet VNF: with both firewalls dead, traffic still flows
-    for vnf in fresh.dp.vnfs.values():
-        fresh.dp.set_forwarding(vnf, False)
-    assert fresh.dp.probe(client, web).replies == 3
-    assert fresh.dp.probe(web, client).replies == 3
+    for vnf in rp_fresh.dp.vnfs.values():
+        rp_fresh.dp.set_forwarding(vnf, False)
+    assert rp_fresh.dp.probe(client, web).replies == 3
+    assert rp_fresh.dp.probe(web, client).replies == 3
 
 
-def test_deleting_the_binding_from_git_bypasses_the_vnf(fresh: World):
-    web, client = fresh.pod("web-a"), fresh.pod("client-c")
-    fresh.label("web-a", "web")
-    fresh.apply()
-    assert fresh.dp.probe(client, web).ttl == VIA_VNF_TTL
+def test_deleting_the_binding_from_git_bypasses_the_vnf(rp_fresh: World):
+    web, client = rp_fresh.pod("web-a"), rp_fresh.pod("client-c")
+    rp_fresh.label("web-a", "web")
+    rp_fresh.apply()
+    assert rp_fresh.dp.probe(client, web).ttl == ROUTER_VNF_TTL
 
-    fresh.write_manifests(binding=False)  # the commit that deletes bindings.yaml
-    fresh.apply()
-    assert "web-firewall" in fresh.outputs[-1], "apply should report pruning the binding"
-    assert set(fresh.dp.vnfs) == {f"{VNF_NAMESPACE}/firewall-node-1",
+    rp_fresh.write_manifests(binding=False)  # the commit that deletes bindings.yaml
+    rp_fresh.apply()
+    assert "web-firewall" in rp_fresh.outputs[-1], "apply should report pruning the binding"
+    assert set(rp_fresh.dp.vnfs) == {f"{VNF_NAMESPACE}/firewall-node-1",
                                   f"{VNF_NAMESPACE}/firewall-node-2"}  # fmt: skip
-    for vnf in fresh.dp.vnfs.values():
-        fresh.dp.set_forwarding(vnf, False)
-    after = fresh.dp.probe(client, web)
-    assert after.replies == 3 and after.ttl == DIRECT_TTL and after.through == []
-    policies = fresh.cluster.ovn.nbctl("lr-policy-list", "ovn_cluster_router")
+    for vnf in rp_fresh.dp.vnfs.values():
+        rp_fresh.dp.set_forwarding(vnf, False)
+    after = rp_fresh.dp.probe(client, web)
+    assert after.replies == 3 and after.ttl == ROUTED_TTL and after.through == []
+    policies = rp_fresh.cluster.ovn.nbctl("lr-policy-list", "ovn_cluster_router")
     assert "reroute" not in policies
 
 
-def test_a_deleted_vnf_vm_is_redeployed_and_steering_restored(fresh: World):
-    web, client = fresh.pod("web-a"), fresh.pod("client-c")
-    fresh.label("web-a", "web")
-    fresh.apply()
-    old = fresh.vnf("node-1")
-    assert fresh.dp.probe(client, web).forwarded[f"{VNF_NAMESPACE}/{old.vm}"] >= 3
+def test_a_deleted_vnf_vm_is_redeployed_and_steering_restored(rp_fresh: World):
+    web, client = rp_fresh.pod("web-a"), rp_fresh.pod("client-c")
+    rp_fresh.label("web-a", "web")
+    rp_fresh.apply()
+    old = rp_fresh.vnf("node-1")
+    assert rp_fresh.dp.probe(client, web).forwarded[f"{VNF_NAMESPACE}/{old.vm}"] >= 3
 
-    fresh.cluster.delete_vm(VNF_NAMESPACE, old.vm)  # kubectl delete vm firewall-node-1
-    fresh.dp.sync_vnfs()  # KubeVirt stops the guest
-    assert f"{VNF_NAMESPACE}/{old.vm}" not in fresh.dp.vnfs
-    gone = fresh.dp.probe(client, web, count=2, timeout=0.3)
+    rp_fresh.cluster.delete_vm(VNF_NAMESPACE, old.vm)  # kubectl delete vm firewall-node-1
+    rp_fresh.dp.sync_vnfs()  # KubeVirt stops the guest
+    assert f"{VNF_NAMESPACE}/{old.vm}" not in rp_fresh.dp.vnfs
+    gone = rp_fresh.dp.probe(client, web, count=2, timeout=0.3)
     assert gone.replies == 0, "steering rows stay while the VM is gone: fail-close"
 
-    fresh.apply()  # the next reconcile recreates the VM; KubeVirt starts a new guest
-    new = fresh.vnf("node-1")
+    rp_fresh.apply()  # the next reconcile recreates the VM; KubeVirt starts a new guest
+    new = rp_fresh.vnf("node-1")
     assert new.vm == old.vm and new.vm_uid != old.vm_uid
-    restored = fresh.dp.probe(client, web)
-    assert restored.replies == 3 and restored.ttl == VIA_VNF_TTL
+    restored = rp_fresh.dp.probe(client, web)
+    assert restored.replies == 3 and restored.ttl == ROUTER_VNF_TTL
     assert restored.forwarded[f"{VNF_NAMESPACE}/{new.vm}"] >= 3
 
 
-def test_traffic_of_pods_outside_the_group_never_crosses_the_vnf(fresh: World):
-    fresh.label("web-a", "web")
-    fresh.apply()
-    other, c, d = fresh.pod("other-b"), fresh.pod("client-c"), fresh.pod("client-d")
-    web = fresh.pod("web-a")
+def test_traffic_of_pods_outside_the_group_never_crosses_the_vnf(rp_fresh: World):
+    rp_fresh.label("web-a", "web")
+    rp_fresh.apply()
+    other, c, d = rp_fresh.pod("other-b"), rp_fresh.pod("client-c"), rp_fresh.pod("client-d")
+    web = rp_fresh.pod("web-a")
     for src, dst in ((other, c), (c, other), (d, other), (other, d)):
-        probe = fresh.dp.probe(src, dst)
-        assert probe.replies == 3 and probe.ttl == DIRECT_TTL, (src.lsp, dst.lsp, probe)
+        probe = rp_fresh.dp.probe(src, dst)
+        assert probe.replies == 3 and probe.ttl == ROUTED_TTL, (src.lsp, dst.lsp, probe)
         assert probe.through == [], f"{src.lsp} -> {dst.lsp} crossed {probe.through}"
     # same-node traffic never reaches the router: not steered even for the group (documented)
-    same = fresh.dp.probe(web, other)
+    same = rp_fresh.dp.probe(web, other)
     assert same.replies == 3 and same.ttl == 64 and same.through == []
     # while the group's routed traffic is steered at the same moment
-    assert fresh.dp.probe(c, web).ttl == VIA_VNF_TTL
+    assert rp_fresh.dp.probe(c, web).ttl == ROUTER_VNF_TTL
     # and with both firewalls dead, outsiders still talk across nodes
-    for vnf in fresh.dp.vnfs.values():
-        fresh.dp.set_forwarding(vnf, False)
-    assert fresh.dp.probe(other, d).replies == 3
-    assert fresh.dp.probe(c, web, count=1, timeout=0.3).replies == 0
+    for vnf in rp_fresh.dp.vnfs.values():
+        rp_fresh.dp.set_forwarding(vnf, False)
+    assert rp_fresh.dp.probe(other, d).replies == 3
+    assert rp_fresh.dp.probe(c, web, count=1, timeout=0.3).replies == 0
 
 
-def test_teardown_leaves_no_process_or_namespace(world: World):
+def test_teardown_leaves_no_process_or_namespace(rp_world: World):
     """A second, independent sandbox + data path (beside the module's, which must survive it),
     torn down by an exception inside ``with``: every process and namespace is gone."""
     seen: dict[str, list[Any]] = {}
@@ -161,14 +162,14 @@ def test_teardown_leaves_no_process_or_namespace(world: World):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     # the module's own data path is untouched by the second one going away
-    assert world.dp.probe(world.pod("other-b"), world.pod("client-c")).replies == 3
+    assert rp_world.dp.probe(rp_world.pod("other-b"), rp_world.pod("client-c")).replies == 3
 
 
-def test_datapath_errors_name_the_pod_vm_and_port(world: World):
+def test_datapath_errors_name_the_pod_vm_and_port(rp_world: World):
     with pytest.raises(DatapathError, match="pod shop/ghost not found"):
-        world.dp.plug_pods([(NAMESPACE, "ghost")])
+        rp_world.dp.plug_pods([(NAMESPACE, "ghost")])
     # a VM whose OVN port does not exist (e.g. created by hand): the guest cannot be plugged
-    world.cluster.kube.add_objects([{
+    rp_world.cluster.kube.add_objects([{
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": "stray", "namespace": VNF_NAMESPACE,
                      "annotations": {"osc.io/ports": "in=nf_stray_node-1_in,out=x"}},
@@ -181,13 +182,13 @@ def test_datapath_errors_name_the_pod_vm_and_port(world: World):
     try:
         with pytest.raises(DatapathError, match=r"VirtualMachine osc-vnfs/stray: OVN port "
                            r"nf_stray_node-1_in does not exist"):  # fmt: skip
-            world.dp.sync_vnfs()
+            rp_world.dp.sync_vnfs()
     finally:
-        world.cluster.delete_vm(VNF_NAMESPACE, "stray")
-    assert "osc-vnfs/stray" not in world.dp.vnfs
+        rp_world.cluster.delete_vm(VNF_NAMESPACE, "stray")
+    assert "osc-vnfs/stray" not in rp_world.dp.vnfs
 
 
-def test_namespaces_of_a_killed_run_are_swept(world: World):
+def test_namespaces_of_a_killed_run_are_swept(rp_world: World):
     """A run SIGKILLed before its atexit hooks leaves ``osc-dp-<pid>-…`` namespaces behind;
     the next data path removes those whose pid is dead (and never a live run's)."""
     dead = subprocess.Popen(["true"])
@@ -199,6 +200,6 @@ def test_namespaces_of_a_killed_run_are_swept(world: World):
         assert stale in removed
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert stale not in listed
-        assert all(ns in listed for ns in world.dp.namespaces), "a live run's were removed"
+        assert all(ns in listed for ns in rp_world.dp.namespaces), "a live run's were removed"
     finally:
         subprocess.run(["ip", "netns", "delete", stale], capture_output=True)
