@@ -8,13 +8,13 @@ import math
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
 from bench import ways
 from bench.__main__ import main
 from bench.scenario import Scale, group_labels, kube_objects, manifests, pod_labels
 from reconciler.core.plan import Change
 from reconciler.manifests.load import load_path
+from tests.support.ovn import require_ovn_or_fail
 
 pytestmark = pytest.mark.ovn
 
@@ -55,8 +55,8 @@ def test_nbctl_batches_respect_the_argv_budget() -> None:
     assert created == 400
 
 
-@pytest.mark.skipif(bool(ovn_unavailable_reason()), reason=str(ovn_unavailable_reason()))
 def test_bench_runs_end_to_end_at_tiny_scale(tmp_path: Path) -> None:
+    require_ovn_or_fail(northd=False)
     out = tmp_path / "benchmarks.md"
     code = main(
         ["--scales", "60", "--nodes", "3", "--groups", "6", "--bindings", "6", "--runs", "1",

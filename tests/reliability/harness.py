@@ -11,11 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from osc_gitops_sandbox.ovn import ovn_unavailable_reason
-
 from tests.reliability.figures import FIGURES, record
 from tests.support.cli import CliResult, cli, conn
+from tests.support.ovn import require_ovn_or_fail
 from tests.support.paths import CLUSTER, REPO
 
 __all__ = ["CLUSTER", "FIGURES", "SET_A", "SET_B", "CliResult", "Worker", "cli", "conn", "record",
@@ -74,9 +72,7 @@ spec:
 
 
 def skip_without_nf() -> None:
-    reason = ovn_unavailable_reason(northd=False)
-    if reason:
-        pytest.skip(reason)
+    require_ovn_or_fail(northd=False)
 
 
 class Worker:

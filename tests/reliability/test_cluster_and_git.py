@@ -15,7 +15,6 @@ from osc_gitops_sandbox.kubeapi import KubeApiServer
 from osc_gitops_sandbox.ovn import (
     OvnCluster,
     SeedNode,
-    ovn_unavailable_reason,
     seed_ovn_kubernetes,
 )
 
@@ -23,6 +22,7 @@ from tests.reliability import nbstate
 from tests.reliability.figures import record
 from tests.reliability.harness import cli, conn
 from tests.support.gitops import Remote, git
+from tests.support.ovn import require_ovn_or_fail
 from tests.support.paths import CLUSTER
 
 
@@ -77,9 +77,7 @@ class RaftWorld:
 
 @pytest.fixture
 def raft(tmp_path: Path) -> Iterator[RaftWorld]:
-    reason = ovn_unavailable_reason(northd=False)
-    if reason:
-        pytest.skip(reason)
+    require_ovn_or_fail(northd=False)
     with RaftWorld(tmp_path) as world:
         yield world
 

@@ -10,9 +10,16 @@ from osc_gitops_sandbox.ovn import SeedNode, ovn_unavailable_reason
 
 from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
 
-_SKIP = ovn_unavailable_reason(northd=True)
-OVN_MARKS = [pytest.mark.ovn, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
-"""``pytestmark = OVN_MARKS`` in every module here: marked ``ovn``, skipped without OVN."""
+OVN_MARKS = [pytest.mark.ovn, pytest.mark.usefixtures("require_ovn")]
+"""``pytestmark = OVN_MARKS`` in every module here: marked ``ovn``, failing without OVN."""
+
+
+def require_ovn_or_fail(northd: bool = True) -> None:
+    """``make setup`` installs OVN: a machine without it fails the test, it is not skipped."""
+    reason = ovn_unavailable_reason(northd=northd)
+    if reason:
+        pytest.fail(f"{reason} (run `make setup`)")
+
 
 NODES = [SeedNode("node0", "10.244.0.0/24"), SeedNode("node1", "10.244.1.0/24")]
 

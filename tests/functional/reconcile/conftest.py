@@ -9,15 +9,13 @@ from pathlib import Path
 
 import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
+from tests.support.ovn import require_ovn_or_fail
 from tests.support.paths import CLUSTER, POLICIES
 
 
 def _skip_without_ovn(northd: bool) -> None:
-    reason = ovn_unavailable_reason(northd=northd)
-    if reason:
-        pytest.skip(reason)
+    require_ovn_or_fail(northd=northd)
 
 
 @pytest.fixture
