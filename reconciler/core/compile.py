@@ -128,7 +128,7 @@ def compile_full(
         _emit_vnf_instance(inst, backend, out)
     backend.emit_bindings(desired, backend_view(observed, backend), instances, options, out)
     resources, pod_dependent = fill_pods(backend, out.resources, pods, in_place=True)
-    _binding_warnings(desired, members, instances, observed, out)
+    _binding_warnings(desired, members, instances, observed, backend, out)
     target = Target.of(resources, sorted(set(out.warnings)))
     return Compiled(target, backend, instances, pod_dependent)
 
@@ -386,21 +386,20 @@ def _binding_warnings(
     members: Members,
     instances: dict[tuple[str, str], VnfInstance],
     observed: Observed,
+    backend: SteeringBackend,
     out: TargetBuilder,
 ) -> None:
+    tiered = common.uses_tiers(backend)
     for group, bindings in bindings_by_group(desired).items():
-        covered: dict[str, str] = {}
+        shadowed = common.shadowing(bindings, tiered=tiered)
         for binding in bindings:
             name = binding.metadata.name
-            for direction in directions(binding.spec.redirection):
-                if direction in covered:
-                    out.warnings.append(
-                        f"Binding {name} is shadowed for {direction} traffic by Binding "
-                        f"{covered[direction]} (lower order, takes all IP traffic): a packet "
-                        "is steered by the first matching binding only"
-                    )
-                elif common.covers_all(binding.spec.traffic):
-                    covered[direction] = name
+            for direction, by in shadowed.get(name, {}).items():
+                out.warnings.append(
+                    f"Binding {name} is shadowed for {direction} traffic by "
+                    f"{common.shadow_text(by)} (evaluated first, takes every packet it would "
+                    "take): a packet is steered by the first matching binding only"
+                )
             vnf_nodes = {n for (v, n) in instances if v == binding.spec.vnf}
             for node, ports in sorted(members.get(group, {}).items()):
                 if node not in vnf_nodes:

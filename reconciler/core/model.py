@@ -16,8 +16,10 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     StringConstraints,
+    Tag,
     field_validator,
     model_validator,
 )
@@ -27,6 +29,12 @@ API_VERSION: Final = "osc.io/v1alpha1"
 KINDS = ("SecurityGroup", "VnfDeployment", "Binding")
 MAX_ORDER = 999
 """Orders map onto 1000 ACL/router-policy priorities; see ``reconciler.core.steering``."""
+DEFAULT_ORDER = 100
+"""A Binding's ``order`` when omitted. A fixed number, not "after every explicit order": a
+binding's place (and its OVN priority) must not move when another binding is added elsewhere.
+100 sits after the small orders people write (5, 10, 20) and leaves room on both sides; two
+bindings of one group that both omit it clash like any two equal orders, so the chain order never
+depends on file order."""
 # Health-check defaults for a bump-in-the-wire firewall: a probe every second, and an instance
 # counts as failed after two probes in a row went unanswered (a single lost probe is not an
 # outage) and as healthy again after one answered probe.
@@ -325,19 +333,65 @@ class Traffic(_Strict):
         return self
 
 
+def _traffic_form(value: Any) -> str | None:
+    """Which form of ``traffic`` was written: one filter (a mapping) or a list of them."""
+    if isinstance(value, list | tuple):
+        return "list"
+    if isinstance(value, dict | Traffic):
+        return "mapping"
+    return None
+
+
+TrafficFilters = Annotated[
+    Annotated[Traffic, Tag("mapping")] | Annotated[list[Traffic], Tag("list"), Field(min_length=1)],
+    Discriminator(
+        _traffic_form,
+        custom_error_type="traffic_type",
+        custom_error_message="expected a mapping {protocol, ports} or a list of them",
+    ),
+]
+"""``spec.traffic``: one filter, or a non-empty list of filters (a packet matching any of them is
+steered). The discriminator validates only the form written, so an error inside a list item is
+reported once, at the item, not also as "expected a mapping"."""
+
+
 class BindingSpec(_Strict):
     securityGroup: Name
     vnf: Name
     redirection: Redirection = Redirection.EXIT_LPORT
     failurePolicy: FailurePolicy = FailurePolicy.FAIL_CLOSE
     order: int = Field(
+        default=DEFAULT_ORDER,
         ge=0,
         le=MAX_ORDER,
         strict=True,
-        description="Position among the bindings of one group (lower first); unique per group.",
+        description=(
+            "Position among the bindings of one group (lower first); unique per group. "
+            f"Omitted: {DEFAULT_ORDER}."
+        ),
     )
     precedence: Precedence = Precedence.AFTER_NETWORK_POLICY
-    traffic: Traffic | None = None
+    traffic: TrafficFilters | None = Field(
+        default=None,
+        description=(
+            "What to steer: one {protocol, ports} filter or a list of them (a packet matching "
+            "any is steered); omitted means all IP traffic."
+        ),
+    )
+
+    @property
+    def order_is_default(self) -> bool:
+        """``order`` was omitted (it is :data:`DEFAULT_ORDER`); messages say so."""
+        return "order" not in self.model_fields_set
+
+    def traffic_filters(self) -> tuple[Traffic, ...]:
+        """The filters, whichever form was written; omitted = one filter that takes every IP
+        packet (``Traffic()``: protocol ``any``, all ports)."""
+        if self.traffic is None:
+            return (Traffic(),)
+        if isinstance(self.traffic, Traffic):
+            return (self.traffic,)
+        return tuple(self.traffic)
 
 
 class Binding(_Strict):

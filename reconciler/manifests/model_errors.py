@@ -38,6 +38,14 @@ EXPECTED_TYPE = {
     "bool_parsing": "a boolean",
 }
 
+EMPTY_LIST_HINTS = {
+    "spec.traffic": (
+        "an empty list steers nothing: omit traffic to steer all IP traffic, or list at least "
+        "one {protocol, ports} filter"
+    ),
+}
+"""What an empty list means to the user, per field path (pydantic's ``too_short``)."""
+
 
 def unwrap_models(annotation: Any) -> list[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
@@ -160,6 +168,9 @@ def error_message(
             None,
             located.pos,
         )
+    empty_hint = EMPTY_LIST_HINTS.get(format_path(located.parts))
+    if kind == "too_short" and empty_hint and value == []:
+        return (empty_hint, None, located.pos)
     if kind in ("enum", "literal_error"):
         return (f"{describe(value)} is not allowed", ctx.get("expected"), located.pos)
     if kind in EXPECTED_TYPE:

@@ -137,7 +137,7 @@ def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
     Two bindings at the same order would make the chain order depend on file order; binding
     one VNF twice to one group would send each packet through the same VM twice.
     """
-    by_order: dict[tuple[str, int], SourceDoc] = {}
+    by_order: dict[tuple[str, int], tuple[SourceDoc, Binding]] = {}
     by_vnf: dict[tuple[str, str], SourceDoc] = {}
     seen_names: set[str] = set()
     issues: list[ManifestIssue] = []
@@ -148,17 +148,21 @@ def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
         spec = doc.manifest.spec
         order_key = (spec.securityGroup, spec.order)
         if order_key in by_order:
-            other = by_order[order_key]
+            other, other_binding = by_order[order_key]
+            defaulted = spec.order_is_default or other_binding.spec.order_is_default
+            theirs = ", which omits spec.order" if other_binding.spec.order_is_default else ""
             issues.append(
                 doc.issue(
                     "spec.order",
-                    f"duplicate order {spec.order} on SecurityGroup {spec.securityGroup} "
-                    f"(also used by Binding/{other.name} at {other.where('spec.order')})",
-                    expected="a unique order per SecurityGroup",
+                    f"duplicate order {spec.order}{_default_note(doc.manifest)} on "
+                    f"SecurityGroup {spec.securityGroup} (also used by Binding/{other.name} at "
+                    f"{other.where('spec.order')}{theirs})",
+                    expected="a unique order per SecurityGroup"
+                    + (": give one of them an explicit spec.order" if defaulted else ""),
                 )
             )
         else:
-            by_order[order_key] = doc
+            by_order[order_key] = (doc, doc.manifest)
         vnf_key = (spec.securityGroup, spec.vnf)
         if vnf_key in by_vnf:
             other = by_vnf[vnf_key]
@@ -172,6 +176,12 @@ def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
         else:
             by_vnf[vnf_key] = doc
     return issues
+
+
+def _default_note(binding: Binding) -> str:
+    """Says that a Binding's order is the default one, so a clash of two bindings that omit
+    ``order`` explains itself (the position then points at their ``spec``)."""
+    return " (the default: spec.order omitted)" if binding.spec.order_is_default else ""
 
 
 def cross_check(

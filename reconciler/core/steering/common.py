@@ -1,12 +1,22 @@
-"""What both steering backends share: traffic matches, priorities and tiers.
+"""What both steering backends share: traffic matches, priorities, tiers and shadowing.
 
 Every string that reaches an OVN ``match`` is built here from enums, integers and names that
 ``reconciler.core.naming`` produced from validated manifest names. No user text is ever pasted in.
+
+A Binding's ``traffic`` is one filter or a list of them; a packet matching ANY filter is
+steered. A list becomes ONE row per binding, node and direction whose match ORs the filters'
+matches (``((tcp && tcp.dst == 80) || (udp && udp.dst == 53))``), not one row per filter: the
+row count (and the plan) stays the same whatever the filters, every filter of a binding shares
+the binding's priority anyway, and a single mapping compiles exactly as a list of one.
 """
 
 from __future__ import annotations
 
-from reconciler.core.model import MAX_ORDER, Precedence, Protocol, Traffic
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from reconciler.core.model import MAX_ORDER, Binding, Precedence, Protocol, Traffic
+from reconciler.core.steering.base import directions
 
 ACL_TIER = {
     # OVN-Kubernetes: tier 0 UDN isolation, 1 AdminNetworkPolicy, 2 NetworkPolicy, 3 Baseline ANP.
@@ -21,6 +31,10 @@ ROUTER_POLICY_PRIORITY_BASE = 2000
 """Router-policy priorities 2000..2999: above OVN-Kubernetes' pod-to-pod and egress-IP
 "no-reroute" allow policies (101-102, 1004 for node traffic), or those would win and nothing
 would ever be steered."""
+ALL_PORTS = (1, 65535)
+
+TrafficSpec = Traffic | Sequence[Traffic] | None
+"""A binding's ``spec.traffic`` as written: one filter, a list of them, or omitted (all IP)."""
 
 
 def priority(base: int, order: int) -> int:
@@ -28,9 +42,18 @@ def priority(base: int, order: int) -> int:
     return base + (MAX_ORDER - order)
 
 
-def traffic_match(traffic: Traffic | None) -> str:
-    """The L3/L4 part of a match, built from enums and integers only."""
-    if traffic is None or traffic.protocol is Protocol.ANY:
+def as_filters(traffic: TrafficSpec) -> tuple[Traffic, ...]:
+    """The filters of ``traffic`` in either form; omitted = one filter taking every IP packet."""
+    if traffic is None:
+        return (Traffic(),)
+    if isinstance(traffic, Traffic):
+        return (traffic,)
+    return tuple(traffic)
+
+
+def filter_match(traffic: Traffic) -> str:
+    """The L3/L4 match of ONE filter, built from enums and integers only."""
+    if traffic.protocol is Protocol.ANY:
         return "ip"
     if traffic.protocol is Protocol.ICMP:
         return "(icmp4 || icmp6)"
@@ -47,6 +70,174 @@ def traffic_match(traffic: Traffic | None) -> str:
     return f"{proto} && {joined}"
 
 
-def covers_all(traffic: Traffic | None) -> bool:
-    """True when a binding's filter takes every IP packet (later bindings are then shadowed)."""
-    return traffic is None or (traffic.protocol is Protocol.ANY and not traffic.ports)
+def traffic_match(traffic: TrafficSpec) -> str:
+    """The L3/L4 part of a binding's match: its filters' matches ORed (``ip`` when one filter
+    takes everything). One filter gives exactly its own match, so a single mapping and a list
+    of one compile to the same row. OVN refuses ``&&`` and ``||`` mixed without parentheses,
+    so a filter with ``&&`` is parenthesised, and so is the whole disjunction."""
+    filters = as_filters(traffic)
+    if any(covers_all(f) for f in filters):
+        return "ip"
+    terms: list[str] = []
+    for f in filters:
+        term = filter_match(f)
+        if term not in terms:  # the same filter twice adds nothing
+            terms.append(term)
+    if len(terms) == 1:
+        return terms[0]
+    return "(" + " || ".join(f"({t})" if " && " in t else t for t in terms) + ")"
+
+
+def covers_all(traffic: TrafficSpec) -> bool:
+    """True when a binding's filters take every IP packet (later bindings are then shadowed)."""
+    return any(f.protocol is Protocol.ANY and not f.ports for f in as_filters(traffic))
+
+
+def describe_filters(traffic: TrafficSpec) -> list[str]:
+    """Each filter in words, for humans: ``all IP``, ``icmp``, ``tcp 80,443,8000-8080``."""
+    out: list[str] = []
+    for f in as_filters(traffic):
+        if f.protocol is Protocol.ANY:
+            out.append("all IP")
+        elif not f.ports:
+            out.append(f"{f.protocol.value} (all ports)")
+        else:
+            ports = [str(p) if isinstance(p, int) else f"{p.start}-{p.end}" for p in f.ports]
+            out.append(f"{f.protocol.value} {','.join(ports)}")
+    return out
+
+
+def filters_json(traffic: TrafficSpec) -> list[dict[str, Any]]:
+    """The filters as plain data (always the list form), for JSON output."""
+    out: list[dict[str, Any]] = []
+    for f in as_filters(traffic):
+        ports: list[Any] = [
+            p if isinstance(p, int) else {"start": p.start, "end": p.end} for p in f.ports
+        ]
+        out.append({"protocol": f.protocol.value, "ports": ports})
+    return out
+
+
+# --- shadowing -----------------------------------------------------------------------------------
+
+Intervals = list[tuple[int, int]]
+
+
+def _merge(intervals: Iterable[tuple[int, int]]) -> Intervals:
+    merged: Intervals = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def _ports(f: Traffic) -> Intervals:
+    if not f.ports:
+        return [ALL_PORTS]
+    return _merge((p, p) if isinstance(p, int) else (p.start, p.end) for p in f.ports)
+
+
+def _within(inner: Intervals, outer: Intervals) -> bool:
+    return all(any(a <= s and e <= b for a, b in outer) for s, e in inner)
+
+
+def covers(earlier: Iterable[Traffic], later: Iterable[Traffic]) -> bool:
+    """Whether every packet ``later``'s filters take is taken by one of ``earlier``'s (their
+    union: ``tcp 80`` and ``tcp 443`` together cover ``tcp 80,443``)."""
+    earlier = list(earlier)
+    if covers_all(earlier):
+        return True
+    icmp = any(f.protocol is Protocol.ICMP for f in earlier)
+    ports = {
+        proto: _merge(i for f in earlier if f.protocol is proto for i in _ports(f))
+        for proto in (Protocol.TCP, Protocol.UDP)
+    }
+    for f in later:
+        if f.protocol is Protocol.ANY:
+            return False  # all IP is more than tcp, udp and icmp together
+        if f.protocol is Protocol.ICMP:
+            if not icmp:
+                return False
+        elif not _within(_ports(f), ports[f.protocol]):
+            return False
+    return True
+
+
+def overlaps(a: Iterable[Traffic], b: Iterable[Traffic]) -> bool:
+    """Whether some packet is taken by a filter of ``a`` and by one of ``b``."""
+    b = list(b)
+    for fa in a:
+        for fb in b:
+            if Protocol.ANY in (fa.protocol, fb.protocol) or (
+                fa.protocol is fb.protocol is Protocol.ICMP
+            ):
+                return True
+            if fa.protocol is fb.protocol and any(
+                s <= e2 and s2 <= e for s, e in _ports(fa) for s2, e2 in _ports(fb)
+            ):
+                return True
+    return False
+
+
+def evaluation_key(binding: Binding, *, tiered: bool) -> tuple[int, int, str]:
+    """Where a binding's rows are evaluated among others on the same port: OVN evaluates ACLs
+    tier by tier (lowest first) and by priority within a tier, so with ``tiered`` (ACL steering)
+    a ``before-network-policy`` binding (tier 1) comes before every ``after-network-policy`` one
+    (tier 3) whatever their orders; router policies have no tiers. The name breaks ties (equal
+    orders in different groups), which OVN does not: :func:`tied` finds those."""
+    tier = ACL_TIER[binding.spec.precedence] if tiered else 0
+    return (tier, binding.spec.order, binding.metadata.name)
+
+
+def evaluation_order(bindings: Iterable[Binding], *, tiered: bool) -> list[Binding]:
+    """``bindings`` in the order OVN evaluates their rows (:func:`evaluation_key`)."""
+    return sorted(bindings, key=lambda b: evaluation_key(b, tiered=tiered))
+
+
+def shadowing(bindings: Sequence[Binding], *, tiered: bool) -> dict[str, dict[str, list[str]]]:
+    """Binding name -> direction -> the earlier bindings that together take every packet it
+    would take in that direction (so it steers nothing there: a packet is steered by the first
+    matching row only). Only shadowed directions are listed; the earlier bindings are the ones
+    whose filters overlap it, in evaluation order, up to the one that completes the cover."""
+    seen: dict[str, list[Binding]] = {}
+    result: dict[str, dict[str, list[str]]] = {}
+    for binding in evaluation_order(bindings, tiered=tiered):
+        mine = binding.spec.traffic_filters()
+        for direction in directions(binding.spec.redirection):
+            before = seen.setdefault(direction, [])
+            taken: list[Traffic] = []
+            names: list[str] = []
+            for other in before:
+                theirs = other.spec.traffic_filters()
+                if not overlaps(theirs, mine):
+                    continue
+                taken += theirs
+                names.append(other.metadata.name)
+                if covers(taken, mine):
+                    result.setdefault(binding.metadata.name, {})[direction] = names
+                    break
+            before.append(binding)
+    return result
+
+
+def shadow_text(names: Sequence[str]) -> str:
+    """``Binding a`` or ``Bindings a, b``, for messages."""
+    return ("Binding " if len(names) == 1 else "Bindings ") + ", ".join(names)
+
+
+def tied(bindings: Iterable[Binding], *, tiered: bool) -> list[list[str]]:
+    """Names of bindings whose rows would have the same tier and priority (equal orders in
+    different groups, on a pod of both): OVN then picks either one for a packet both match."""
+    by_key: dict[tuple[int, int], list[str]] = {}
+    for binding in bindings:
+        tier, order, name = evaluation_key(binding, tiered=tiered)
+        by_key.setdefault((tier, order), []).append(name)
+    return [sorted(names) for _, names in sorted(by_key.items()) if len(names) > 1]
+
+
+def uses_tiers(backend: object) -> bool:
+    """Whether a steering backend's rows are tiered ACLs (its ``acl_tiers`` attribute; a backend
+    without one, e.g. router policies, has no tiers)."""
+    return bool(getattr(backend, "acl_tiers", False))

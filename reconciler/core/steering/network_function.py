@@ -64,6 +64,9 @@ class NetworkFunction(PortGroupPods):
     observed_fields = frozenset({"switches", "used_ids", "nb_global"})
     live_tables = frozenset({"Network_Function", "Network_Function_Group"})
     """Their ids (1-255 per NB) are kept across passes (``allocate_ids``)."""
+    acl_tiers = True
+    """Its rows are ACLs, evaluated tier by tier: ``precedence`` comes before ``order`` in the
+    evaluation order (``common.evaluation_key``)."""
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return capabilities.network_function

@@ -64,6 +64,8 @@ class RouterPolicy(PortGroupPods):
     name = "router-policy"
     observed_fields = frozenset({"switches", "routers"})
     live_tables: frozenset[str] = frozenset()
+    acl_tiers = False
+    """Router policies have no tiers: ``order`` alone decides (``common.evaluation_key``)."""
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True  # router policies exist in every OVN we support

@@ -32,7 +32,10 @@ def test_examples_policies_load_completely() -> None:
     ]
     web_ips = desired.bindings["web-ips"].spec
     assert web_ips.order == 5 and web_ips.traffic is not None
-    assert web_ips.traffic.ports == [80, 443]
+    assert [(f.protocol.value, f.ports) for f in web_ips.traffic_filters()] == [
+        ("tcp", [80, 443]),
+        ("udp", [443]),
+    ]
     assert desired.bindings["api-firewall"].spec.failurePolicy is FailurePolicy.FAIL_OPEN
     assert desired.bindings["web-firewall"].spec.redirection is Redirection.BOTH
     assert desired.security_groups["db"].spec.namespaces == ["shop-backend"]
@@ -73,9 +76,9 @@ def test_pydantic_error_points_at_the_offending_list_item() -> None:
 
 
 def test_missing_field_points_at_the_parent_mapping() -> None:
-    text = HEADER + "kind: Binding\nmetadata: {name: b}\nspec:\n  securityGroup: web\n  vnf: fw\n"
+    text = HEADER + "kind: Binding\nmetadata: {name: b}\nspec:\n  securityGroup: web\n  order: 1\n"
     issue = only_issue(text)
-    assert issue.path == "spec.order"
+    assert issue.path == "spec.vnf"
     assert issue.line == 4 and issue.column == 1  # the `spec:` key
     assert issue.message == "required field is missing"
 
