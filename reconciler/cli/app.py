@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from reconciler import __version__
-from reconciler.cli import apply, demo, plan, run, schema, snapshot, status, validate
+from reconciler.cli import apply, demo, explain, plan, run, schema, snapshot, status, validate
 from reconciler.cli.common import EXIT_ERROR, Command
 from reconciler.engine import gc_tuning
 from reconciler.errors import OscError
@@ -41,6 +41,7 @@ COMMANDS: list[Command] = [
     run.COMMAND,
     status.COMMAND,
     snapshot.COMMAND,
+    explain.COMMAND,
     demo.COMMAND,
 ]
 """Every subcommand, in ``--help`` order."""
