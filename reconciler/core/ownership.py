@@ -26,6 +26,10 @@ KEY = "osc.io/key"
 """Stable identity of the row inside its table, so the diff can pair target and live rows
 (ACLs and router policies have no unique name column)."""
 
+AGENT = "osc.io/agent"
+"""Node whose agent (``osc-gitops run --node``) wrote the row and alone may change it; absent on
+the rows of a central-NB run (``reconciler.core.slicing`` says who owns what)."""
+
 REVISION = "osc.io/revision"
 """Git commit the row was last written from (set by the git source; optional)."""
 

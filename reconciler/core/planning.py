@@ -15,6 +15,7 @@ from reconciler.core.diff import LiveState, diff, live_state
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan
+from reconciler.core.slicing import AgentOptions, mark_agent_rows
 from reconciler.core.target import Target
 
 
@@ -42,8 +43,11 @@ def plan_meta(compiled: Compiled, observed: Observed, options: CompileOptions) -
 
 
 def compile_plan(desired: Desired, observed: Observed, options: CompileOptions) -> CompiledPlan:
-    """Compile everything and diff it against everything we own."""
+    """Compile everything and diff it against everything we own. A node agent's options
+    (:class:`~reconciler.core.slicing.AgentOptions`) mark its node's rows as the agent's."""
     compiled = compile_full(desired, observed, options)
+    if isinstance(options, AgentOptions):
+        compiled = mark_agent_rows(compiled, options.node)
     live = live_state(observed.ovn_rows, observed.kube_objects)
     meta = plan_meta(compiled, observed, options)
     return CompiledPlan(compiled, live, diff(compiled.target, live, meta))
