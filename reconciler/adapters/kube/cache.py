@@ -64,7 +64,6 @@ from reconciler.adapters.kube.objects import (
     pod_from_object,
 )
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 
 log = logging.getLogger(__name__)
 
@@ -295,28 +294,39 @@ class KubeCache:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, stop: threading.Event, instance: str | None = None) -> None:
+    def start(
+        self,
+        stop: threading.Event,
+        instance: str | None = None,
+        kinds: Sequence[str] = CACHED_KINDS,
+    ) -> None:
         """List and watch every cached kind in daemon threads until ``stop`` is set.
 
         ``instance``: also follow the VirtualMachines and NetworkAttachmentDefinitions this
-        instance owns (``list_owned`` for another instance keeps going to the live API)."""
+        instance owns (``list_owned`` for another instance keeps going to the live API).
+        ``kinds``: follow only these (a role whose RBAC may list but not watch a kind reads it
+        from the live API instead, as before the cache synced)."""
         if self._stop is not None:
             raise RuntimeError("KubeCache.start was already called")
+        unknown = set(kinds) - set(CACHED_KINDS)
+        if unknown:
+            raise ValueError(f"KubeCache cannot follow {sorted(unknown)}")
         self._stop = stop
         self._instance = instance
-        kinds: list[tuple[str, Callable[[dict[str, Any]], Any], dict[str, str]]] = [
+        every: list[tuple[str, Callable[[dict[str, Any]], Any], dict[str, str]]] = [
             ("Pod", pod_from_object, {}),
             ("Node", node_from_object, {}),
             ("NetworkPolicy", network_policy_from_object, {}),
         ]
         if instance is not None:
-            owned = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER: instance}
-            kinds += [(k, partial(owned_object, k), owned) for k in sorted(_OWNED_KINDS)]
+            owned = self.kube.owned_labels(instance)
+            every += [(k, partial(owned_object, k), owned) for k in sorted(_OWNED_KINDS)]
+        followed = [entry for entry in every if entry[0] in kinds]
         with self._lock:
-            for kind, convert, labels in kinds:
+            for kind, convert, labels in followed:
                 self._stores[kind] = _Store(kind, convert, labels)
                 self._listeners[kind] = []
-        for kind, _, _ in kinds:
+        for kind, _, _ in followed:
             thread = threading.Thread(
                 target=self._follow, args=(kind, stop), name=f"kube-cache-{kind}", daemon=True
             )
@@ -485,6 +495,11 @@ class KubeCache:
     def list_nodes(self) -> Sequence[Node]:
         cached = self._cached("Node")
         return cached if cached is not None else self.kube.list_nodes()
+
+    def list_node_subnets(self) -> Sequence[tuple[Node, str | None]]:
+        """From the live API (the store keeps no annotations; ``--kubernetes-only`` lists
+        nodes once per pass)."""
+        return self.kube.list_node_subnets()
 
     def network_policies(self) -> Sequence[NetworkPolicy]:
         cached = self._cached("NetworkPolicy")

@@ -13,6 +13,9 @@ the way it does:
   quotes the server's ``Status`` message (a 403 says which verb/resource was refused).
 - Writes only touch the *managed* fields (labels, ``osc.io/*`` annotations, spec) so status and
   fields other controllers set survive, and a stale read causes a 409 that we retry.
+- A node agent (``KubeCluster(settings, node=N)``) sees only its node's share: pods through the
+  field selector ``spec.nodeName=N`` (lists and watches, so the API server filters, not us) and
+  owned objects through the ``osc.io/node=N`` label.
 """
 
 from __future__ import annotations
@@ -49,12 +52,13 @@ from reconciler.adapters.kube.objects import (
     merge_patch_for,
     network_policy_from_object,
     node_from_object,
+    node_subnet,
     owned_object,
     pod_from_object,
 )
 from reconciler.adapters.kube.watch_stream import StatusReporter, close_on_stop, watch_events
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
+from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_LABEL, OWNER
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +112,10 @@ class KubeCluster:
     retry_backoff: float = 0.1
     """First delay between retries without ``Retry-After``; doubles each attempt (max 2 s)."""
 
-    def __init__(self, settings: KubeSettings) -> None:
+    def __init__(self, settings: KubeSettings, *, node: str | None = None) -> None:
         self.settings = settings
+        self.node = node
+        """Only this node's pods and owned objects are read (a node agent); ``None``: all."""
         cfg = client.Configuration()
         where = "in-cluster service account"
         try:
@@ -244,13 +250,26 @@ class KubeCluster:
             data = response.data
             return json.loads(data) if data else None
 
+    def field_selector(self, kind: str) -> str | None:
+        """The field selector every list and watch of ``kind`` carries: ``spec.nodeName=<node>``
+        for a node agent's pods, else none."""
+        if kind == "Pod" and self.node is not None:
+            return f"spec.nodeName={self.node}"
+        return None
+
     def list_raw(
-        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+        self,
+        kind: str,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
     ) -> tuple[list[dict[str, Any]], str]:
         """All items of a list, page by page; restarts once the continue token expired (410).
+        ``field_selector`` defaults to :meth:`field_selector` of the kind.
 
         Returns the items and the list's resourceVersion (a watch can start from it)."""
         k = KINDS[kind]
+        fields = field_selector if field_selector is not None else self.field_selector(kind)
         path = k.path(namespace)
         for _ in range(5):
             items: list[dict[str, Any]] = []
@@ -262,6 +281,7 @@ class KubeCluster:
                         path,
                         query={
                             "labelSelector": label_selector,
+                            "fieldSelector": fields,
                             "limit": self.page_size,
                             "continue": cont,
                         },
@@ -314,12 +334,27 @@ class KubeCluster:
         items, _ = self.list_raw("Node")
         return sorted((node_from_object(o) for o in items), key=lambda n: n.name)
 
+    def list_node_subnets(self) -> list[tuple[Node, str | None]]:
+        """Every node with its default-network pod subnet (``k8s.ovn.org/node-subnets``;
+        ``None`` until OVN-Kubernetes has given it one), sorted by node name."""
+        items, _ = self.list_raw("Node")
+        pairs = [(node_from_object(o), node_subnet(o)) for o in items]
+        return sorted(pairs, key=lambda pair: pair[0].name)
+
+    def owned_labels(self, instance: str) -> dict[str, str]:
+        """The labels of the objects ``instance`` owns that this adapter reads (a node agent:
+        its node's only)."""
+        labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER: instance}
+        if self.node is not None:
+            labels[NODE_LABEL] = self.node
+        return labels
+
     def list_owned(self, kind: str, instance: str) -> list[KubeObject]:
         """Objects of ``kind`` this instance owns (both ownership labels), managed fields only.
 
         An absent API (KubeVirt or Multus not installed: 404) means nothing is owned."""
         check_writable_kind(kind)
-        selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER}={instance}"
+        selector = ",".join(f"{k}={v}" for k, v in self.owned_labels(instance).items())
         try:
             items, _ = self.list_raw(kind, None, selector)
         except KubeNotFound:
@@ -517,6 +552,7 @@ class KubeCluster:
                         "allowWatchBookmarks": "true",
                         "resourceVersion": rv,
                         "labelSelector": label_selector,
+                        "fieldSelector": self.field_selector(kind),
                         "timeoutSeconds": timeout_seconds,
                     },
                     stream=True,

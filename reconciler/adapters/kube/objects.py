@@ -4,6 +4,7 @@ Shared by the live client and the informer cache so both answer with the same va
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,6 +98,28 @@ def pod_from_object(obj: dict[str, Any]) -> Pod:
 def node_from_object(obj: dict[str, Any]) -> Node:
     meta = obj["metadata"]
     return Node(name=meta["name"], labels=dict(meta.get("labels") or {}))
+
+
+NODE_SUBNETS = "k8s.ovn.org/node-subnets"
+"""OVN-Kubernetes' annotation of a node's pod subnets per network, JSON: ``{"default":
+["10.244.1.0/24"]}`` (older releases: ``{"default": "10.244.1.0/24"}``)."""
+
+
+def node_subnet(obj: dict[str, Any]) -> str | None:
+    """The node's default-network subnet from :data:`NODE_SUBNETS` (the first IPv4 one when it
+    has several), or ``None`` when it has none or the annotation is unreadable."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(NODE_SUBNETS)
+    if not raw:
+        return None
+    try:
+        default = json.loads(raw).get("default")
+    except (ValueError, AttributeError):
+        return None
+    subnets = [default] if isinstance(default, str) else default
+    if not isinstance(subnets, list):
+        return None
+    subnets = [s for s in subnets if isinstance(s, str) and s]
+    return next((s for s in subnets if ":" not in s), subnets[0] if subnets else None)
 
 
 def network_policy_from_object(obj: dict[str, Any]) -> NetworkPolicy:
