@@ -34,7 +34,7 @@ from typing import Any, Literal
 from reconciler.core import naming
 from reconciler.core import ownership as own
 from reconciler.core.compile import members_by_group_and_node
-from reconciler.core.health import UNKNOWN, Health, InstanceHealth, vnf_health
+from reconciler.core.health import HEALTHY, UNKNOWN, Health, InstanceHealth, vnf_health
 from reconciler.core.model import Binding, Desired, Precedence, Redirection
 from reconciler.core.observed import Observed, Pod, PodPort
 from reconciler.core.plan import Change
@@ -130,7 +130,8 @@ class BindingView:
 
     @property
     def healthy(self) -> bool | None:
-        return InstanceHealth("", "", self.health).healthy
+        """True/False when OVN can tell, None when it cannot (as ``InstanceHealth.healthy``)."""
+        return None if self.health == UNKNOWN else self.health == HEALTHY
 
     @property
     def shadowed_by(self) -> str | None:
