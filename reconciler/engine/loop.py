@@ -40,7 +40,13 @@ Every timing decision reads an injected clock (default ``time.monotonic``), so t
 are tested without sleeping.
 
 What a pass reports: the JSON log lines (``reporting.logs``), a :class:`Reporter` (Prometheus
-in ``run``), and the status file (``reporting.status.StatusBook``).
+in ``run``), the status file (``reporting.status.StatusBook``) and, for a node agent or the
+central owner of an interconnect cluster, the status it publishes for ``status --all-nodes``
+(:class:`StatusPublisher`, ``reporting.fleet``).
+
+The loop reconciles the scope of its config (``reconciler.core.slicing``): a node agent's loop
+watches only its node's pods (the adapter's field selector) and never writes Kubernetes; a
+``--kubernetes-only`` loop watches no pods at all.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from reconciler.core.compile import CompileOptions
 from reconciler.core.observed import KubeObject, Observed, OvnRow
 from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from reconciler.core.plan import Plan
+from reconciler.core.slicing import CentralScope, NodeScope, Scope
 from reconciler.engine import gc_tuning
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.guard import LoopGuard
@@ -72,7 +79,9 @@ from reconciler.engine.providers import (
     Notifier,
     OvnProvider,
     Reporter,
+    StatusPublisher,
 )
+from reconciler.engine.reporting.fleet import status_record
 from reconciler.engine.reporting.health import OvnHealthReport
 from reconciler.engine.reporting.logs import LOGGER, reconcile_id
 from reconciler.engine.reporting.status import StatusBook
@@ -107,6 +116,8 @@ class LoopConfig:
     lag_retries: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
     """Delays of the quick re-reconciles scheduled while scheduled pods have no OVN port yet
     (OVN-Kubernetes writes the port a few ms after the pod event; our IDL follows it)."""
+    scope: Scope = field(default_factory=CentralScope)
+    """What this loop reconciles: everything, one node's OVN slice, or the Kubernetes side."""
 
     @property
     def instance(self) -> str:
@@ -140,9 +151,13 @@ class PassResult:
 
 
 class ManagedCounts:
-    """Objects we own by kind, recounted only when the caches hand back new tuples."""
+    """Objects we own by kind, recounted only when the caches hand back new tuples.
 
-    def __init__(self) -> None:
+    ``ovn_only``: count OVN rows only (a node agent reads its node's VirtualMachines and NADs,
+    but the central owner owns them)."""
+
+    def __init__(self, ovn_only: bool = False) -> None:
+        self.ovn_only = ovn_only
         self._key: tuple[tuple[OvnRow, ...], tuple[KubeObject, ...]] | None = None
         self._counts: dict[str, int] = {}
 
@@ -153,7 +168,7 @@ class ManagedCounts:
         counts: dict[str, int] = {}
         for row in observed.ovn_rows:
             counts[row.table] = counts.get(row.table, 0) + 1
-        for obj in observed.kube_objects:
+        for obj in () if self.ovn_only else observed.kube_objects:
             counts[obj.kind] = counts.get(obj.kind, 0) + 1
         self._key, self._counts = key, counts
         return counts
@@ -167,7 +182,9 @@ class Loop:
     :meth:`run_once`; :meth:`shutdown` (any thread, or SIGTERM) stops it.
 
     ``settle`` runs after a pass whose full compile rebuilt the planner's memory
-    (``reconciler.engine.gc_tuning``); ``clock`` and ``rng`` drive every timing decision."""
+    (``reconciler.engine.gc_tuning``); ``clock`` and ``rng`` drive every timing decision.
+    ``publisher``: where this replica publishes its state after each pass it did not sit out
+    (a node agent's or the central owner's status Lease)."""
 
     def __init__(
         self,
@@ -179,6 +196,7 @@ class Loop:
         lease: LeaseProvider | None = None,
         reporter: Reporter | None = None,
         notify: Notifier | None = None,
+        publisher: StatusPublisher | None = None,
         stopping: threading.Event | None = None,
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
@@ -204,9 +222,13 @@ class Loop:
             guard=LoopGuard(self.stopping, lease),
             notify=notify,
             allow_empty=config.allow_empty,
+            scope=config.scope,
         )
         self.lag = OvnLagRetry(config.lag_retries, self.request)
-        self.managed = ManagedCounts()
+        self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
+        self.publisher = publisher
+        self.last_counts: dict[str, int] = {}
+        """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         diff_mod.warm_up()
         self.applied_revision: str | None = None
@@ -336,6 +358,26 @@ class Loop:
             refused=sources.refused_errors(sources.latest_seen),
             source_error=sources.source_error,
         )
+        self.publish_status()
+
+    def publish_status(self) -> None:
+        """Publish this replica's state (after every pass it did not sit out). A status that
+        cannot be published is logged and counted, never a reason to stop reconciling."""
+        if self.publisher is None:
+            return
+        scope = self.config.scope
+        record = status_record(
+            self.status_book.status,
+            role="agent" if isinstance(scope, NodeScope) else "central",
+            node=scope.node if isinstance(scope, NodeScope) else None,
+            rows=self.last_counts,
+        )
+        try:
+            self.publisher.publish(record)
+        except OscError as exc:
+            self.reporter.error(error_cause(exc))
+            where = self.publisher.where
+            log.warning("cannot publish the status", extra={"error": str(exc), "where": where})
 
     # ---------------------------------------------------------------- probes
 
@@ -378,7 +420,8 @@ class Loop:
 
     def start_watches(self) -> None:
         selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},{OWNER}={self.config.instance}"
-        self._start_thread("watch-pods", self.kube.watch, "Pod", self._on_pod, self.stopping)
+        if self.config.scope.reads_pods:
+            self._start_thread("watch-pods", self.kube.watch, "Pod", self._on_pod, self.stopping)
         self._start_thread(
             "watch-vms", self.kube.watch, "VirtualMachine", self._on_vm, self.stopping, selector
         )
@@ -473,5 +516,7 @@ class _PassEvents:
         loop.lag.check(observed)  # after the commit: not on the event's latency path
 
     def settled(self, observed: Observed) -> None:
-        self.loop.reporter.managed_objects(self.loop.managed.of(observed))
+        counts = self.loop.managed.of(observed)
+        self.loop.last_counts = counts
+        self.loop.reporter.managed_objects(counts)
         self.loop.ovn_report.settled(observed)

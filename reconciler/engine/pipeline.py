@@ -9,7 +9,11 @@ it:
 - the **write guard** (``reconciler.engine.guard``): none for the CLI, "not shutting down and
   still the leader" for the loop;
 - a **listener** told about each step, with which the loop keeps its books (readiness, drift,
-  the revision applied, metrics); the CLI needs none.
+  the revision applied, metrics); the CLI needs none;
+- the **scope** (``reconciler.core.slicing``): everything (the default), one node's OVN slice
+  (``--node``), or the Kubernetes side only (``--kubernetes-only``). It decides what is read
+  (``reconciler.engine.scoped``), the view the planner sees, and the part of each plan carried
+  out; an agent's Kubernetes writer refuses every write.
 
 Effects happen only through the providers (``reconciler.engine.providers``): the algorithm does
 not know about ``kubernetes`` or ``ovsdbapp``. Writes go in the safe order of
@@ -28,17 +32,17 @@ from reconciler.core.model import Desired
 from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan
 from reconciler.core.planning import FullPlanner
+from reconciler.core.slicing import CentralScope, Scope
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
     KubeProvider,
-    KubeReader,
     KubeWriter,
     Notifier,
     OvnProvider,
-    OvnReader,
     OvnWriter,
 )
+from reconciler.engine.scoped import observe, observe_in, writer_for
 from reconciler.errors import InternalError, UserError
 
 __all__ = [
@@ -88,29 +92,6 @@ def guard_empty(desired: Desired, the_plan: Plan, allow_empty: bool) -> None:
 
 def with_meta(the_plan: Plan, **meta: Any) -> Plan:
     return replace(the_plan, meta={**the_plan.meta, **meta})
-
-
-def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
-    """Read both live systems into one plain snapshot (the OVN read waits for initial sync)."""
-    state = ovn.read()
-    objects = [
-        *kube.list_owned("NetworkAttachmentDefinition", instance),
-        *kube.list_owned("VirtualMachine", instance),
-    ]
-    return Observed(
-        pods=tuple(kube.list_pods()),
-        nodes=tuple(kube.list_nodes()),
-        kube_objects=tuple(objects),
-        pod_ports=state.pod_ports,
-        switches=state.switches,
-        routers=state.routers,
-        ovn_rows=state.owned,
-        used_ids=dict(state.used_ids or {}),
-        network_policies=tuple(kube.network_policies()),
-        capabilities=state.capabilities,
-        nb_global=state.nb_global,
-        nf_active=state.nf_active,
-    )
 
 
 class Planner(Protocol):
@@ -190,10 +171,14 @@ class Pipeline:
         guard: WriteGuard | None = None,
         notify: Notifier | None = None,
         allow_empty: bool = False,
+        scope: Scope | None = None,
     ) -> None:
         self.kube = kube
         self.ovn = ovn
+        self.scope: Scope = scope if scope is not None else CentralScope()
         self.options = options
+        self.compile_options = self.scope.options(options)
+        """What the planner compiles with (a node agent's marks its rows)."""
         self.planner: Planner = planner if planner is not None else FullPlanner()
         self.guard = guard
         self.notify = notify
@@ -209,14 +194,18 @@ class Pipeline:
         every object written. Raises what a step raises: an adapter's ``EndpointError``,
         :class:`EmptyDesiredRefused`, ``Aborted`` from the guard, :class:`NotConverged`."""
         events = listener if listener is not None else SilentListener()
+        scope = self.scope
         instance = self.options.instance
+        compiled_desired = scope.desired(desired)
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        observed = observe(self.kube, self.ovn, instance)
+        view = scope.view(observe_in(scope, self.kube, self.ovn, instance))
+        observed = view.observed
         timings["observe"] = time.perf_counter() - started
         events.observed(observed)
         started = time.perf_counter()
-        first = self.planner.plan(desired, observed, self.options)
+        planned = self.planner.plan(compiled_desired, observed, self.compile_options)
+        first = scope.restrict(planned, view)
         timings["plan"] = time.perf_counter() - started
         guard_empty(desired, first, self.allow_empty)
         if first.empty:
@@ -224,7 +213,7 @@ class Pipeline:
             return Reconciled(ApplyReport(first, seconds=timings), observed)
 
         events.applying(first)
-        kube: KubeWriter = self.kube
+        kube: KubeWriter = writer_for(scope, self.kube)
         ovn: OvnWriter = self.ovn
         if self.guard is not None:
             self.guard.before_apply()
@@ -234,8 +223,11 @@ class Pipeline:
         events.applied(report, observed)
 
         started = time.perf_counter()
-        after = observe(self.kube, self.ovn, instance)
-        second = self.planner.plan(desired, after, self.options)
+        after_view = scope.view(observe_in(scope, self.kube, self.ovn, instance))
+        after = after_view.observed
+        second = scope.restrict(
+            self.planner.plan(compiled_desired, after, self.compile_options), after_view
+        )
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
         events.settled(after)
@@ -253,7 +245,8 @@ def reconcile(
     revision: str | None = None,
     notify: Notifier | None = None,
     allow_empty: bool = False,
+    scope: Scope | None = None,
 ) -> ApplyReport:
     """One full reconcile, as ``osc-gitops apply`` does it: every plan a full compile."""
-    pipeline = Pipeline(kube, ovn, options, notify=notify, allow_empty=allow_empty)
+    pipeline = Pipeline(kube, ovn, options, notify=notify, allow_empty=allow_empty, scope=scope)
     return pipeline.run(desired, revision).report

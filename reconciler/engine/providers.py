@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
 from reconciler.core.plan import Change
@@ -42,6 +42,16 @@ class KubeReader(Protocol):
         ...
 
     def network_policies(self) -> Sequence[NetworkPolicy]: ...
+
+
+@runtime_checkable
+class NodeNetworkReader(Protocol):
+    """What ``--kubernetes-only`` reads instead of the NB's node switches."""
+
+    def list_node_subnets(self) -> Sequence[tuple[Node, str | None]]:
+        """Every node, sorted by name, with its default-network pod subnet as OVN-Kubernetes
+        annotates it (``k8s.ovn.org/node-subnets``), ``None`` when it has none yet."""
+        ...
 
 
 class KubeWriter(Protocol):
@@ -126,6 +136,20 @@ class LeaseProvider(Protocol):
 
     def run(self, stop: threading.Event) -> None:
         """Acquire/renew periodically until ``stop`` (blocks: run it in a thread)."""
+        ...
+
+
+class StatusPublisher(Protocol):
+    """Where a node agent (or the central owner) publishes its state after each pass, for
+    ``osc-gitops status --all-nodes`` (``reconciler.adapters.kube.status_lease``)."""
+
+    @property
+    def where(self) -> str:
+        """``Lease <namespace>/<name>``, for messages."""
+        ...
+
+    def publish(self, status: Mapping[str, Any]) -> None:
+        """Replace the published state with ``status`` (JSON-ready) and renew the heartbeat."""
         ...
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -30,6 +30,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import Metric
 
 from reconciler.core.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
@@ -37,10 +38,34 @@ from reconciler.core.steering.base import MAX_OVN_ID
 PREFIX = "osc_gitops"
 
 
-class Metrics:
-    """Every metric the loop exports."""
+class ConstantLabels:
+    """A collector view of ``registry`` whose every sample also carries ``labels`` (a label a
+    metric already has keeps its own value). Names and help texts are unchanged.
 
-    def __init__(self) -> None:
+    prometheus_client has no constant labels per registry; a node agent needs one (``node``) on
+    every series so that the series of many agents stay apart once scraped, without changing a
+    metric's name or the labels dashboards already use."""
+
+    def __init__(self, registry: CollectorRegistry, labels: Mapping[str, str]) -> None:
+        self.registry = registry
+        self.labels = dict(labels)
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self.registry.collect():
+            out = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+            out.samples = [
+                sample._replace(labels={**self.labels, **sample.labels})
+                for sample in metric.samples
+            ]
+            yield out
+
+
+class Metrics:
+    """Every metric the loop exports. ``const_labels`` are added to every series (a node agent:
+    ``{"node": <its node>}``)."""
+
+    def __init__(self, const_labels: Mapping[str, str] | None = None) -> None:
+        self.const_labels = dict(const_labels or {})
         r = self.registry = CollectorRegistry(auto_describe=True)
         self.reconcile_duration = Histogram(
             f"{PREFIX}_reconcile_duration_seconds",
@@ -144,6 +169,8 @@ class Metrics:
             self.nf_ids_limit.labels(table).set(MAX_OVN_ID)
 
     def exposition(self) -> bytes:
+        if self.const_labels:
+            return generate_latest(ConstantLabels(self.registry, self.const_labels))
         return generate_latest(self.registry)
 
 

@@ -1,0 +1,127 @@
+"""What a scope (``reconciler.core.slicing``) needs from the live world, and the guards that keep
+it inside its part: read what the scope reads, never write what it may not.
+
+- :func:`observe_in` reads the live state a scope plans from: a central run and a node agent
+  read Kubernetes and their NB (an agent's Kubernetes adapter already asks only for its node's
+  pods, by field selector); ``--kubernetes-only`` reads nodes (with the subnets OVN-Kubernetes
+  annotated) and the objects it owns, and never touches OVN or pods.
+- :data:`NO_OVN` stands in for the NB of a scope without one: any use is a bug of ours.
+- :class:`ReadOnlyKube` is an agent's Kubernetes writer: any write is a bug of ours. The scope
+  already drops every Kubernetes change from an agent's plan; this makes the rule hold even if
+  that ever broke.
+- :func:`plan_in` is the one-shot plan of a scope (``osc-gitops plan``), the same steps as a
+  pipeline pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.core.compile import CompileOptions
+from reconciler.core.model import Desired
+from reconciler.core.observed import Observed, OvnState
+from reconciler.core.plan import Change, Plan
+from reconciler.core.planning import CompiledPlan, compile_plan
+from reconciler.core.slicing import Scope, ScopedView, kubernetes_observed
+from reconciler.engine.providers import KubeReader, KubeWriter, NodeNetworkReader, OvnReader
+from reconciler.errors import InternalError
+
+__all__ = ["NO_OVN", "NoOvn", "ReadOnlyKube", "ScopedPlan", "observe", "observe_in", "plan_in"]
+
+
+def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
+    """Read both live systems into one plain snapshot (the OVN read waits for initial sync)."""
+    state = ovn.read()
+    objects = [
+        *kube.list_owned("NetworkAttachmentDefinition", instance),
+        *kube.list_owned("VirtualMachine", instance),
+    ]
+    return Observed(
+        pods=tuple(kube.list_pods()),
+        nodes=tuple(kube.list_nodes()),
+        kube_objects=tuple(objects),
+        pod_ports=state.pod_ports,
+        switches=state.switches,
+        routers=state.routers,
+        ovn_rows=state.owned,
+        used_ids=dict(state.used_ids or {}),
+        network_policies=tuple(kube.network_policies()),
+        capabilities=state.capabilities,
+        nb_global=state.nb_global,
+        nf_active=state.nf_active,
+    )
+
+
+def observe_in(scope: Scope, kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
+    """The live state ``scope`` plans from, before its view (:meth:`Scope.view`)."""
+    if scope.reads_ovn:
+        return observe(kube, ovn, instance)
+    if not isinstance(kube, NodeNetworkReader):
+        raise InternalError(f"{type(kube).__name__} cannot list node subnets (--kubernetes-only)")
+    objects = [
+        *kube.list_owned("NetworkAttachmentDefinition", instance),
+        *kube.list_owned("VirtualMachine", instance),
+    ]
+    return kubernetes_observed(kube.list_node_subnets(), objects)
+
+
+class NoOvn:
+    """The NB of a scope that has none (``--kubernetes-only``). Reading or writing it is a bug:
+    the scope neither observes OVN nor keeps an OVN change in its plans."""
+
+    def read(self) -> OvnState:
+        raise InternalError("--kubernetes-only has no OVN Northbound to read")
+
+    def apply(self, changes: Sequence[Change], revision: str | None = None) -> None:
+        raise InternalError(
+            f"--kubernetes-only has no OVN Northbound: refusing to apply {len(changes)} change(s)"
+        )
+
+    def close(self) -> None:
+        pass
+
+
+NO_OVN = NoOvn()
+
+
+class ReadOnlyKube:
+    """A node agent's Kubernetes writer: it writes nothing (see the module docstring)."""
+
+    def _refuse(self, what: str, kind: str, namespace: str, name: str) -> InternalError:
+        return InternalError(
+            f"a node agent never writes Kubernetes: refusing to {what} {kind} {namespace}/{name}"
+        )
+
+    def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> object:
+        raise self._refuse("create", kind, namespace, name)
+
+    def replace_managed(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> object:
+        raise self._refuse("update", kind, namespace, name)
+
+    def delete(self, kind: str, namespace: str, name: str) -> object:
+        raise self._refuse("delete", kind, namespace, name)
+
+
+def writer_for(scope: Scope, kube: KubeWriter) -> KubeWriter:
+    """``kube``, or :class:`ReadOnlyKube` for a scope that may not write Kubernetes."""
+    return kube if scope.writes_kubernetes else ReadOnlyKube()
+
+
+@dataclass(frozen=True)
+class ScopedPlan:
+    """A scope's full plan: the restricted plan, the compile it came from, and the view."""
+
+    plan: Plan
+    compiled: CompiledPlan
+    view: ScopedView
+
+
+def plan_in(
+    scope: Scope, desired: Desired, observed: Observed, options: CompileOptions
+) -> ScopedPlan:
+    """A full plan of ``scope`` from the live state ``observed`` (:func:`observe_in`)."""
+    view = scope.view(observed)
+    compiled = compile_plan(scope.desired(desired), view.observed, scope.options(options))
+    return ScopedPlan(scope.restrict(compiled.plan, view), compiled, view)
