@@ -11,11 +11,13 @@ from reconciler.cli.common import (
     Command,
     add_compile_args,
     add_connection_args,
+    add_scope_args,
     add_source_args,
     cache_dir,
     compile_options,
     connections,
     load_source,
+    scope_of,
 )
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     add_source_args(parser)
     add_connection_args(parser)
     add_compile_args(parser)
+    add_scope_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="how to print the plan that is applied",
@@ -66,9 +69,11 @@ def run_apply(args: argparse.Namespace) -> int:
 
     desired, revision = load_source(args)
     options = compile_options(args)
+    scope = scope_of(args)
     settled = _Settled()
-    with connections(args) as (kube, ovn):
-        pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty)
+    with connections(args, scope=scope) as (kube, ovn):
+        pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
+                            scope=scope)  # fmt: skip
         report = pipeline.run(desired, revision, settled).report
     if args.repo or args.cache_dir:
         _record_apply(args, revision, report, settled.last)
@@ -95,7 +100,7 @@ def _record_apply(
     from reconciler.core.health import health_meta, vnf_health
     from reconciler.engine.reporting import status
 
-    path = status.status_path(cache_dir(args), args.instance)
+    path = status.status_path(cache_dir(args), status_name(args))
     instances = health_meta(vnf_health(observed)) if observed is not None else []
     try:
         status.record_apply(
@@ -111,6 +116,16 @@ def _record_apply(
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
 
 
+def status_name(args: argparse.Namespace) -> str:
+    """The status file's name: the instance, plus the scope when it is not the whole (a node
+    agent and the central owner of one instance may share a cache dir)."""
+    if getattr(args, "node", None):
+        return f"{args.instance}.node.{args.node}"
+    if getattr(args, "kubernetes_only", False):
+        return f"{args.instance}.kubernetes"
+    return str(args.instance)
+
+
 COMMAND = Command(
     name="apply",
     help="make the cluster and OVN match the manifests, then verify convergence",
@@ -124,6 +139,8 @@ COMMAND = Command(
         "exit codes: 0 applied and converged (or nothing to do), 1 error or not converged\n\n"
         "examples:\n"
         "  osc-gitops apply examples/policies --ovn-nb tcp:10.0.0.5:6641\n"
-        "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03"
+        "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03\n"
+        "  osc-gitops apply policies/ --kubernetes-only          # interconnect: VMs, NADs\n"
+        "  osc-gitops apply policies/ --node node-1 --ovn-nb unix:/var/run/ovn/ovnnb_db.sock"
     ),
 )

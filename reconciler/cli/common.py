@@ -15,6 +15,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
+| ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
 ``apply`` 0 = applied and converged (or nothing to do), 1 = error or not converged."""
@@ -29,9 +30,12 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import UserError
+
+if TYPE_CHECKING:
+    from reconciler.core.slicing import Scope
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -149,6 +153,50 @@ def add_compile_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
+    """``--node`` (a node agent) and ``--kubernetes-only`` (the central owner) for
+    interconnect clusters, where every node has its own NB (``reconciler.core.slicing``)."""
+    group = parser.add_argument_group(
+        "interconnect clusters (one OVN Northbound per node)",
+        "Without these flags, one process reconciles everything in one central NB.",
+    )
+    group.add_argument(
+        "--node",
+        default=os.environ.get("OSC_NODE_NAME") or None,
+        metavar="NAME",
+        help="node agent: only this node's OVN rows, in the NB --ovn-nb names (its zone's); "
+        "Kubernetes is read (this node's pods only), never written",
+    )
+    if kubernetes_only:
+        group.add_argument(
+            "--kubernetes-only",
+            action="store_true",
+            help="central owner: the VNF VirtualMachines and NADs of every node and the "
+            "security-manager notifications; no OVN access at all (no --ovn-nb)",
+        )
+
+
+def scope_of(args: argparse.Namespace) -> Scope:
+    """The scope the flags ask for; refuses a bad node name or both flags at once."""
+    import re
+
+    from reconciler.core.slicing import scope_for
+
+    node = getattr(args, "node", None) or None
+    kubernetes_only = bool(getattr(args, "kubernetes_only", False))
+    if node is not None and kubernetes_only:
+        raise UserError(
+            "give either --node (or OSC_NODE_NAME: a node agent) or --kubernetes-only (the "
+            "central owner), not both"
+        )
+    if node is not None and (len(node) > 253 or not re.fullmatch(_NODE_NAME, node)):
+        raise UserError(f"--node {node!r} is not a Kubernetes node name (a DNS subdomain)")
+    return scope_for(node, kubernetes_only)
+
+
+_NODE_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
 def compile_options(args: argparse.Namespace) -> Any:
     import re
 
@@ -169,31 +217,31 @@ def compile_options(args: argparse.Namespace) -> Any:
 
 
 @contextlib.contextmanager
-def connections(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[tuple[Any, Any]]:
+def connections(
+    args: argparse.Namespace, *, read_only: bool = False, scope: Scope | None = None
+) -> Iterator[tuple[Any, Any]]:
     """Kubernetes and OVN adapters from the flags (their errors are ``EndpointError``s, which
     :func:`reconciler.cli.app.main` prints as one line naming the endpoint).
 
     ``read_only``: the OVN side is a one-shot snapshot reader instead of a live IDL mirror
-    (for commands that only read the NB once)."""
-    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    (for commands that only read the NB once). ``scope``: a node agent's Kubernetes adapter
+    reads only its node's pods and objects; ``--kubernetes-only`` connects to no NB at all
+    (the OVN side is ``reconciler.engine.scoped.NO_OVN``)."""
     from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
     from reconciler.adapters.ovn.snapshot import OvnSnapshot
 
+    if scope is not None and not scope.reads_ovn:
+        from reconciler.engine.scoped import NO_OVN
+
+        kube = kube_connection(args)
+        if args.ovn_nb:
+            print(f"note: --kubernetes-only never connects to OVN (ignoring {args.ovn_nb})",
+                  file=sys.stderr)  # fmt: skip
+        yield kube, NO_OVN
+        return
     if not args.ovn_nb:
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
-    in_cluster = args.in_cluster or (
-        not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    if not args.kubeconfig and not in_cluster:
-        default = Path.home() / ".kube" / "config"
-        if not default.exists():
-            raise UserError(
-                "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
-                "in a cluster (--in-cluster)"
-            )
-    kube = KubeCluster(
-        KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
-    )
+    kube = kube_connection(args)
     settings = OvnSettings(
         remote=args.ovn_nb,
         private_key=args.ovn_private_key,
@@ -210,6 +258,30 @@ def connections(args: argparse.Namespace, *, read_only: bool = False) -> Iterato
         yield kube, ovn
     finally:
         ovn.close()
+
+
+def kube_connection(args: argparse.Namespace) -> Any:
+    """The Kubernetes adapter from the flags (a node agent's sees only its node's share)."""
+    from reconciler.adapters.kube.client import KubeCluster
+
+    return KubeCluster(kube_settings(args), node=getattr(args, "node", None) or None)
+
+
+def kube_settings(args: argparse.Namespace) -> Any:
+    """Where the Kubernetes API is, from ``--kubeconfig``/``--context``/``--in-cluster``."""
+    from reconciler.adapters.kube.client import KubeSettings
+
+    in_cluster = args.in_cluster or (
+        not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
+    )
+    if not args.kubeconfig and not in_cluster:
+        default = Path.home() / ".kube" / "config"
+        if not default.exists():
+            raise UserError(
+                "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
+                "in a cluster (--in-cluster)"
+            )
+    return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
 
 
 def cache_dir(args: argparse.Namespace) -> Path:

@@ -14,10 +14,12 @@ from reconciler.cli.common import (
     Command,
     add_compile_args,
     add_connection_args,
+    add_scope_args,
     add_source_args,
     compile_options,
     connections,
     load_source,
+    scope_of,
 )
 from reconciler.errors import UserError
 
@@ -26,6 +28,7 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
     add_source_args(parser)
     add_connection_args(parser)
     add_compile_args(parser)
+    add_scope_args(parser)
     parser.add_argument("-o", "--output", choices=("text", "json", "markdown"), default="text")
     parser.add_argument(
         "--observed",
@@ -37,24 +40,32 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from reconciler.core.health import plan_report
     from reconciler.core.observed import Observed
-    from reconciler.core.planning import compile_plan
-    from reconciler.engine.pipeline import observe, with_meta
-    from reconciler.render import render
+    from reconciler.engine.pipeline import with_meta
+    from reconciler.engine.scoped import observe_in, plan_in
 
     desired, revision = load_source(args)
     options = compile_options(args)
+    scope = scope_of(args)
     if args.observed:
         observed = read_snapshot(args.observed)
     else:
-        with connections(args, read_only=True) as (kube, ovn):
-            observed = observe(kube, ovn, options.instance)
+        with connections(args, read_only=True, scope=scope) as (kube, ovn):
+            observed = observe_in(scope, kube, ovn, options.instance)
     assert isinstance(observed, Observed)
-    planned = compile_plan(desired, observed, options)
+    planned = plan_in(scope, desired, observed, options)
     # Beside the changes: each VNF instance's health as OVN reports it, and the NF id budget.
-    the_plan = with_meta(planned.plan, **plan_report(planned.target, observed))
+    report = plan_report(planned.compiled.target, planned.view.observed) if scope.reads_ovn else {}
+    the_plan = with_meta(planned.plan, **report)
     if revision:
         the_plan = with_meta(the_plan, revision=revision)
-    sys.stdout.write(render(the_plan, args.output))
+    return print_plan(the_plan, args.output)
+
+
+def print_plan(the_plan: Any, output: str) -> int:
+    """Print the plan; the exit code says whether it has changes."""
+    from reconciler.render import render
+
+    sys.stdout.write(render(the_plan, output))
     return EXIT_CHANGES if the_plan.changes else EXIT_OK
 
 
@@ -85,6 +96,8 @@ COMMAND = Command(
         "  osc-gitops plan examples/policies --ovn-nb tcp:10.0.0.5:6641 \\\n"
         "      --kubeconfig ~/.kube/config\n"
         "  osc-gitops plan policies/ -o markdown --observed snapshot.json   # offline, in CI\n"
-        "  OSC_OVN_NB=unix:/run/ovn/ovnnb_db.sock osc-gitops plan -o json ."
+        "  OSC_OVN_NB=unix:/run/ovn/ovnnb_db.sock osc-gitops plan -o json .\n"
+        "  osc-gitops plan policies/ --node node-1 --ovn-nb unix:/var/run/ovn/ovnnb_db.sock\n"
+        "  osc-gitops plan policies/ --kubernetes-only   # the central owner's share"
     ),
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -14,23 +15,43 @@ from reconciler.cli.common import (
     Command,
     add_compile_args,
     add_connection_args,
+    add_scope_args,
     add_source_args,
     cache_dir,
     compile_options,
     connections,
     git_source,
+    kube_settings,
+    scope_of,
 )
-from reconciler.errors import UserError
+from reconciler.errors import OscError, UserError
 
 if TYPE_CHECKING:
-    from reconciler.engine.providers import KubeProvider, LeaseProvider
+    from reconciler.core.slicing import Scope
+    from reconciler.engine.providers import KubeProvider, LeaseProvider, StatusPublisher
+
+CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
+    # What each role's RBAC lets it watch (deploy/overlays/interconnect): a kind it may only
+    # list is read from the live API once per pass instead.
+    "node": ("Pod", "VirtualMachine"),
+    "kubernetes-only": ("VirtualMachine",),
+}
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
     add_source_args(parser)
     add_connection_args(parser)
     add_compile_args(parser)
+    add_scope_args(parser)
     env = os.environ.get
+    parser.add_argument(
+        "--status-namespace",
+        default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS",
+        help="with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
+        "(default osc-gitops-agents; --kubernetes-only publishes osc-gitops-central in "
+        "--lease-namespace)",
+    )
     loop = parser.add_argument_group("loop")
     loop.add_argument(
         "--once",
@@ -124,6 +145,7 @@ def run_run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stopping.set())
     setup_logging(args.log_format, args.log_level)
     options = compile_options(args)
+    scope = scope_of(args)
     if args.repo:
         if args.path != ".":
             raise UserError(f"give either PATH ({args.path}) or --repo, not both")
@@ -141,23 +163,34 @@ def run_run(args: argparse.Namespace) -> int:
         full_resync=args.full_resync,
         allow_empty=args.allow_empty,
         watch=not args.no_watch,
-        status_file=status.status_path(cache_dir(args), args.instance),
+        status_file=status.status_path(cache_dir(args), status_name(args)),
+        scope=scope,
     )
-    metrics = Metrics()
-    with connections(args) as (kube, ovn):
+    metrics = Metrics({"node": args.node} if args.node else None)
+    publisher = _publisher(args, scope)
+    with contextlib.ExitStack() as connected:
+        try:
+            kube, ovn = connected.enter_context(connections(args, scope=scope))
+        except OscError as exc:
+            if publisher is not None:
+                # The agent's NB (or the API) is down at start: say so where status
+                # --all-nodes looks before exiting (the kubelet restarts us).
+                _publish_failure(publisher, args, exc)
+            raise
         lease = _lease(args, kube) if args.leader_elect else None
         reader: KubeProvider = kube
         if not args.once and not args.no_watch:
             # The long-running loop reads Kubernetes from an informer cache (list once, then
             # watch): no LIST per pass, and its pod events reach the loop after the cache.
-            from reconciler.adapters.kube.cache import KubeCache
+            from reconciler.adapters.kube.cache import CACHED_KINDS, KubeCache
 
             cache = KubeCache(kube)
-            cache.start(stopping, args.instance)
+            kinds = CACHED_KINDS_BY_SCOPE.get(scope.name, CACHED_KINDS)
+            cache.start(stopping, args.instance, kinds)
             reader = cache
         loop = Loop(
             config, source, reader, ovn, lease=lease, reporter=PrometheusReporter(metrics),
-            notify=post_json, stopping=stopping,
+            notify=post_json, publisher=publisher, stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
             return EXIT_OK
@@ -177,6 +210,56 @@ def run_run(args: argparse.Namespace) -> int:
         finally:
             if server is not None:
                 server.stop()
+
+
+def status_name(args: argparse.Namespace) -> str:
+    """The status file's name (``apply`` and ``run`` agree on it)."""
+    from reconciler.cli.apply import status_name as name
+
+    return name(args)
+
+
+def _identity() -> str:
+    """This replica's name in its Leases: the pod's name in a cluster, else host and pid."""
+    from reconciler.adapters.kube.lease import default_identity
+
+    return os.environ.get("POD_NAME") or default_identity()
+
+
+def _publisher(args: argparse.Namespace, scope: Scope) -> StatusPublisher | None:
+    """The status Lease a node agent or the central owner publishes into (none otherwise)."""
+    from reconciler.adapters.kube.status_lease import CENTRAL_LEASE, StatusLease, agent_lease_name
+
+    # A heartbeat older than three periodic passes means the publisher stopped.
+    duration = max(30.0, 3 * args.interval)
+    if args.node:
+        return StatusLease.for_settings(
+            kube_settings(args), args.status_namespace, agent_lease_name(args.node),
+            identity=_identity(), duration=duration, owner_node=args.node,
+        )  # fmt: skip
+    if scope.name == "kubernetes-only":
+        return StatusLease.for_settings(
+            kube_settings(args), args.lease_namespace, CENTRAL_LEASE,
+            identity=_identity(), duration=duration,
+        )  # fmt: skip
+    return None
+
+
+def _publish_failure(publisher: StatusPublisher, args: argparse.Namespace, exc: OscError) -> None:
+    from reconciler.engine.reporting.fleet import status_record
+    from reconciler.engine.reporting.status import Status
+
+    record = status_record(
+        Status(instance=args.instance, result="error", message=str(exc)),
+        role="agent" if args.node else "central",
+        node=args.node,
+        rows={},
+    )
+    try:
+        publisher.publish(record)
+    except OscError as failed:
+        print(f"warning: cannot publish the status to {publisher.where}: {failed}",
+              file=sys.stderr)  # fmt: skip
 
 
 def _lease(args: argparse.Namespace, kube: Any) -> LeaseProvider:
@@ -209,6 +292,9 @@ COMMAND = Command(
         "examples:\n"
         "  osc-gitops run --repo https://github.com/acme/policies --ref main --path prod \\\n"
         "      --in-cluster --ovn-nb ssl:ovnkube-db:6641 --leader-elect\n"
-        "  osc-gitops run policies/ --once --ovn-nb tcp:10.0.0.5:6641   # CronJob"
+        "  osc-gitops run policies/ --once --ovn-nb tcp:10.0.0.5:6641   # CronJob\n"
+        "  osc-gitops run --repo URL --in-cluster --kubernetes-only --leader-elect\n"
+        "  osc-gitops run --repo URL --in-cluster --node $(OSC_NODE_NAME) \\\n"
+        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock          # interconnect: one per node"
     ),
 )
