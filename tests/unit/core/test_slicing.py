@@ -1,0 +1,206 @@
+"""Scopes (``reconciler.core.slicing``): a node agent plans exactly its node's OVN slice, a
+central run leaves agent-held nodes alone, ``--kubernetes-only`` plans VMs and NADs only."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from reconciler.core import ownership as own
+from reconciler.core.compile import CompileOptions
+from reconciler.core.model import Desired
+from reconciler.core.observed import Node, Observed, OvnRow
+from reconciler.core.plan import Plan
+from reconciler.core.planning import compile_plan, make_plan
+from reconciler.core.slicing import (
+    AgentOptions,
+    CentralScope,
+    KubernetesScope,
+    NodeScope,
+    Scope,
+    kubernetes_observed,
+    scope_for,
+)
+from reconciler.core.target import NB_GLOBAL
+from reconciler.errors import InternalError
+from tests.support.builders import binding, cluster, desired, sg, vnf
+
+OPTIONS = CompileOptions()
+NODES = ("node-1", "node-2", "node-3")
+WANT = desired(sg("web", "app=web"), vnf("firewall"), binding("web-fw", "web", "firewall", 10))
+
+
+def world() -> Observed:
+    return cluster(
+        [
+            ("shop", "web-1", "node-1", {"app": "web"}),
+            ("shop", "web-2", "node-2", {"app": "web"}),
+            ("shop", "web-3", "node-3", {"app": "web"}),
+        ],
+        nodes=NODES,
+    )
+
+
+def plan_in(scope: Scope, observed: Observed, want: Desired = WANT) -> Plan:
+    view = scope.view(observed)
+    planned = compile_plan(scope.desired(want), view.observed, scope.options(OPTIONS))
+    return scope.restrict(planned.plan, view)
+
+
+def applied(observed: Observed, plan: Plan) -> Observed:
+    """``observed`` after ``plan``'s OVN changes (what the adapter would read back)."""
+    rows = {(r.table, r.key): r for r in observed.ovn_rows}
+    for change in plan.ovn_changes():
+        if change.action == "delete":
+            rows.pop((change.kind, change.key))
+        else:
+            rows[(change.kind, change.key)] = OvnRow(
+                change.kind, change.key, dict(change.after or {})
+            )
+    return replace(observed, ovn_rows=tuple(rows[k] for k in sorted(rows)))
+
+
+def ext(row: OvnRow) -> dict[str, str]:
+    return dict(row.fields.get("external_ids") or {})
+
+
+def test_an_agent_plans_only_its_nodes_ovn_rows_and_marks_them() -> None:
+    plan = plan_in(NodeScope("node-2"), world())
+    assert plan.changes and not plan.kube_changes()
+    assert {c.node for c in plan.changes} <= {"node-2", None}
+    for change in plan.changes:
+        ids = (change.after or {}).get("external_ids") or {}
+        if change.kind == NB_GLOBAL:
+            assert own.AGENT not in ids  # the instance's, never one agent's
+        else:
+            assert ids[own.AGENT] == "node-2" and ids[own.OWNER] == "osc-gitops"
+    assert plan.meta["node"] == "node-2"
+    # its VM and NADs are the central owner's: shown, never planned
+    assert any("central owner" in w and "VirtualMachine" in w for w in plan.warnings)
+
+
+def test_an_agent_adopts_what_a_central_run_left_for_its_node_and_nothing_else() -> None:
+    central = applied(world(), make_plan(WANT, world(), OPTIONS))
+    plan = plan_in(NodeScope("node-1"), central)
+    assert plan.changes, "the central run's rows of node-1 are adopted"
+    assert all(c.action == "update" and c.node == "node-1" for c in plan.changes)
+    assert all(c.changed == ("['external_ids']['osc.io/agent']",) for c in plan.changes)
+    after = applied(central, plan)
+    assert plan_in(NodeScope("node-1"), after).empty
+    # the central run now leaves node-1 alone, and still plans nothing elsewhere
+    view = CentralScope().view(after)
+    assert view.held == {"node-1"}
+    again = plan_in(CentralScope(), after)
+    assert not again.ovn_changes()  # (its Kubernetes objects were never applied here)
+    assert any(c.node == "node-1" and c.is_ovn for c in make_plan(WANT, after, OPTIONS).changes)
+
+
+def test_a_central_run_never_touches_agent_rows_even_at_another_revision() -> None:
+    held = world()
+    for node in NODES:
+        held = applied(held, plan_in(NodeScope(node), held))
+    # the central run's manifests no longer have the binding: everything would go...
+    gone = desired(sg("web", "app=web"), vnf("firewall"))
+    unscoped = make_plan(gone, held, OPTIONS)
+    assert any(c.action == "delete" and c.is_ovn for c in unscoped.changes)
+    # ...but the agents hold every node: the central run deletes none of their rows
+    scoped = plan_in(CentralScope(), held, gone)
+    assert not scoped.ovn_changes()
+    assert any("node agents" in w for w in scoped.warnings)
+
+
+def test_without_agent_rows_the_central_scope_changes_nothing() -> None:
+    observed = world()
+    scope = CentralScope()
+    view = scope.view(observed)
+    assert view.observed is observed and not view.held
+    full = make_plan(WANT, observed, OPTIONS)
+    assert scope.restrict(full, view) is full
+
+
+def test_agents_in_one_nb_allocate_network_function_ids_around_each_other() -> None:
+    shared = world()
+    for node in NODES:
+        shared = applied(shared, plan_in(NodeScope(node), shared))
+    for table in ("Network_Function", "Network_Function_Group"):
+        ids = [r.fields["id"] for r in shared.ovn_rows if r.table == table]
+        assert len(ids) == len(set(ids)), f"{table} ids collide: {ids}"
+    for node in NODES:
+        assert plan_in(NodeScope(node), shared).empty
+
+
+def test_an_agent_keeps_the_service_monitor_options_while_another_node_needs_them() -> None:
+    shared = world()
+    for node in NODES:
+        shared = applied(shared, plan_in(NodeScope(node), shared))
+    assert any(r.table == NB_GLOBAL for r in shared.ovn_rows)
+    # node-3 stops running the firewall: its agent removes its rows, not NB_Global's options
+    labelled = replace(
+        shared,
+        nodes=tuple(Node(n, {"fw": "yes"} if n != "node-3" else {}) for n in NODES),
+    )
+    only_labelled = desired(
+        sg("web", "app=web"),
+        vnf("firewall", nodeSelector={"fw": "yes"}),
+        binding("web-fw", "web", "firewall", 10),
+    )
+    plan = plan_in(NodeScope("node-3"), labelled, only_labelled)
+    assert plan.changes and all(c.action == "delete" for c in plan.changes)
+    assert not any(c.kind == NB_GLOBAL for c in plan.changes)
+    # alone in its NB (a zone), the same agent removes them with its last health check
+    alone = replace(labelled, ovn_rows=tuple(
+        r for r in labelled.ovn_rows if r.fields["external_ids"].get(own.NODE) in ("node-3", None)
+    ))  # fmt: skip
+    assert any(c.kind == NB_GLOBAL and c.action == "delete"
+               for c in plan_in(NodeScope("node-3"), alone, only_labelled).changes)  # fmt: skip
+
+
+def test_an_agent_refuses_a_plan_that_reaches_another_node() -> None:
+    scope = NodeScope("node-1")
+    view = scope.view(world())
+    foreign = make_plan(WANT, world(), OPTIONS)  # the central plan: every node
+    with pytest.raises(InternalError, match="another node's rows"):
+        scope.restrict(foreign, view)
+
+
+def test_an_agents_view_hands_back_the_same_objects_while_nothing_changed() -> None:
+    scope = NodeScope("node-2")
+    observed = world()
+    first, second = scope.view(observed).observed, scope.view(observed).observed
+    for field in ("nodes", "pods", "pod_ports", "ovn_rows", "kube_objects", "used_ids"):
+        assert getattr(first, field) is getattr(second, field), field
+    assert [p.name for p in first.pods] == ["web-2"]
+    assert [p.switch for p in first.pod_ports] == ["node-2"]
+
+
+def test_agent_options_carry_the_node() -> None:
+    options = NodeScope("node-1").options(CompileOptions(instance="prod", steering="router-policy"))
+    assert isinstance(options, AgentOptions)
+    assert (options.node, options.instance, options.steering) == ("node-1", "prod", "router-policy")
+
+
+def test_kubernetes_only_plans_vms_and_nads_for_every_node_with_a_subnet() -> None:
+    nodes = [(Node(f"node-{i}"), f"10.{i // 250}.{i % 250}.0/24") for i in range(300)]
+    nodes.append((Node("joining"), None))  # OVN-Kubernetes has not given it a subnet yet
+    observed = kubernetes_observed(nodes, ())
+    plan = plan_in(KubernetesScope(), observed)
+    assert not plan.ovn_changes()
+    vms = [c for c in plan.changes if c.kind == "VirtualMachine"]
+    assert len(vms) == 300, "300 nodes: no 255-id limit when no NF is compiled"
+    assert not any(c.node == "joining" for c in plan.changes)
+    assert plan.meta["scope"] == "kubernetes-only" and "steering" not in plan.meta
+
+
+def test_kubernetes_only_compiles_the_same_object_while_the_manifests_are() -> None:
+    scope = KubernetesScope()
+    assert scope.desired(WANT) is scope.desired(WANT)
+    assert not scope.desired(WANT).bindings and scope.desired(WANT).vnfs == WANT.vnfs
+
+
+def test_a_scope_is_one_node_or_the_kubernetes_side() -> None:
+    assert isinstance(scope_for(None, False), CentralScope)
+    assert isinstance(scope_for("n", False), NodeScope)
+    assert isinstance(scope_for(None, True), KubernetesScope)
+    with pytest.raises(InternalError):
+        scope_for("n", True)
