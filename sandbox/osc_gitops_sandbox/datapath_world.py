@@ -81,12 +81,11 @@ class OvnVersion:
     distribution: str
     steering: str | None
     """``None``: the product's default (``network-function`` when the NB has it)."""
-    story: str
 
 
 OVN_VERSIONS: Mapping[str, OvnVersion] = {
-    "26.03": OvnVersion(SID, None, "OVN 26.03 + OVS 4.0 (Debian sid), network-function steering"),
-    "23.03": OvnVersion(HOST, "router-policy", "the host's OVN 23.03, router-policy steering"),
+    "26.03": OvnVersion(SID, None),  # OVN 26.03 + OVS 4.0 from the sid root
+    "23.03": OvnVersion(HOST, "router-policy"),  # the host's Debian bookworm packages
 }
 DEFAULT_OVN = "26.03"
 
@@ -155,6 +154,9 @@ def node_object(name: str, subnet: str) -> dict[str, Any]:
 
 class Applier(Protocol):
     """Runs one apply of a manifest folder; returns the applied plan as text."""
+
+    steering: str | None
+    """The ``--steering`` it applies with (``None``: the product's default)."""
 
     def apply(self, manifests: Path) -> str: ...
 
@@ -379,8 +381,7 @@ def world(
     version = OVN_VERSIONS[ovn]
     reason = datapath_unavailable_reason(version.distribution)
     if reason:
-        hint = " (run `make setup` to build the sid root)" if version.distribution == SID else ""
-        raise UserError(f"the data path on OVN {ovn} cannot run here: {reason}{hint}")
+        raise UserError(f"the data path on OVN {ovn} cannot run here: {reason}")
     with contextlib.ExitStack() as stack:
         root = Path(workdir) if workdir else Path(
             stack.enter_context(tempfile.TemporaryDirectory(prefix="osc-dpw-"))

@@ -78,8 +78,8 @@ def run(
     distribution = OVN_VERSIONS[version].distribution
     reason = ovn_unavailable_reason(northd=True, distribution=distribution)
     if reason:
-        hint = "run `make setup` (it builds OVN 26.03 from Debian sid), or pass --ovn 23.03"
-        raise UserError(f"the demo on OVN {version} cannot run here: {reason}; {hint}")
+        other = ", or try --ovn 23.03" if version != "23.03" else ""
+        raise UserError(f"the demo on OVN {version} cannot run here: {reason}{other}")
     policy_dir = _find(policies, "examples/policies")
     seed_dir = _find(cluster_dir, "examples/cluster")
     work = Path(tempfile.mkdtemp(prefix="osc-demo-"))

@@ -22,7 +22,6 @@ from typing import Any
 
 from osc_gitops_sandbox.datapath_world import (
     DEFAULT_OVN,
-    OVN_VERSIONS,
     World,
     binding,
     security_group,
@@ -100,7 +99,9 @@ def _label(w: World, pod: str, value: str | None) -> None:
 def _introduce(w: World, started: float) -> None:
     dist = w.cluster.distribution
     versions = dist.versions(("ovn-northd", "ovn-controller", "ovs-vswitchd"))
-    _say(f"osc-gitops demo --datapath: real packets on {OVN_VERSIONS[w.ovn_version].story}")
+    steering = w.applier.steering or "network-function"
+    _say(f"osc-gitops demo --datapath: real packets, {steering} steering on OVN {w.ovn_version} "
+         f"({dist.name})")  # fmt: skip
     _say("  " + ", ".join(f"{tool} {version}" for tool, version in versions.items()))
     _say(f"  OVN NB {w.cluster.nb_remote}")
     _say(f"  one chassis ({w.dp.chassis!r}): OVS userspace datapath + ovn-controller, both nodes")
