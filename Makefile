@@ -7,8 +7,12 @@ PY := $(VENV)/bin/python
 setup:
 	@bash scripts/setup.sh
 
+# The NB-rows story, then (as root: network namespaces) the same product steering real packets
+# through a bridging VNF on OVN 26.03, with a VNF dying and coming back.
 demo: setup
 	$(VENV)/bin/osc-gitops demo
+	@if [ "$$(id -u)" -eq 0 ]; then $(VENV)/bin/osc-gitops demo --datapath; \
+	else echo "(the packet demo needs root: sudo $(VENV)/bin/osc-gitops demo --datapath)"; fi
 
 test: setup
 	$(PY) -m pytest -q
