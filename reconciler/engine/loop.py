@@ -228,6 +228,7 @@ class Loop:
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
         self.last_counts: dict[str, int] = {}
+        self._published: tuple[dict[str, Any], float] | None = None
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         diff_mod.warm_up()
@@ -361,8 +362,10 @@ class Loop:
         self.publish_status()
 
     def publish_status(self) -> None:
-        """Publish this replica's state (after every pass it did not sit out). A status that
-        cannot be published is logged and counted, never a reason to stop reconciling."""
+        """Publish this replica's state after a pass it did not sit out: when it changed, and
+        otherwise about once per ``interval`` as a heartbeat (a burst of pod events must not
+        become a burst of Lease writes). A status that cannot be published is logged and
+        counted, never a reason to stop reconciling."""
         if self.publisher is None:
             return
         scope = self.config.scope
@@ -372,8 +375,14 @@ class Loop:
             node=scope.node if isinstance(scope, NodeScope) else None,
             rows=self.last_counts,
         )
+        content = {k: v for k, v in record.items() if k != "updated_at"}
+        now = self.clock()
+        last = self._published
+        if last is not None and last[0] == content and now - last[1] < 0.9 * self.config.interval:
+            return
         try:
             self.publisher.publish(record)
+            self._published = (content, now)
         except OscError as exc:
             self.reporter.error(error_cause(exc))
             where = self.publisher.where

@@ -24,7 +24,7 @@ from reconciler.engine.scoped import NO_OVN, ReadOnlyKube, writer_for
 from reconciler.engine.sources import LocalSource
 from reconciler.errors import InternalError
 from tests.support.builders import binding, cluster, desired, sg, vnf
-from tests.support.fakes import FakeKube, FakeOvn, world
+from tests.support.fakes import FakeClock, FakeKube, FakeOvn, world
 from tests.unit.engine.scenario import write_policies
 
 OPTIONS = CompileOptions()
@@ -138,7 +138,8 @@ def test_an_agent_loop_publishes_its_nodes_state_after_each_pass(tmp_path: Path)
     recorder = Recorder()
     config = LoopConfig(options=OPTIONS, scope=NodeScope("node-1"), watch=False)
     source = LocalSource(write_policies(tmp_path / "policies"), "rev-1")
-    loop = Loop(config, source, kube, ovn, publisher=recorder)
+    clock = FakeClock()
+    loop = Loop(config, source, kube, ovn, publisher=recorder, clock=clock)
     assert loop.run_once() == 0
     record = recorder.records[-1]
     assert (record["role"], record["node"], record["result"]) == ("agent", "node-1", "applied")
@@ -147,6 +148,13 @@ def test_an_agent_loop_publishes_its_nodes_state_after_each_pass(tmp_path: Path)
     assert kube.journal.systems() == ["ovn"]
     assert loop.run_once() == 0
     assert recorder.records[-1]["result"] == "unchanged"
+    # nothing new: no Lease write per pass, only a heartbeat about once per interval
+    published = len(recorder.records)
+    loop.reconcile_pass("pod")
+    assert len(recorder.records) == published
+    clock.advance(config.interval)
+    loop.reconcile_pass("periodic")
+    assert len(recorder.records) == published + 1
 
 
 def test_metrics_of_an_agent_carry_its_node_on_every_series() -> None:
