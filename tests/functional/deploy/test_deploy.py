@@ -392,6 +392,151 @@ def test_interconnect_rbac_is_least_privilege_per_role() -> None:
                     assert not verbs & WRITE_VERBS, f"{sa} may write {resource}"
 
 
+def role_allows(
+    rules: list[tuple[str | None, dict[str, Any]]], attrs: tuple[str, str, str, str | None]
+) -> bool:
+    """Whether one of ``rules`` (from :func:`grants`) authorizes the request ``attrs``."""
+    group, resource, verb, namespace = attrs
+    return any(
+        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+        and scope in (None, namespace)
+        for scope, rule in rules
+    )  # fmt: skip
+
+
+def record_run(recorder: RecordingFaults, argv: list[str], steps: list[Any]) -> set[Any]:
+    """The API calls of one real ``osc-gitops run ARGV`` process while ``steps`` happen (each
+    a callable: it changes something, or waits for the process to have done something)."""
+    import os
+    import signal
+    import sys
+
+    recorder.seen.clear()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", "run", *argv, "--metrics-addr", "off",
+         "--interval", "0.5", "--debounce", "0.05", "--log-format", "text"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env={**os.environ},
+    )  # fmt: skip
+    try:
+        for step in steps:
+            step()
+        time.sleep(0.5)  # the watches are open and a periodic pass renewed the Leases
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+    return {request_attributes(m, p) for m, p in recorder.seen}
+
+
+def unused_verbs(rules: list[tuple[str | None, dict[str, Any]]], calls: set[Any]) -> list[str]:
+    """Granted verbs no call used. VMs and NADs share one write path in the adapter
+    (``replace_managed`` = get + merge patch), so a verb seen on one is needed on the other."""
+    used: dict[str, set[str]] = {}
+    for _, resource, verb, _ in calls:
+        used.setdefault(resource, set()).add(verb)
+    shared = used.get("virtualmachines", set()) & {"get", "patch"}
+    used.setdefault("network-attachment-definitions", set()).update(shared)
+    return sorted(
+        f"{resource} {verb}"
+        for _, rule in rules
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        if verb not in used.get(resource, set())
+    )
+
+
+@pytest.mark.ovn
+@pytest.mark.timeout(180)
+def test_interconnect_rbac_covers_every_api_call_each_role_makes(tmp_path: Path) -> None:
+    """The central owner (``run --kubernetes-only --leader-elect``: creates, an update, deletes)
+    and a node agent (``run --node``) run for real against the emulator of a zone sandbox;
+    each one's requests must be allowed by its own role in deploy/overlays/interconnect, and
+    each role must grant nothing the process does not use."""
+    from osc_gitops_sandbox.zones import ZonedCluster
+
+    from tests.support.gitops import wait_for
+    from tests.support.paths import CLUSTER
+
+    docs = interconnect()["docs"]
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICIES, policies)
+    with ZonedCluster(tmp_path / "z", distribution="sid") as zones:
+        zones.seed_dir(CLUSTER)
+        zones.kube.add_objects([{"kind": "Namespace", "metadata": {"name": ns}}
+                                for ns in (CENTRAL_NS, AGENTS_NS)])  # fmt: skip
+        recorder = RecordingFaults(zones.kube.wake_watchers)
+        zones.kube.faults = recorder
+        kube = ["--kubeconfig", zones.kubeconfig]
+
+        def vms() -> dict[str, Any]:
+            return {o["metadata"]["name"]: o for o in zones.kube.objects("VirtualMachine")}
+
+        def image(name: str) -> str:
+            spec = vms()[name]["spec"]["template"]["spec"]
+            return str(spec["volumes"][0]["containerDisk"]["image"])
+
+        vnfs = policies / "vnfs.yaml"
+
+        def new_image() -> None:
+            vnfs.write_text(vnfs.read_text().replace("vnf-firewall:1.4.2", "vnf-firewall:1.4.3"))
+
+        def drop_ips() -> None:
+            vnfs.write_text(vnfs.read_text().split("\n---")[0] + "\n")
+            for path in (policies / "bindings").glob("*.yaml"):
+                kept = [d for d in path.read_text().split("\n---") if "vnf: ips" not in d]
+                path.write_text("\n---".join(kept))
+
+        central = record_run(
+            recorder,
+            [str(policies), "--kubernetes-only", "--leader-elect", "--lease-namespace",
+             CENTRAL_NS, "--lease-renew", "0.2", *kube],
+            [
+                lambda: wait_for(lambda: len(vms()) == 3, what="VMs created"),
+                new_image,
+                lambda: wait_for(lambda: image("firewall-node-1").endswith("1.4.3"),
+                                 what="VM updated"),
+                drop_ips,
+                lambda: wait_for(lambda: "ips-node-1" not in vms(), what="VM deleted"),
+            ],
+        )  # fmt: skip
+
+        def lease_writes() -> int:
+            return sum(
+                1 for m, p in recorder.seen
+                if m in ("POST", "PUT") and "/leases" in p and AGENTS_NS in p
+            )  # fmt: skip
+
+        agent = record_run(
+            recorder,
+            [str(policies), "--node", "node-1", "--ovn-nb", zones.nb_remote("node-1"), *kube],
+            [lambda: wait_for(lambda: lease_writes() >= 2, what="status created and renewed")],
+        )
+    for name, sa, calls, needed in (
+        ("central owner", SA, central, [
+            ("nodes", "list"), ("virtualmachines", "create"), ("virtualmachines", "patch"),
+            ("virtualmachines", "delete"), ("virtualmachines", "watch"),
+            ("network-attachment-definitions", "create"),
+            ("network-attachment-definitions", "delete"), ("leases", "create"),
+            ("leases", "update"), ("leases", "get"),
+        ]),
+        ("node agent", AGENT_SA, agent, [
+            ("pods", "list"), ("pods", "watch"), ("nodes", "list"), ("networkpolicies", "list"),
+            ("virtualmachines", "list"), ("virtualmachines", "watch"),
+            ("network-attachment-definitions", "list"), ("leases", "create"),
+            ("leases", "update"), ("leases", "get"),
+        ]),
+    ):  # fmt: skip
+        verbs = {(resource, verb) for _, resource, verb, _ in calls}
+        for pair in needed:
+            assert pair in verbs, f"the {name} did not exercise {pair}: {sorted(verbs)}"
+        rules = grants(docs, sa)
+        missing = sorted(str(c) for c in calls if not role_allows(rules, c))
+        assert not missing, f"the {name}'s RBAC does not allow:\n" + "\n".join(missing)
+        unused = unused_verbs(rules, calls)
+        assert not unused, f"the {name}'s RBAC grants what it never uses: {unused}"
+    assert not {r for _, r, _, _ in central} & {"pods", "networkpolicies"}
+    assert not {(r, v) for _, r, v, _ in agent if v in WRITE_VERBS and r != "leases"}
+
+
 def test_interconnect_agents_can_write_only_their_own_nodes_status_lease() -> None:
     rendered = interconnect()
     docs = rendered["docs"]
