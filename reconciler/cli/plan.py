@@ -33,13 +33,15 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--observed",
         metavar="FILE",
-        help="plan offline against a snapshot written by `osc-gitops snapshot`",
+        help="plan offline against a snapshot written by `osc-gitops snapshot` (with "
+        "--all-nodes: every zone of an interconnect cluster)",
     )
 
 
 def run_plan(args: argparse.Namespace) -> int:
     from reconciler.core.health import plan_report
     from reconciler.core.observed import Observed
+    from reconciler.core.zoned import is_zoned
     from reconciler.engine.pipeline import with_meta
     from reconciler.engine.scoped import observe_in, plan_in
 
@@ -47,7 +49,15 @@ def run_plan(args: argparse.Namespace) -> int:
     options = compile_options(args)
     scope = scope_of(args)
     if args.observed:
-        observed = read_snapshot(args.observed)
+        data = read_json(args.observed)
+        if is_zoned(data):  # an interconnect cluster: every zone, as its agent published it
+            from reconciler.cli.zones import plan_zoned
+
+            the_plan = plan_zoned(args, data, desired, options)
+            if revision:
+                the_plan = with_meta(the_plan, revision=revision)
+            return print_plan(the_plan, args.output)
+        observed = parse_snapshot(args.observed, data)
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
             observed = observe_in(scope, kube, ovn, options.instance)
@@ -70,13 +80,27 @@ def print_plan(the_plan: Any, output: str) -> int:
 
 
 def read_snapshot(path: str) -> Any:
+    return parse_snapshot(path, read_json(path))
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A snapshot file's JSON (plain or zoned)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not an osc-gitops snapshot")
+    return data
+
+
+def parse_snapshot(path: str, data: dict[str, Any]) -> Any:
     from reconciler.core.observed import Observed
 
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
         return Observed.from_json(data)
-    except OSError as exc:
-        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
     except (ValueError, TypeError, KeyError) as exc:
         raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
 

@@ -50,7 +50,15 @@ from typing import Any
 from reconciler.core import ownership as own
 from reconciler.core.compile import Compiled, CompileOptions
 from reconciler.core.model import Desired
-from reconciler.core.observed import KubeObject, Node, Observed, OvnCapabilities, OvnRow, Switch
+from reconciler.core.observed import (
+    KubeObject,
+    NetworkPolicy,
+    Node,
+    Observed,
+    OvnCapabilities,
+    OvnRow,
+    Switch,
+)
 from reconciler.core.plan import Change, Plan
 from reconciler.core.target import NB_GLOBAL, Resource, Target
 from reconciler.errors import InternalError
@@ -69,6 +77,7 @@ __all__ = [
     "kubernetes_observed",
     "mark_agent_rows",
     "node_switches",
+    "object_node",
     "row_node",
     "scope_for",
 ]
@@ -239,8 +248,11 @@ class NodeScope(Scope):
     name = "node"
     writes_kubernetes = False
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, *, report_kubernetes: bool = True) -> None:
         self.node = node
+        self.report_kubernetes = report_kubernetes
+        """Warn when the node's Kubernetes objects differ from the manifests (off where the
+        central owner's own plan is shown beside, e.g. a zoned snapshot's plan)."""
         self._memo = _Memo()
 
     def options(self, options: CompileOptions) -> CompileOptions:
@@ -282,7 +294,7 @@ class NodeScope(Scope):
                                lambda: tuple(p for p in observed.pod_ports if p.switch == node)),
             kube_objects=memo.get(
                 "objects", (observed.kube_objects,),
-                lambda: tuple(o for o in observed.kube_objects if _object_node(o) == node),
+                lambda: tuple(o for o in observed.kube_objects if object_node(o) == node),
             ),
             ovn_rows=rows,
             used_ids=used,
@@ -306,7 +318,7 @@ class NodeScope(Scope):
             warnings.append(
                 f"node {node} is not in the cluster's node list: its agent keeps no rows there"
             )
-        if kube:
+        if kube and self.report_kubernetes:
             shown = ", ".join(f"{c.action} {c.kind} {c.key}" for c in kube[:3])
             more = f" and {len(kube) - 3} more" if len(kube) > 3 else ""
             warnings.append(
@@ -347,7 +359,8 @@ class KubernetesScope(Scope):
         return replace(plan, changes=kube, meta=meta)
 
 
-def _object_node(obj: KubeObject) -> str | None:
+def object_node(obj: KubeObject) -> str | None:
+    """The node a VirtualMachine or NAD of ours is for (its ``osc.io/node`` label)."""
     labels = (obj.body.get("metadata") or {}).get("labels") or {}
     node = labels.get(own.NODE_LABEL)
     return node if isinstance(node, str) else None
@@ -378,14 +391,18 @@ def node_switches(nodes: Iterable[tuple[Node, str | None]]) -> tuple[Switch, ...
 
 
 def kubernetes_observed(
-    nodes: Iterable[tuple[Node, str | None]], kube_objects: Iterable[KubeObject]
+    nodes: Iterable[tuple[Node, str | None]],
+    kube_objects: Iterable[KubeObject],
+    network_policies: Iterable[NetworkPolicy] = (),
 ) -> Observed:
     """What :class:`KubernetesScope` observes: nodes (their switches from their subnets) and the
-    objects we own; no pods, no OVN."""
+    objects we own; no pods, no OVN (``network_policies``: only for a zoned snapshot, whose
+    zones' plans warn about them)."""
     pairs = tuple(nodes)
     return Observed(
         nodes=tuple(node for node, _ in pairs),
         switches=node_switches(pairs),
         kube_objects=tuple(kube_objects),
+        network_policies=tuple(network_policies),
         capabilities=KUBERNETES_CAPABILITIES,
     )

@@ -68,6 +68,7 @@ from reconciler.core.observed import KubeObject, Observed, OvnRow
 from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from reconciler.core.plan import Plan
 from reconciler.core.slicing import CentralScope, NodeScope, Scope
+from reconciler.core.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_slice
 from reconciler.engine import gc_tuning
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.guard import LoopGuard
@@ -228,7 +229,10 @@ class Loop:
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
         self.last_counts: dict[str, int] = {}
-        self._published: tuple[dict[str, Any], float] | None = None
+        self._published: tuple[tuple[dict[str, Any], str | None], float] | None = None
+        self.last_observed: Observed | None = None
+        """The live state at the end of the last pass, as the scope sees it."""
+        self._slice: tuple[tuple[Any, ...], str | None] | None = None
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         diff_mod.warm_up()
@@ -375,18 +379,37 @@ class Loop:
             node=scope.node if isinstance(scope, NodeScope) else None,
             rows=self.last_counts,
         )
-        content = {k: v for k, v in record.items() if k != "updated_at"}
+        observed = self._encoded_slice() if isinstance(scope, NodeScope) else None
+        content = ({k: v for k, v in record.items() if k != "updated_at"}, observed)
         now = self.clock()
         last = self._published
         if last is not None and last[0] == content and now - last[1] < 0.9 * self.config.interval:
             return
         try:
-            self.publisher.publish(record)
+            self.publisher.publish(record, observed)
             self._published = (content, now)
         except OscError as exc:
             self.reporter.error(error_cause(exc))
             where = self.publisher.where
             log.warning("cannot publish the status", extra={"error": str(exc), "where": where})
+
+    def _encoded_slice(self) -> str | None:
+        """A node agent's view of its zone, encoded for ``snapshot --all-nodes``
+        (``reconciler.core.zoned``); encoded again only when a part of it changed, and ``None``
+        when too big to publish."""
+        observed = self.last_observed
+        if observed is None:
+            return None
+        key = tuple(getattr(observed, name) for name in SLICE_FIELDS)
+        last = self._slice
+        if last is not None and all(a is b or a == b for a, b in zip(last[0], key, strict=True)):
+            return last[1]
+        text: str | None = encode_slice(observed)
+        if text is not None and len(text) > SLICE_LIMIT:
+            log.warning("observed slice too big to publish", extra={"bytes": len(text)})
+            text = None
+        self._slice = (key, text)
+        return text
 
     # ---------------------------------------------------------------- probes
 
@@ -527,5 +550,6 @@ class _PassEvents:
     def settled(self, observed: Observed) -> None:
         counts = self.loop.managed.of(observed)
         self.loop.last_counts = counts
+        self.loop.last_observed = observed
         self.loop.reporter.managed_objects(counts)
         self.loop.ovn_report.settled(observed)

@@ -148,8 +148,10 @@ class StatusPublisher(Protocol):
         """``Lease <namespace>/<name>``, for messages."""
         ...
 
-    def publish(self, status: Mapping[str, Any]) -> None:
-        """Replace the published state with ``status`` (JSON-ready) and renew the heartbeat."""
+    def publish(self, status: Mapping[str, Any], observed: str | None = None) -> None:
+        """Replace the published state with ``status`` (JSON-ready) and renew the heartbeat;
+        ``observed``: a node agent's encoded view of its zone
+        (``reconciler.core.zoned.encode_slice``), left as it was when ``None``."""
         ...
 
 

@@ -33,6 +33,7 @@ from kubernetes.client.rest import ApiException
 
 from reconciler.adapters.kube.client import KubeSettings
 from reconciler.adapters.kube.lease import LeaseError, api_client
+from reconciler.core.zoned import OBSERVED_ANNOTATION
 from reconciler.errors import EndpointError
 
 log = logging.getLogger(__name__)
@@ -129,11 +130,16 @@ class StatusLease:
         spec.renew_time = _now()
         return spec
 
-    def publish(self, status: Mapping[str, Any]) -> None:
+    def publish(self, status: Mapping[str, Any], observed: str | None = None) -> None:
         """Write ``status`` into the annotation and renew the heartbeat (create the Lease the
-        first time). Raises :class:`StatusLeaseError`; the caller decides that a status it
-        cannot publish never stops reconciling."""
+        first time); ``observed`` (an agent's encoded view of its zone) into
+        :data:`~reconciler.core.zoned.OBSERVED_ANNOTATION` when given. Raises
+        :class:`StatusLeaseError`; the caller decides that a status it cannot publish never
+        stops reconciling."""
         text = json.dumps(dict(status), sort_keys=True, separators=(",", ":"))
+        written = {STATUS_ANNOTATION: text}
+        if observed is not None:
+            written[OBSERVED_ANNOTATION] = observed
         for _ in range(3):
             try:
                 lease = self._leases.read_namespaced_lease(self.name, self.namespace)
@@ -144,7 +150,7 @@ class StatusLease:
                     metadata=client.V1ObjectMeta(
                         name=self.name,
                         namespace=self.namespace,
-                        annotations={STATUS_ANNOTATION: text},
+                        annotations=written,
                         owner_references=self._owner_reference(),
                     ),
                     spec=self._spec(None),
@@ -157,7 +163,7 @@ class StatusLease:
                         continue  # created meanwhile (a restarted agent's old pod): update it
                     raise self._error(exc2, "create") from None
             meta = lease.metadata or client.V1ObjectMeta()
-            meta.annotations = {**(meta.annotations or {}), STATUS_ANNOTATION: text}
+            meta.annotations = {**(meta.annotations or {}), **written}
             lease.metadata = meta
             lease.spec = self._spec(lease.spec)
             try:
@@ -184,6 +190,8 @@ class PublishedStatus:
     """The annotation's JSON, ``None`` when missing or unreadable."""
     problem: str = ""
     """Why ``status`` is ``None`` although the Lease exists."""
+    observed: str | None = None
+    """A node agent's encoded view of its zone (``reconciler.core.zoned``), if published."""
 
     def age(self, now: dt.datetime) -> float | None:
         """Seconds since the last heartbeat."""
@@ -218,6 +226,7 @@ def _published(lease: client.V1Lease) -> PublishedStatus:
         duration=float(duration) if duration else None,
         status=status,
         problem=problem,
+        observed=(meta.annotations or {}).get(OBSERVED_ANNOTATION),
     )
 
 

@@ -16,6 +16,7 @@ from reconciler.core.compile import CompileOptions
 from reconciler.core.observed import Node
 from reconciler.core.slicing import CentralScope, KubernetesScope, NodeScope
 from reconciler.core.target import OVN_TABLES
+from reconciler.core.zoned import decode_slice
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.pipeline import Pipeline, reconcile
 from reconciler.engine.reporting.fleet import Heartbeat, judge, render_text
@@ -128,9 +129,11 @@ class Recorder:
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
+        self.observed: list[str | None] = []
 
-    def publish(self, status: Mapping[str, Any]) -> None:
+    def publish(self, status: Mapping[str, Any], observed: str | None = None) -> None:
         self.records.append(dict(status))
+        self.observed.append(observed)
 
 
 def test_an_agent_loop_publishes_its_nodes_state_after_each_pass(tmp_path: Path) -> None:
@@ -146,6 +149,8 @@ def test_an_agent_loop_publishes_its_nodes_state_after_each_pass(tmp_path: Path)
     assert record["revision"] == "rev-1" and record["format_version"] == 1
     assert record["rows"] and set(record["rows"]) <= set(OVN_TABLES)
     assert kube.journal.systems() == ["ovn"]
+    view = decode_slice(recorder.observed[-1] or "")  # its zone, for snapshot --all-nodes
+    assert [p.name for p in view.pods] == ["web-0"] and view.ovn_rows
     assert loop.run_once() == 0
     assert recorder.records[-1]["result"] == "unchanged"
     # nothing new: no Lease write per pass, only a heartbeat about once per interval
