@@ -16,6 +16,11 @@ the way it does:
 - A node agent (``KubeCluster(settings, node=N)``) sees only its node's share: pods through the
   field selector ``spec.nodeName=N`` (lists and watches, so the API server filters, not us) and
   owned objects through the ``osc.io/node=N`` label.
+
+It stays one module (a little over 600 lines) on purpose: reads, writes and the watch loop
+all go through :meth:`KubeCluster._request` and its error mapping, and the node agent's
+selectors must apply to lists and watches alike; split, the private request path would have to
+become public for the pieces to share it.
 """
 
 from __future__ import annotations
