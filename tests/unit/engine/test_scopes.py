@@ -108,6 +108,24 @@ def test_kubernetes_only_writes_vms_and_nads_and_never_reaches_ovn() -> None:
         NO_OVN.read()
 
 
+def test_kubernetes_only_tells_the_security_manager_and_an_agent_never_does() -> None:
+    manager = {"securityManager": {"url": "https://secmgr.example/events"}}
+    want = desired(sg("web", "app=web"), vnf("firewall", **manager),
+                   binding("web-fw", "web", "firewall", 10))  # fmt: skip
+    sent: list[tuple[str, dict[str, Any]]] = []
+    kube = NodeSubnets({"node-1": "10.244.1.0/24"})
+    reconcile(want, kube, NO_OVN, OPTIONS, scope=KubernetesScope(),  # type: ignore[arg-type]
+              notify=lambda url, event: sent.append((url, event)))  # fmt: skip
+    assert [(u, e["event"], e["node"]) for u, e in sent] == [
+        ("https://secmgr.example/events", "deployed", "node-1")
+    ]
+    sent.clear()
+    agent_kube, ovn = shared_nb()
+    reconcile(want, agent_kube, ovn, OPTIONS, scope=NodeScope("node-1"),
+              notify=lambda url, event: sent.append((url, event)))  # fmt: skip
+    assert sent == [] and ovn.rows
+
+
 def test_an_agents_kubernetes_writer_refuses_every_write() -> None:
     kube, _ = shared_nb()
     assert writer_for(CentralScope(), kube) is kube
