@@ -1,9 +1,8 @@
 """Our subclasses of ovs / ovsdbapp classes, and why each exists.
 
-- :class:`NbApi`: ovsdbapp's generic backend (the ``db_*`` commands), one class per
-  connection (:func:`api_for`) because ovsdbapp keeps the connection in a *class* attribute.
-- :class:`NbTransaction` / :class:`IdlTransaction`: the IDL's transaction with a cheaper
-  ``_substitute_uuids``.
+- :class:`RawRequest`: a raw ``transact`` sent on the IDL's own session (so under the write
+  lock the IDL holds), its reply routed back by the IDL's own outstanding-transaction table;
+  :class:`ForceReconnect`: a reconnect done on the connection thread.
 - :class:`NbIdl`: ovsdbapp's IDL without its per-row ``time.sleep(0)``, counting reconnects and
   recording which rows changed (:class:`ChangeLog`) for the incremental read.
 
@@ -12,70 +11,94 @@ Each overrides as little as it can; everything else is the library's own behavio
 
 from __future__ import annotations
 
+import queue
 import threading
 import uuid
 from typing import Any
 
-from ovs import ovsuuid as ovs_uuid
+from ovs import jsonrpc
 from ovs.db import idl as ovs_idl
-from ovsdbapp import api as ovsdbapp_api
-from ovsdbapp.backend import ovs_idl as ovsdbapp_backend
 from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
-from ovsdbapp.backend.ovs_idl import transaction as ovsdbapp_transaction
 
-from reconciler.adapters.ovn.tables import DB_NAME
-
-__all__ = ["ChangeLog", "IdlTransaction", "NbApi", "NbIdl", "NbTransaction", "api_for"]
+__all__ = ["ChangeLog", "ForceReconnect", "NbIdl", "RawRequest"]
 
 
-class NbApi(ovsdbapp_backend.Backend, ovsdbapp_api.API):
-    """ovsdbapp's generic backend (db_* commands). ovsdbapp keeps the connection in a *class*
-    attribute, so :func:`api_for` makes one subclass per connection: two adapters in one
-    process (tests, per-node zones) must never share an IDL."""
+class RawRequest:
+    """A raw JSON-RPC request sent on the IDL's own session, and its reply.
 
-    schema = DB_NAME
-    lookup_table: dict[str, Any] = {}
-
-    def create_transaction(
-        self, check_error: bool = False, log_errors: bool = True, **kwargs: Any
-    ) -> NbTransaction:
-        return NbTransaction(
-            self, self.ovsdb_connection, self.ovsdb_connection.timeout, check_error, log_errors
-        )
-
-
-def api_for(conn: ovsdbapp_connection.Connection) -> NbApi:
-    """An API bound to ``conn`` alone (see :class:`NbApi`)."""
-    cls = type("NbApiInstance", (NbApi,), {"_ovsdb_connection": None})
-    return cls(conn, start=False, auto_index=False)
-
-
-class IdlTransaction(ovs_idl.Transaction):
-    """The IDL's transaction with a cheaper ``_substitute_uuids``.
-
-    ``commit()`` passes the JSON of every value it sends through ``_substitute_uuids`` (to name
-    rows inserted in the same transaction); the original recurses into every element, strings
-    included, which dominates the commit of a large insert. This one recurses into lists only
-    and gives the same result.
+    It goes through ovsdbapp's transaction queue because only the connection thread may
+    touch the session: :meth:`do_commit` runs there (the queue's contract: a ``results``
+    queue and a ``do_commit()``), sends the request and registers it with the IDL as an
+    outstanding transaction, so the IDL hands the reply to :meth:`_process_reply`, and marks
+    it ``TRY_AGAIN`` (:attr:`_status`) when the connection is lost and re-established. Same
+    session, so the write lock the IDL holds is the one the request asserts.
     """
 
-    def _substitute_uuids(self, json: Any) -> Any:
-        if isinstance(json, (list, tuple)):
-            if len(json) == 2 and json[0] == "uuid" and ovs_uuid.is_valid_string(json[1]):
-                return super()._substitute_uuids(json)
-            sub = self._substitute_uuids
-            return [sub(e) if isinstance(e, (list, tuple)) else e for e in json]
-        return json
+    def __init__(self, idl: ovs_idl.Idl, method: str, params: list[Any]) -> None:
+        self.idl = idl
+        self.message = jsonrpc.Message.create_request(method, params)
+        self.results: queue.Queue[Any] = queue.Queue(1)
+        self.sent = threading.Event()
+        self.done = threading.Event()
+        self.reply: dict[str, Any] | None = None
+        self.seqno: int | None = None
+        """The session's sequence number when the request was sent: it changes whenever
+        the connection drops or is re-established."""
+        self.dropped = False
+
+    # -- connection thread ---------------------------------------------------------------------
+    def do_commit(self) -> None:
+        session = self.idl._session
+        self.seqno = session.get_seqno()
+        if not session.is_connected() or session.send(self.message):
+            self.dropped = True  # never left this process
+            self.done.set()
+        else:
+            self.idl._outstanding_txns[self.message.id] = self
+        self.sent.set()
+
+    def _process_reply(self, msg: Any) -> None:
+        if msg.type == jsonrpc.Message.T_ERROR:
+            self.reply = {"result": None, "error": msg.error}
+        else:
+            self.reply = {"result": msg.result, "error": None}
+        self.done.set()
+
+    @property
+    def _status(self) -> Any:
+        return None
+
+    @_status.setter
+    def _status(self, value: Any) -> None:
+        # The IDL aborts its outstanding transactions this way after a reconnect.
+        self.dropped = True
+        self.done.set()
+
+    # -- caller --------------------------------------------------------------------------------
+    def wait(self, seconds: float) -> dict[str, Any] | None:
+        """The reply if it arrives within ``seconds`` (``None`` also when the request never
+        left: then :meth:`lost` is true)."""
+        return self.reply if self.done.wait(seconds) else None
+
+    def lost(self) -> bool:
+        """The connection the request went out on has dropped (no reply can come)."""
+        if self.dropped:
+            return True
+        seqno = self.seqno
+        return seqno is not None and self.idl._session.get_seqno() != seqno
 
 
-class NbTransaction(ovsdbapp_transaction.Transaction):
-    """ovsdbapp's transaction; its ``pre_commit`` hook (called with each new IDL transaction,
-    before any command runs) makes that IDL transaction an :class:`IdlTransaction`."""
+class ForceReconnect:
+    """A job for the connection thread: drop the connection and reconnect (ovsdbapp's own
+    ``force_reconnect`` signals the thread in a way that leaves it spinning until the next
+    transaction)."""
 
-    def pre_commit(self, txn: Any) -> None:
-        if type(txn) is ovs_idl.Transaction:
-            txn.__class__ = IdlTransaction
-        super().pre_commit(txn)
+    def __init__(self, idl: ovs_idl.Idl) -> None:
+        self.idl = idl
+        self.results: queue.Queue[Any] = queue.Queue(1)
+
+    def do_commit(self) -> None:
+        self.idl.force_reconnect()
 
 
 class ChangeLog:

@@ -26,6 +26,7 @@ import os
 import ssl
 import threading
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
@@ -36,20 +37,28 @@ from ovs.db import idl as ovs_idl
 from ovsdbapp import exceptions as ovsdbapp_exceptions
 from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
 
+from reconciler.adapters.ovn import commit
+from reconciler.adapters.ovn.datum import committed_map
 from reconciler.adapters.ovn.errors import (
     OvnApplyError,
     OvnCapabilityError,
     OvnConnectError,
-    OvnError,
     OvnLockedError,
     connect_error,
     tls_failure,
 )
-from reconciler.adapters.ovn.idl_patches import NbIdl, api_for
-from reconciler.adapters.ovn.read_cache import ReadCache, SymbolicRows
+from reconciler.adapters.ovn.idl_patches import ForceReconnect, NbIdl, RawRequest
+from reconciler.adapters.ovn.read_cache import ReadCache, RowIndex, SymbolicRows
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import DB_NAME, NB_TABLES, NbSchema
-from reconciler.adapters.ovn.transaction import AlreadyCommitted, OvnChange, TransactionBuilder
+from reconciler.adapters.ovn.transaction import (
+    Outcome,
+    OvnChange,
+    OwnedRow,
+    TransactionBuilder,
+    outcome,
+)
+from reconciler.adapters.ovn.wire import column_types
 from reconciler.core.observed import OvnState
 
 __all__ = [
@@ -57,7 +66,6 @@ __all__ = [
     "OvnCapabilityError",
     "OvnChange",
     "OvnConnectError",
-    "OvnError",
     "OvnLockedError",
     "OvnNorthbound",
     "OvnSettings",
@@ -149,8 +157,8 @@ class OvnNorthbound:
     ) -> None:
         self.settings = settings
         self._conn = conn
-        self._api = api_for(conn)
         self._schema = NbSchema(schema)
+        self._types = column_types(schema)
         self._closed = False
         self.capabilities = self._schema.capabilities()
         self._lock = threading.Lock()
@@ -333,47 +341,105 @@ class OvnNorthbound:
             self._conn.idl.set_lock(None)
 
     def _apply_locked(self, changes: Sequence[OvnChange], revision: str | None) -> None:
-        with self._conn.lock:
-            # The write lock is held: its grant arrived after every update committed before
-            # it, so refreshing the cached index now sees other writers' rows.
-            tables = self._synced_tables()
-            index = self._cache_for(tables).index
-            commands = TransactionBuilder(
-                api=self._api,
-                idl_tables=self._conn.idl.tables,
-                schema=self._schema,
-                index=index,
-                instance=self.settings.instance,
-                remote=self.remote,
-                revision=revision,
-            ).build(changes)
-        try:
-            with self._api.transaction(check_error=True, log_errors=False) as txn:
-                for command in commands:
-                    txn.add(command)
-            self.last_commit = time.perf_counter()
-        except AlreadyCommitted:
-            # The lost reply's transaction had committed; the retry guard proves it.
+        """Build and send the transaction; when its reply is lost, find out whether it
+        committed (see :mod:`~reconciler.adapters.ovn.commit`) and send it once more if it
+        did not."""
+        lock = write_lock_name(self.settings.instance)
+        for attempt in (1, 2):
+            with self._conn.lock:
+                # The write lock is held: its grant arrived after every update committed
+                # before it, so refreshing the cached index now sees other writers' rows.
+                tables = self._synced_tables()
+                index = self._cache_for(tables).index
+                built = TransactionBuilder(
+                    types=self._types,
+                    schema=self._schema,
+                    index=IdlIndex(index, tables),
+                    instance=self.settings.instance,
+                    remote=self.remote,
+                    revision=revision,
+                    lock=lock,
+                ).build(changes)
+                member = self._conn.idl.session_name()
+            request = RawRequest(self._conn.idl, "transact", built.params())
+            self._conn.queue_txn(request)
+            try:
+                reply = commit.await_reply(
+                    request.wait,
+                    request.lost,
+                    member,
+                    self.settings,
+                )
+            except (commit.ServerLost, commit.ServerSilent) as exc:
+                silent = isinstance(exc, commit.ServerSilent)
+                why = commit.silence(self.settings) if silent else commit.LOST
+                verdict = self._find_out(changes, request, silent)
+                if verdict is Outcome.COMMITTED:
+                    self.last_commit = time.perf_counter()
+                    return
+                if verdict is Outcome.NOT_COMMITTED and attempt == 1:
+                    continue
+                raise commit.verdict_error(self.remote, verdict, why, self.settings) from None
+            if reply is None:  # the request never left: the connection was down
+                raise OvnApplyError(
+                    f"OVN NB transaction at {self.remote} failed, nothing was committed: "
+                    "not connected to the server"
+                )
+            commit.check_reply(reply, built, self.remote, lock)
             self.last_commit = time.perf_counter()
             return
-        except OvnError:
-            raise
-        except ovsdbapp_exceptions.TimeoutException as exc:
-            raise OvnApplyError(
-                f"OVN NB transaction at {self.remote} timed out after "
-                f"{self.settings.timeout}s; nothing was committed"
-            ) from exc
-        except RuntimeError as exc:
-            if "configured to require a database lock" not in str(exc):
-                raise OvnApplyError(
-                    f"OVN NB transaction at {self.remote} failed, nothing was committed: {exc}"
-                ) from exc
-            raise OvnLockedError(
-                f"OVN NB transaction at {self.remote} was refused: the write lock "
-                f"{write_lock_name(self.settings.instance)!r} was lost (connection reset "
-                "or stolen) before the commit; nothing was committed"
-            ) from exc
-        except Exception as exc:
-            raise OvnApplyError(
-                f"OVN NB transaction at {self.remote} failed, nothing was committed: {exc}"
-            ) from exc
+
+    def _find_out(
+        self, changes: Sequence[OvnChange], request: RawRequest, silent: bool
+    ) -> Outcome | None:
+        """Whether the lost transaction committed, from the NB once the IDL has reconnected,
+        re-synced and holds the write lock again; ``None`` when that does not happen within
+        the timeout (then nobody can tell)."""
+        idl = self._conn.idl
+        if silent:
+            # Drop the connection the transaction went out on: the server releases the lock
+            # only when it drops that session, after executing whatever it received on it.
+            self._conn.queue_txn(ForceReconnect(idl))
+        deadline = time.monotonic() + self.settings.timeout
+        while time.monotonic() < deadline and not self._closed:
+            with self._conn.lock:
+                seqno = idl._session.get_seqno()
+                if (
+                    seqno != request.seqno
+                    and idl._last_seqno == seqno
+                    and idl.state == ovs_idl.Idl.IDL_S_MONITORING
+                    and idl.has_lock
+                ):
+                    tables = dict(idl.tables)
+                    state = self._cache_for(tables).state_now(tables)
+                    return outcome(changes, state.owned)
+            time.sleep(0.02)
+        return None
+
+
+class IdlIndex:
+    """The read cache's :class:`RowIndex` as the transaction builder's
+    :class:`~reconciler.adapters.ovn.transaction.WriteIndex` (UUIDs as strings). Used under
+    the connection lock."""
+
+    def __init__(self, index: RowIndex, tables: Mapping[str, Any]) -> None:
+        self.ix = index
+        self.tables = tables
+
+    def named(self, table: str, name: str) -> str | None:
+        found = self.ix.by_name.get(table, {}).get(name)
+        return None if found is None else str(found)
+
+    def owned(self, table: str, key: str) -> OwnedRow | None:
+        row = self.ix.owned.get((table, key))
+        if row is None:
+            return None
+        return OwnedRow(str(row.uuid), committed_map(row, "external_ids"))
+
+    def parent_of(self, table: str, child: str) -> str | None:
+        found = self.ix.parent.get(table, {}).get(uuid.UUID(child))
+        return None if found is None else str(found)
+
+    def singleton(self, table: str) -> str | None:
+        row = next(iter(self.tables[table].rows.values()), None) if table in self.tables else None
+        return None if row is None else str(row.uuid)

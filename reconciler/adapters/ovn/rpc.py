@@ -33,6 +33,7 @@ __all__ = [
     "Session",
     "host_port",
     "leader_problem",
+    "open_leader",
     "query_leader",
     "rpc_error",
     "ssl_context",
@@ -135,6 +136,9 @@ class Session:
         self.framer = Framer()
         self.pending: list[bytes] = []
         """Bytes received that do not complete a message yet."""
+        self.locks: dict[str, bool] = {}
+        """Lock name -> whether the server last said we hold it (``locked``/``stolen``
+        notifications; the ``lock`` request's own reply is the caller's)."""
 
     @classmethod
     def open(cls, member: str, tls: ssl.SSLContext | None, deadline: float) -> Session:
@@ -184,12 +188,40 @@ class Session:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no answer before the timeout")
-            self.sock.settimeout(left)
-            data = self.sock.recv(_RECV_BYTES)
-            if not data:
-                raise ConnectionResetError("connection closed by the server")
-            self.receive(data)
+            self._receive_for(left)
         return self.replies.pop(request_id)
+
+    def wait_reply(self, request_id: Any, seconds: float) -> dict[str, Any] | None:
+        """The reply to ``request_id`` if it arrives within ``seconds`` (else ``None``; the
+        session's deadline does not apply). Raises ``ConnectionResetError`` when the server
+        closes the connection, ``OSError`` on other socket errors."""
+        until = time.monotonic() + seconds
+        while request_id not in self.replies:
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                self._receive_for(left)
+            except TimeoutError:
+                return None
+        return self.replies.pop(request_id)
+
+    def wait_notification(self, seconds: float) -> None:
+        """Receive (and dispatch) for up to ``seconds``: notifications such as ``locked``
+        land in :attr:`locks`."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            try:
+                self._receive_for(left)
+            except TimeoutError:
+                return
+
+    def _receive_for(self, seconds: float) -> None:
+        self.sock.settimeout(max(0.001, seconds))
+        data = self.sock.recv(_RECV_BYTES)
+        if not data:
+            raise ConnectionResetError("connection closed by the server")
+        self.receive(data)
 
     def receive(self, data: bytes) -> None:
         """Account for bytes received: every message they complete is decoded (a reply is
@@ -219,9 +251,12 @@ class Session:
                 return
             if not isinstance(message, dict):
                 raise ValueError(f"{self.member}: not a JSON-RPC message: {message!r:.80}")
-            if message.get("method") == "echo" and message.get("id") is not None:
+            method = message.get("method")
+            if method == "echo" and message.get("id") is not None:
                 self._write({"id": message["id"], "result": message.get("params"), "error": None})
-            elif "method" not in message:
+            elif method in ("locked", "stolen") and message.get("params"):
+                self.locks[str(message["params"][0])] = method == "locked"
+            elif method is None:
                 self.replies[message.get("id")] = message
             # other notifications (we monitor nothing) are ignored
 
@@ -297,7 +332,18 @@ def _leader_schema(session: Session) -> dict[str, Any]:
     return schema
 
 
-def query_leader(settings: OvnSettings, query: Callable[[Session, dict[str, Any]], T]) -> T:
+def open_leader(settings: OvnSettings) -> tuple[Session, dict[str, Any]]:
+    """An open session to the first member of ``settings.remote`` that may be read and
+    written (see :func:`query_leader`), and its NB schema; the caller closes it."""
+    return query_leader(settings, lambda session, schema: (session, schema), keep_open=True)
+
+
+def query_leader(
+    settings: OvnSettings,
+    query: Callable[[Session, dict[str, Any]], T],
+    *,
+    keep_open: bool = False,
+) -> T:
     """``query(session, schema)`` on the first member of ``settings.remote`` that answers and,
     if clustered, is the Raft leader; the whole call is bounded by ``settings.timeout``.
 
@@ -327,8 +373,11 @@ def query_leader(settings: OvnSettings, query: Callable[[Session, dict[str, Any]
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reasons.append(detail if isinstance(exc, ValueError) else f"{member}: {detail}")
             continue
+        keep = False
         try:
-            return query(session, _leader_schema(session))
+            result = query(session, _leader_schema(session))
+            keep = keep_open
+            return result
         except MemberSkipped as exc:
             reasons.append(f"{member}: {exc}")
         except ssl.SSLError as exc:
@@ -340,5 +389,6 @@ def query_leader(settings: OvnSettings, query: Callable[[Session, dict[str, Any]
         except ValueError as exc:  # undecodable bytes or JSON on the wire
             reasons.append(f"{member}: garbled reply ({exc})")
         finally:
-            session.close()
+            if not keep:
+                session.close()
     raise connect_error(remote, reasons)

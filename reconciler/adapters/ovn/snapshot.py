@@ -54,11 +54,19 @@ from reconciler.adapters.ovn.tables import (
     NbTable,
     symbolic_columns,
 )
+from reconciler.adapters.ovn.transaction import OwnedRow
 from reconciler.core import ownership
 from reconciler.core.observed import NbGlobal, OvnCapabilities, OvnRow, OvnState, PodPort, Switch
 from reconciler.core.target import NB_GLOBAL
 
-__all__ = ["OvnSnapshot", "OvnSnapshotError", "read_snapshot", "snapshot_operations"]
+__all__ = [
+    "OvnSnapshot",
+    "OvnSnapshotError",
+    "SnapshotIndex",
+    "read_on",
+    "read_snapshot",
+    "snapshot_operations",
+]
 
 _POD_TABLE = "Logical_Switch_Port"
 _POD_TRUE = ["map", [["pod", "true"]]]
@@ -203,6 +211,41 @@ def _opt(value: list[Any]) -> Any:
 # the snapshot
 
 
+class SnapshotIndex:
+    """The rows of a snapshot a transaction refers to, by name or key: a
+    :class:`~reconciler.adapters.ovn.transaction.WriteIndex` (UUIDs as strings)."""
+
+    def __init__(
+        self,
+        names: Mapping[str, Mapping[str, str]],
+        owned: Mapping[tuple[str, str], OwnedRow],
+        parents: Mapping[str, Mapping[str, str]],
+        singletons: Mapping[str, str],
+    ) -> None:
+        self._names = names
+        self._by_name: dict[str, dict[str, str]] = {}
+        self._owned = owned
+        self._parents = parents
+        self._singletons = singletons
+
+    def named(self, table: str, name: str) -> str | None:
+        by_name = self._by_name.get(table)
+        if by_name is None:
+            by_name = self._by_name[table] = {n: u for u, n in self._names.get(table, {}).items()}
+            if NB_TABLES[table].naming == "osc-key":
+                by_name.update({k: r.uuid for (t, k), r in self._owned.items() if t == table})
+        return by_name.get(name)
+
+    def owned(self, table: str, key: str) -> OwnedRow | None:
+        return self._owned.get((table, key))
+
+    def parent_of(self, table: str, child: str) -> str | None:
+        return self._parents.get(table, {}).get(child)
+
+    def singleton(self, table: str) -> str | None:
+        return self._singletons.get(table)
+
+
 class _Builder:
     """Turns the rows of the snapshot transaction into the :class:`OvnState` of ``read()``."""
 
@@ -216,6 +259,17 @@ class _Builder:
         self.pods: list[dict[str, Any]] = []
         self.foreign_rows: dict[str, list[dict[str, Any]]] = {}
         self.plans: dict[str, list[tuple[str, str, Any, Any]]] = {}
+        self.owned_index: dict[tuple[str, str], OwnedRow] = {}
+        self.parent_index: dict[str, dict[str, str]] = {}
+
+    def index(self) -> SnapshotIndex:
+        """What a transaction built from this snapshot refers to (after :meth:`state`)."""
+        singletons = {
+            table: rows[0]["_uuid"][1]
+            for table, rows in self.all_rows.items()
+            if rows and NB_TABLES[table].naming == "singleton"
+        }
+        return SnapshotIndex(self.names, self.owned_index, self.parent_index, singletons)
 
     def add(self, select: _Select, rows: list[dict[str, Any]]) -> None:
         table = select.table
@@ -344,8 +398,12 @@ class _Builder:
                 if spec.parent is not None
                 else {}
             )
+            self.parent_index[table] = parents
             for key, row in keyed:
                 rows[(table, key)] = self._symbolic(table, key, row, parents)
+                self.owned_index[(table, key)] = OwnedRow(
+                    row["_uuid"][1], _str_map(row["external_ids"])
+                )
         return sorted(rows.values(), key=lambda r: (TABLE_ORDER[r.table], r.key))
 
     def _plan(self, table: str) -> list[tuple[str, str, Any, Any]]:
@@ -410,30 +468,38 @@ class _Builder:
         return OvnRow(table=table, key=key, fields=fields)
 
 
+def read_on(
+    session: Session, raw_schema: dict[str, Any], settings: OvnSettings
+) -> tuple[OvnState, SnapshotIndex]:
+    """The snapshot transaction on an open ``session`` (e.g. one holding the write lock):
+    the state ``read()`` gives, and the index a transaction built from it needs."""
+    schema = NbSchema(raw_schema)
+    selects = _selects(schema, settings.instance)
+    txn_id = session.send("transact", [DB_NAME, *(s.op() for s in selects)])
+    reply = session.reply(txn_id)
+    error = rpc_error(reply)
+    results = reply.get("result")
+    if error is None and isinstance(results, list):
+        error = next(
+            (rpc_error(r) for r in results if isinstance(r, dict) and r.get("error")), None
+        )
+    if error is not None or not isinstance(results, list) or len(results) < len(selects):
+        raise OvnSnapshotError(
+            f"cannot read OVN NB at {settings.remote} ({session.member}): "
+            f"the snapshot transaction failed: {error or 'malformed reply'}"
+        )
+    builder = _Builder(schema, settings.instance)
+    for select, result in zip(selects, results, strict=False):
+        builder.add(select, result["rows"])
+    del reply, results
+    return builder.state(), builder.index()
+
+
 def _select_all(settings: OvnSettings) -> Callable[[Session, dict[str, Any]], OvnState]:
     """The query :func:`read_snapshot` runs on the leader: the snapshot transaction."""
 
     def query(session: Session, raw_schema: dict[str, Any]) -> OvnState:
-        schema = NbSchema(raw_schema)
-        selects = _selects(schema, settings.instance)
-        txn_id = session.send("transact", [DB_NAME, *(s.op() for s in selects)])
-        reply = session.reply(txn_id)
-        error = rpc_error(reply)
-        results = reply.get("result")
-        if error is None and isinstance(results, list):
-            error = next(
-                (rpc_error(r) for r in results if isinstance(r, dict) and r.get("error")), None
-            )
-        if error is not None or not isinstance(results, list) or len(results) < len(selects):
-            raise OvnSnapshotError(
-                f"cannot read OVN NB at {settings.remote} ({session.member}): "
-                f"the snapshot transaction failed: {error or 'malformed reply'}"
-            )
-        builder = _Builder(schema, settings.instance)
-        for select, result in zip(selects, results, strict=False):
-            builder.add(select, result["rows"])
-        del reply, results
-        return builder.state()
+        return read_on(session, raw_schema, settings)[0]
 
     return query
 

@@ -1,0 +1,227 @@
+"""Waiting for a transaction's reply, and what to say when it never comes.
+
+Why it looks like this: a fixed client-side timeout cannot tell a server that is busy with our
+transaction (committing tens of thousands of rows takes the single-threaded ovsdb-server
+seconds) from one that is gone, and giving up does not cancel anything: the server commits a
+transaction it has received whether or not anyone still waits for the reply. So:
+
+- the reply is waited for as long as the server is alive (:func:`await_reply`): every few
+  seconds an ``echo`` goes to the same server on a connection of its own
+  (:class:`EchoProbe`); the wait ends only when the transaction's connection drops
+  (:class:`ServerLost`) or no probe has been answered for ``--ovn-timeout`` seconds
+  (:class:`ServerSilent`). A busy server answers the probe as soon as it has committed.
+- when the reply is lost, the adapter *finds out* before it says anything: it reconnects,
+  takes the write lock again (granted only once the server has dropped the old session, and a
+  server executes every request it fully received before it notices the drop: so from then on
+  the old transaction can no longer commit), reads our rows, and compares them with the
+  changes (:func:`~reconciler.adapters.ovn.transaction.outcome`). Committed: the apply
+  succeeded. Not committed: it is sent once more. No answer within ``--ovn-timeout``: it says
+  exactly that it does not know (:func:`unknown`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from reconciler.adapters.ovn.errors import OvnApplyError, OvnLockedError
+from reconciler.adapters.ovn.rpc import Session, rpc_error, ssl_context
+from reconciler.adapters.ovn.settings import OvnSettings
+from reconciler.adapters.ovn.transaction import BuiltTransaction, Outcome
+
+__all__ = [
+    "LOST",
+    "EchoProbe",
+    "ServerLost",
+    "ServerSilent",
+    "await_reply",
+    "check_reply",
+    "close_quietly",
+    "lost_lock",
+    "lost_twice",
+    "mixed",
+    "probe_interval",
+    "silence",
+    "unknown",
+    "verdict_error",
+]
+
+
+class ServerLost(Exception):
+    """The transaction's connection dropped before its reply arrived."""
+
+
+class ServerSilent(Exception):
+    """The server answered no liveness probe for the whole budget while it had the
+    transaction (stopped, hung, or unreachable)."""
+
+
+def probe_interval(budget: float) -> float:
+    """Seconds between liveness probes: a few per budget, at most 2 s apart."""
+    return max(0.2, min(2.0, budget / 5))
+
+
+class EchoProbe:
+    """JSON-RPC ``echo`` requests to one server member on a connection of their own.
+
+    :meth:`heard` sends an echo when none is outstanding and waits a little for its reply; an
+    echo the server has not answered yet stays outstanding (a busy server answers it when it
+    is done), so a slow server is never flooded.
+    """
+
+    def __init__(self, member: str, settings: OvnSettings) -> None:
+        self.member = member
+        self.settings = settings
+        self.session: Session | None = None
+        self.outstanding: int | None = None
+
+    def heard(self, wait: float) -> bool:
+        """True when the server answered an echo within ``wait`` seconds."""
+        try:
+            if self.session is None:
+                tls = ssl_context(self.settings) if self.member.startswith("ssl:") else None
+                self.session = Session.open(self.member, tls, time.monotonic() + wait)
+            if self.outstanding is None:
+                self.session.deadline = time.monotonic() + wait
+                self.outstanding = self.session.send("echo", ["osc-gitops"])
+            reply = self.session.wait_reply(self.outstanding, wait)
+        except (OSError, ValueError, ssl.SSLError):
+            # Refused, reset, garbled: the server is gone or restarting. Not an answer; the
+            # next probe reconnects.
+            self.close()
+            time.sleep(min(wait, 0.1))
+            return False
+        if reply is None:
+            return False
+        self.outstanding = None
+        return True
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+        self.session = None
+        self.outstanding = None
+
+
+def await_reply(
+    poll: Callable[[float], Mapping[str, Any] | None],
+    lost: Callable[[], bool],
+    member: str,
+    settings: OvnSettings,
+) -> Mapping[str, Any]:
+    """The reply, waited for as long as ``member`` answers liveness probes.
+
+    ``poll(seconds)`` returns the reply if it arrives within ``seconds`` (``None`` otherwise)
+    and raises :class:`ServerLost` when the connection drops; ``lost()`` tells the same
+    without waiting. Raises :class:`ServerSilent` when no probe was answered for
+    ``settings.timeout`` seconds.
+    """
+    interval = probe_interval(settings.timeout)
+    probe: EchoProbe | None = None
+    last_heard = time.monotonic()
+    try:
+        while True:
+            reply = poll(interval)
+            if reply is not None:
+                return reply
+            if lost():
+                raise ServerLost()
+            if probe is None:
+                probe = EchoProbe(member, settings)
+            if probe.heard(interval):
+                last_heard = time.monotonic()
+            elif time.monotonic() - last_heard > settings.timeout:
+                if lost():
+                    raise ServerLost()
+                raise ServerSilent()
+    finally:
+        if probe is not None:
+            probe.close()
+
+
+def lost_lock(remote: str, lock: str) -> OvnLockedError:
+    return OvnLockedError(
+        f"OVN NB transaction at {remote} was refused: the write lock {lock!r} was lost "
+        "(connection reset or stolen) before the commit; nothing was committed"
+    )
+
+
+def check_reply(reply: Mapping[str, Any], built: BuiltTransaction, remote: str, lock: str) -> None:
+    """Raise the error a ``transact`` reply reports, if any (nothing was committed then: the
+    server commits all operations or none)."""
+    error = rpc_error(reply)
+    results = reply.get("result")
+    if error is None and not isinstance(results, list):
+        error = "malformed reply"
+    if error is not None:
+        raise OvnApplyError(
+            f"OVN NB transaction at {remote} failed, nothing was committed: {error}"
+        )
+    assert isinstance(results, list)
+    for index, result in enumerate(results):
+        if not isinstance(result, dict) or result.get("error") is None:
+            continue
+        if index == 0:
+            raise lost_lock(remote, lock)
+        meaning = built.failures.get(index)
+        if meaning is not None:
+            raise OvnApplyError(f"cannot apply to OVN NB at {remote}: {meaning}")
+        where = ""
+        if index < len(built.operations):
+            op = built.operations[index]
+            where = f" (operation {index}: {' '.join(str(op.get(k, '')) for k in ('op', 'table'))})"
+        raise OvnApplyError(
+            f"OVN NB transaction at {remote} failed, nothing was committed: "
+            f"{rpc_error(result)}{where}"
+        )
+
+
+def unknown(remote: str, why: str, settings: OvnSettings) -> OvnApplyError:
+    """The apply could not find out whether its transaction committed."""
+    return OvnApplyError(
+        f"OVN NB transaction at {remote}: {why}; whether it committed is unknown: the server "
+        f"did not answer within --ovn-timeout {settings.timeout:g}s; the next run converges"
+    )
+
+
+def lost_twice(remote: str) -> OvnApplyError:
+    return OvnApplyError(
+        f"OVN NB transaction at {remote}: the connection was lost before the reply, twice; not "
+        "committed (the NB holds none of its changes); the next run applies them"
+    )
+
+
+def mixed(remote: str) -> OvnApplyError:
+    return OvnApplyError(
+        f"OVN NB transaction at {remote}: the connection was lost before the reply, and now "
+        "some of its changes are in the NB and some are not (another writer changed these "
+        "rows since); whether it committed is unknown; the next run converges"
+    )
+
+
+def verdict_error(remote: str, verdict: Outcome | None, why: str, settings: OvnSettings) -> Any:
+    """The error for a lost reply whose transaction is not known to have committed."""
+    if verdict is None:
+        return unknown(remote, why, settings)
+    if verdict is Outcome.MIXED:
+        return mixed(remote)
+    return lost_twice(remote)
+
+
+def silence(settings: OvnSettings) -> str:
+    return (
+        f"the server stopped answering (no reply to a liveness probe for "
+        f"{settings.timeout:g}s) while it had the transaction"
+    )
+
+
+LOST = "the connection was lost before the server answered"
+
+
+def close_quietly(session: Session | None) -> None:
+    if session is not None:
+        with contextlib.suppress(OSError):
+            session.close()

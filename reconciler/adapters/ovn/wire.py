@@ -1,0 +1,161 @@
+"""Values in the OVSDB JSON wire format (RFC 7047 ``<value>``), checked against the column type.
+
+Why: every transaction is sent as raw JSON-RPC operations (see
+:mod:`~reconciler.adapters.ovn.transaction`), so a value is turned into its wire form exactly
+once and checked on the way: a value that does not fit the server's column is refused with the
+column's name before anything is sent (the Python IDL's ``setattr`` used to log and silently
+drop it, so a priority out of range would have been committed as 0).
+
+The column types are the ``ovs.db.types.Type`` objects of the server's schema (the IDL's own,
+or :func:`column_types` of a ``get_schema`` reply): the checks are the library's own
+(``Atom.check_constraints``), only the common, unconstrained cases (plain strings, references
+the builder resolved itself) skip them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ovs.db import data as ovs_data
+from ovs.db import error as ovs_error
+from ovs.db import schema as ovs_schema
+from ovs.db import types as ovs_types
+
+__all__ = ["ColumnCodec", "InvalidValue", "Ref", "column_types"]
+
+
+class InvalidValue(ValueError):
+    """The value does not fit the column type; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference to a row: ``uuid`` of an existing row, or ``named`` (the ``uuid-name`` of a
+    row inserted by the same transaction)."""
+
+    uuid: str | None = None
+    named: str | None = None
+
+    def wire(self) -> list[str]:
+        if self.named is not None:
+            return ["named-uuid", self.named]
+        return ["uuid", str(self.uuid)]
+
+
+def column_types(raw_schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Table -> column -> ``ovs.db.types.Type`` of a ``get_schema`` reply (no IDL needed)."""
+    db = ovs_schema.DbSchema.from_json(dict(raw_schema), allow_extensions=True)
+    return {name: {c: col.type for c, col in t.columns.items()} for name, t in db.tables.items()}
+
+
+def _constrained(base: Any) -> bool:
+    """The base type has constraints beyond its atomic type (enum, range, lengths, refTable
+    is not a constraint on the value we send: the builder resolved it)."""
+    if base.enum is not None:
+        return True
+    if base.type in (ovs_types.IntegerType, ovs_types.RealType):
+        return base.min is not None or base.max is not None
+    if base.type == ovs_types.StringType:
+        return base.min_length > 0 or base.max_length < 2**31 - 1
+    return False
+
+
+_PYTHON_TYPES: dict[Any, tuple[type, ...]] = {
+    ovs_types.StringType: (str,),
+    ovs_types.IntegerType: (int,),
+    ovs_types.RealType: (int, float),
+    ovs_types.BooleanType: (bool,),
+}
+
+
+@dataclass(frozen=True)
+class ColumnCodec:
+    """Turns Python values into the wire form of one column type, refusing what does not fit.
+
+    Scalars are plain Python values (``str``, ``int``, ``float``, ``bool``) or a :class:`Ref`;
+    a set column takes a list (or one value), an optional (0..1) column a list of at most one
+    value or ``None``; a map a ``dict``. Decided once per column (:meth:`of`), applied per
+    value (:meth:`encode`).
+    """
+
+    col_type: Any
+    plain_str_map: bool
+
+    @classmethod
+    def of(cls, col_type: Any) -> ColumnCodec:
+        plain = bool(
+            col_type.is_map()
+            and col_type.key.type == ovs_types.StringType
+            and col_type.value.type == ovs_types.StringType
+            and not _constrained(col_type.key)
+            and not _constrained(col_type.value)
+        )
+        return cls(col_type, plain)
+
+    def encode(self, value: Any) -> Any:
+        """The wire form of ``value``; raises :class:`InvalidValue` when it does not fit."""
+        col_type = self.col_type
+        if col_type.is_map():
+            return self._map(value)
+        if value is None:
+            values: list[Any] = []
+        elif isinstance(value, (list, tuple)):
+            values = list(value)
+        else:
+            values = [value]
+        if not col_type.n_min <= len(values) <= col_type.n_max:
+            raise InvalidValue(
+                f"{len(values)} value(s) where the column takes {col_type.n_min} to "
+                f"{col_type.n_max}"
+            )
+        atoms = [self._atom(col_type.key, v) for v in values]
+        if len(atoms) > 1:
+            seen = {repr(a) for a in atoms}
+            if len(seen) != len(atoms):
+                raise InvalidValue("duplicate values in a set")
+        if len(atoms) == 1:
+            return atoms[0]
+        return ["set", atoms]
+
+    def _map(self, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise InvalidValue(f"expected a map, got {type(value).__name__}")
+        col_type = self.col_type
+        if not col_type.n_min <= len(value) <= col_type.n_max:
+            raise InvalidValue(
+                f"{len(value)} pairs where the column takes at most {col_type.n_max}"
+            )
+        if self.plain_str_map:
+            pairs = []
+            for k, v in value.items():
+                if type(k) is not str or type(v) is not str:
+                    raise InvalidValue(f"map of strings expected, got {k!r}: {v!r}")
+                pairs.append([k, v])
+            return ["map", pairs]
+        return [
+            "map",
+            [
+                [self._atom(col_type.key, k), self._atom(col_type.value, v)]
+                for k, v in value.items()
+            ],
+        ]
+
+    @staticmethod
+    def _atom(base: Any, value: Any) -> Any:
+        if base.type == ovs_types.UuidType:
+            if not isinstance(value, Ref):
+                raise InvalidValue(f"expected a reference, got {value!r}")
+            return value.wire()
+        expected = _PYTHON_TYPES[base.type]
+        if not isinstance(value, expected) or (
+            base.type != ovs_types.BooleanType and isinstance(value, bool)
+        ):
+            raise InvalidValue(f"{value!r} is not of type {base.type.to_string()}")
+        if _constrained(base):
+            try:
+                ovs_data.Atom(base.type, value).check_constraints(base)
+            except (ovs_error.Error, ovs_data.ConstraintViolation) as exc:
+                raise InvalidValue(str(exc)) from None
+        return value
