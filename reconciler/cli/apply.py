@@ -71,7 +71,7 @@ def run_apply(args: argparse.Namespace) -> int:
     options = compile_options(args)
     scope = scope_of(args)
     settled = _Settled()
-    with connections(args, scope=scope) as (kube, ovn):
+    with connections(args, one_shot=True, scope=scope) as (kube, ovn):
         pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
                             scope=scope)  # fmt: skip
         report = pipeline.run(desired, revision, settled).report

@@ -218,16 +218,22 @@ def compile_options(args: argparse.Namespace) -> Any:
 
 @contextlib.contextmanager
 def connections(
-    args: argparse.Namespace, *, read_only: bool = False, scope: Scope | None = None
+    args: argparse.Namespace,
+    *,
+    read_only: bool = False,
+    one_shot: bool = False,
+    scope: Scope | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """Kubernetes and OVN adapters from the flags (their errors are ``EndpointError``s, which
     :func:`reconciler.cli.app.main` prints as one line naming the endpoint).
 
     ``read_only``: the OVN side is a one-shot snapshot reader instead of a live IDL mirror
-    (for commands that only read the NB once). ``scope``: a node agent's Kubernetes adapter
-    reads only its node's pods and objects; ``--kubernetes-only`` connects to no NB at all
-    (the OVN side is ``reconciler.engine.scoped.NO_OVN``)."""
+    (for commands that only read the NB once). ``one_shot``: snapshot reads and one raw
+    transaction under the write lock (``apply``: writes once and exits). ``scope``: a node
+    agent's Kubernetes adapter reads only its node's pods and objects; ``--kubernetes-only``
+    connects to no NB at all (the OVN side is ``reconciler.engine.scoped.NO_OVN``)."""
     from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+    from reconciler.adapters.ovn.oneshot import OvnOneShot
     from reconciler.adapters.ovn.snapshot import OvnSnapshot
 
     if scope is not None and not scope.reads_ovn:
@@ -253,7 +259,14 @@ def connections(
     # Read-only commands read the NB once with one raw select transaction: mirroring it into
     # the ovs IDL first (what a writer needs for its lock and transaction) costs several times
     # the time and memory at 10,000 pods (docs/benchmarks.md).
-    ovn = OvnSnapshot(settings) if read_only else OvnNorthbound.connect(settings)
+    # A one-shot apply reads the same way and writes with one raw transaction: the IDL would
+    # also parse and keep the server's echo of every row it inserts.
+    if read_only:
+        ovn: Any = OvnSnapshot(settings)
+    elif one_shot:
+        ovn = OvnOneShot.connect(settings)
+    else:
+        ovn = OvnNorthbound.connect(settings)
     try:
         yield kube, ovn
     finally:
