@@ -362,6 +362,7 @@ class OvnNorthbound:
                 ).build(changes)
                 member = self._conn.idl.session_name()
             request = RawRequest(self._conn.idl, "transact", built.params())
+            built.sent()
             self._conn.queue_txn(request)
             try:
                 reply = commit.await_reply(

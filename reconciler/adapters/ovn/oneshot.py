@@ -103,7 +103,9 @@ class OvnOneShot:
                 with _gc_paused():
                     _state, index = self._read_on(session)
                     built = self._build(changes, index, revision, lock)
+                    del index
                     request = self._send(session, built.params())
+                    built.sent()
                 try:
                     reply = commit.await_reply(
                         _poller(session, request), _never, session.member, self.settings
@@ -158,7 +160,9 @@ class OvnOneShot:
     def _read_on(self, session: Session) -> tuple[OvnState, SnapshotIndex]:
         session.deadline = time.monotonic() + self.settings.timeout
         try:
-            return read_on(session, self._raw_schema, self.settings)
+            state, index = read_on(session, self._raw_schema, self.settings)
+            assert index is not None
+            return state, index
         except TimeoutError:
             raise OvnConnectError(
                 f"cannot read OVN NB at {self.remote} ({session.member}): no answer before the "

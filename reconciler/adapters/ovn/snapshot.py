@@ -249,9 +249,11 @@ class SnapshotIndex:
 class _Builder:
     """Turns the rows of the snapshot transaction into the :class:`OvnState` of ``read()``."""
 
-    def __init__(self, schema: NbSchema, instance: str) -> None:
+    def __init__(self, schema: NbSchema, instance: str, want_index: bool = False) -> None:
         self.schema = schema
         self.instance = instance
+        self.want_index = want_index
+        """Also collect what :meth:`index` needs (a writer's read)."""
         self.tables: Mapping[str, Any] = schema.tables
         self.names: dict[str, dict[str, str]] = {}
         self.owned_rows: dict[str, list[dict[str, Any]]] = {}
@@ -298,6 +300,7 @@ class _Builder:
         switches: list[Switch] = []
         pod_ports: list[PodPort] = []
         pods = {row["_uuid"][1]: row for row in self.pods}
+        self.pods = []
         for ls in self.all_rows["Logical_Switch"]:
             ls_name = ls["name"]
             other = _str_map(ls["other_config"]) if "other_config" in ls else {}
@@ -319,6 +322,7 @@ class _Builder:
                 )
                 if port is not None:
                     pod_ports.append(port)
+        del pods
         routers = sorted(r["name"] for r in self.all_rows["Logical_Router"])
         nb_view, nb_row = self._nb_global()
         owned = self._owned()
@@ -382,7 +386,10 @@ class _Builder:
         return out
 
     def _owned(self) -> list[OvnRow]:
-        rows: dict[tuple[str, str], OvnRow] = {}
+        """Our rows, symbolic. Each table's JSON rows are dropped once converted (every
+        parent is found first): a converged NB's snapshot is mostly our rows, and holding
+        both forms of all of them at once would double the read's peak memory."""
+        keyed_by_table: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for spec in OWNED_TABLES:
             table = spec.name
             if table not in self.tables or spec.naming == "singleton":
@@ -393,17 +400,23 @@ class _Builder:
                 key = spec.key_of(row.get("name"), ext, row["_uuid"][1])
                 if key is not None:  # always: JSON rows carry their name
                     keyed.append((key, row))
-            parents = (
-                self._parents(spec, {row["_uuid"][1] for _k, row in keyed})
-                if spec.parent is not None
-                else {}
-            )
-            self.parent_index[table] = parents
+            keyed_by_table[table] = keyed
+            if spec.parent is not None:
+                children = {row["_uuid"][1] for _k, row in keyed}
+                self.parent_index[table] = self._parents(spec, children)
+        rows: dict[tuple[str, str], OvnRow] = {}
+        for table, keyed in keyed_by_table.items():
+            parents = self.parent_index.get(table, {})
             for key, row in keyed:
                 rows[(table, key)] = self._symbolic(table, key, row, parents)
-                self.owned_index[(table, key)] = OwnedRow(
-                    row["_uuid"][1], _str_map(row["external_ids"])
-                )
+                if self.want_index:
+                    self.owned_index[(table, key)] = OwnedRow(
+                        row["_uuid"][1], _str_map(row["external_ids"])
+                    )
+            keyed.clear()
+            if not NB_TABLES[table].read_in_full:
+                self.owned_rows[table] = []
+                self.foreign_rows.pop(table, None)
         return sorted(rows.values(), key=lambda r: (TABLE_ORDER[r.table], r.key))
 
     def _plan(self, table: str) -> list[tuple[str, str, Any, Any]]:
@@ -469,10 +482,11 @@ class _Builder:
 
 
 def read_on(
-    session: Session, raw_schema: dict[str, Any], settings: OvnSettings
-) -> tuple[OvnState, SnapshotIndex]:
+    session: Session, raw_schema: dict[str, Any], settings: OvnSettings, *, index: bool = True
+) -> tuple[OvnState, SnapshotIndex | None]:
     """The snapshot transaction on an open ``session`` (e.g. one holding the write lock):
-    the state ``read()`` gives, and the index a transaction built from it needs."""
+    the state ``read()`` gives, and (``index``) the index a transaction built from it
+    needs."""
     schema = NbSchema(raw_schema)
     selects = _selects(schema, settings.instance)
     txn_id = session.send("transact", [DB_NAME, *(s.op() for s in selects)])
@@ -488,18 +502,19 @@ def read_on(
             f"cannot read OVN NB at {settings.remote} ({session.member}): "
             f"the snapshot transaction failed: {error or 'malformed reply'}"
         )
-    builder = _Builder(schema, settings.instance)
+    builder = _Builder(schema, settings.instance, want_index=index)
     for select, result in zip(selects, results, strict=False):
         builder.add(select, result["rows"])
     del reply, results
-    return builder.state(), builder.index()
+    state = builder.state()
+    return state, builder.index() if index else None
 
 
 def _select_all(settings: OvnSettings) -> Callable[[Session, dict[str, Any]], OvnState]:
     """The query :func:`read_snapshot` runs on the leader: the snapshot transaction."""
 
     def query(session: Session, raw_schema: dict[str, Any]) -> OvnState:
-        return read_on(session, raw_schema, settings)[0]
+        return read_on(session, raw_schema, settings, index=False)[0]
 
     return query
 

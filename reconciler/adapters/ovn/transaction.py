@@ -109,6 +109,16 @@ class BuiltTransaction:
     def params(self) -> list[Any]:
         return [DB_NAME, *self.operations]
 
+    def sent(self) -> None:
+        """Keep only what explains a failed operation (its kind and table): a cold apply's
+        operations are tens of thousands of rows the process need not hold any more."""
+        self.operations = [
+            {"op": op.get("op"), "table": op.get("table", "")} for op in self.operations
+        ]
+
+
+_MISSING = object()
+
 
 def _where_uuid(row_uuid: str) -> list[Any]:
     return [["_uuid", "==", ["uuid", row_uuid]]]
@@ -151,6 +161,7 @@ class TransactionBuilder:
         self.deleted: set[tuple[str, str]] = set()
         self.operations: list[dict[str, Any]] = []
         self._codecs: dict[tuple[str, str], ColumnCodec] = {}
+        self._plans: dict[str, dict[str, tuple[str, Any]]] = {}
 
     def fail(self, message: str, cls: type[OvnError] = OvnApplyError) -> OvnError:
         return cls(f"cannot apply to OVN NB at {self.remote}: {message}; nothing was committed")
@@ -200,32 +211,58 @@ class TransactionBuilder:
             ext[ownership.REVISION] = self.revision
         return ext
 
+    def _column_plan(self, table: str) -> dict[str, tuple[str, Any]]:
+        """Per symbolic field of ``table``: how :meth:`_columns` turns it into a column,
+        decided once per table (``skip``, ``absent`` (the server lacks the column: the value
+        it reads as), ``refset``/``ref`` (the referenced table), ``map`` or ``plain``)."""
+        plan = self._plans.get(table)
+        if plan is not None:
+            return plan
+        spec = NB_TABLES[table]
+        plan = {}
+        for col in spec.columns:
+            ref = spec.refs.get(col)
+            if (spec.parent is not None and col == spec.parent.field) or col == "external_ids":
+                plan[col] = ("skip", None)
+            elif not self.schema.has_column(table, col):
+                plan[col] = ("absent", spec.absent.get(col, _MISSING))
+            elif ref is not None:
+                plan[col] = ("refset" if ref.kind == "set" else "ref", ref.table)
+            elif col in spec.maps:
+                plan[col] = ("map", None)
+            else:
+                plan[col] = ("plain", None)
+        if spec.parent is not None:
+            plan[spec.parent.field] = ("skip", None)
+        plan["external_ids"] = ("skip", None)
+        self._plans[table] = plan
+        return plan
+
     def _columns(self, table: str, values: Mapping[str, Any], who: str) -> dict[str, Any]:
         """Symbolic fields -> wire values (references resolved), capability-checked and
         validated. The parent field and ``external_ids`` are the caller's."""
-        spec = NB_TABLES[table]
+        plan = self._column_plan(table)
         out: dict[str, Any] = {}
-        parent_field = spec.parent.field if spec.parent is not None else ""
         for col, value in values.items():
-            if col in (parent_field, "external_ids"):
+            how, extra = plan.get(col, ("unknown", None))
+            if how == "skip":
                 continue
-            if col not in spec.columns:
+            if how == "unknown":
                 raise self.fail(f"{who}: unknown field {col!r}")
-            if not self.schema.has_column(table, col):
-                if col in spec.absent and not value:
+            if how == "absent":
+                if extra is not _MISSING and not value:
                     continue
                 raise self.fail(
                     f"{who}: column {table}.{col} does not exist in NB schema "
                     f"{self.schema.version}",
                     OvnCapabilityError,
                 )
-            ref = spec.refs.get(col)
-            if ref is not None:
-                if ref.kind == "set":
-                    value = [self.ref(ref.table, n, who) for n in value or []]
-                elif value is not None:
-                    value = self.ref(ref.table, value, who)
-            elif col in spec.maps:
+            if how == "refset":
+                value = [self.ref(extra, n, who) for n in value or []]
+            elif how == "ref":
+                if value is not None:
+                    value = self.ref(extra, value, who)
+            elif how == "map":
                 value = {str(k): str(v) for k, v in (value or {}).items()}
             elif isinstance(value, tuple):
                 value = list(value)

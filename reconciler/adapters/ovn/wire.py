@@ -82,20 +82,50 @@ class ColumnCodec:
 
     col_type: Any
     plain_str_map: bool
+    fast: str = ""
+    """The common shape decided once: ``str`` (exactly one unconstrained string), ``strmap``
+    (a map of unconstrained strings), ``ref`` (0..1 or exactly one reference), or ``""``
+    (the general path)."""
 
     @classmethod
     def of(cls, col_type: Any) -> ColumnCodec:
+        key = col_type.key
         plain = bool(
             col_type.is_map()
-            and col_type.key.type == ovs_types.StringType
+            and key.type == ovs_types.StringType
             and col_type.value.type == ovs_types.StringType
-            and not _constrained(col_type.key)
+            and not _constrained(key)
             and not _constrained(col_type.value)
         )
-        return cls(col_type, plain)
+        fast = ""
+        if plain:
+            fast = "strmap"
+        elif col_type.value is None and col_type.n_max == 1:
+            if key.type == ovs_types.StringType and not _constrained(key) and col_type.n_min == 1:
+                fast = "str"
+            elif key.type == ovs_types.UuidType:
+                fast = "ref"
+        return cls(col_type, plain, fast)
 
     def encode(self, value: Any) -> Any:
         """The wire form of ``value``; raises :class:`InvalidValue` when it does not fit."""
+        fast = self.fast
+        if fast == "str":
+            if type(value) is str:
+                return value
+        elif fast == "strmap":
+            if type(value) is dict and len(value) <= self.col_type.n_max:
+                pairs = [[k, v] for k, v in value.items()]
+                if all(type(k) is str and type(v) is str for k, v in pairs):
+                    return ["map", pairs]
+        elif fast == "ref":
+            if type(value) is Ref:
+                return value.wire()
+            if value is None and self.col_type.n_min == 0:
+                return ["set", []]
+        return self._general(value)
+
+    def _general(self, value: Any) -> Any:
         col_type = self.col_type
         if col_type.is_map():
             return self._map(value)
