@@ -20,6 +20,10 @@ class OvnSettings:
     certificate: str | None = None
     ca_cert: str | None = None
     timeout: float = 10.0
-    """Seconds for connect + initial sync, and for each transaction."""
+    """``--ovn-timeout``: seconds for connecting plus the initial sync (or one snapshot read),
+    and for the write lock to be granted. It is *not* a deadline for a commit: a transaction
+    is waited for as long as the server answers a liveness probe; this is how long the server
+    may leave one unanswered before the apply gives up on it, and then how long it tries to
+    find out whether the transaction committed (:mod:`~reconciler.adapters.ovn.commit`)."""
     instance: str = ownership.DEFAULT_INSTANCE
     """Value of ``osc.io/owner`` that marks our rows."""
