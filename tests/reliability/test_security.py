@@ -163,6 +163,8 @@ def test_hostile_strings_are_rejected_at_validation(tmp_path: Path, where: str, 
 
 _SAFE_MATCH = re.compile(r"[A-Za-z0-9_.@$ =!&|(){}<>,:\-/]+")
 _NAME_REF = re.compile(r"[@$]([A-Za-z0-9_.]+?)(?:_ip4)?(?=$|[ )])")
+_PORT_REF = re.compile(r'"([^"]*)"')
+"""A quoted logical port name (``inport == "nf_fw_node-1_out"``): only VNF ports may appear."""
 _DNS = r"[a-z0-9]([-a-z0-9]{0,10}[a-z0-9])?"
 _hostile_text = st.one_of(
     st.from_regex(rf"\A{_DNS}\Z"),
@@ -223,10 +225,13 @@ def test_fuzz_compile_with_hostile_observed_names(
     safe_nodes = [n.name for n in observed.nodes
                   if re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", n.name)]  # fmt: skip
     allowed = {naming.port_group("osc-gitops", g, n) for g in ("web", "db") for n in safe_nodes}
+    vnf_ports = {naming.vnf_port("fw", n, "out") for n in safe_nodes}
     for res in target:
         match = res.fields.get("match")
         if match is not None:
-            assert _SAFE_MATCH.fullmatch(match), repr(match)
+            for port in _PORT_REF.findall(match):
+                assert port in vnf_ports, (port, match)
+            assert _SAFE_MATCH.fullmatch(_PORT_REF.sub("P", match)), repr(match)
             for ref in _NAME_REF.findall(match):
                 assert ref in allowed, (ref, match)
         name = res.fields.get("name")

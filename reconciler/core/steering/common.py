@@ -12,10 +12,12 @@ the binding's priority anyway, and a single mapping compiles exactly as a list o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from reconciler.core.model import MAX_ORDER, Binding, Precedence, Protocol, Traffic
+from reconciler.core.model import MAX_ORDER, Binding, PortRange, Precedence, Protocol, Traffic
+from reconciler.core.naming import NameError_
 from reconciler.core.steering.base import directions
 
 ACL_TIER = {
@@ -24,14 +26,17 @@ ACL_TIER = {
     Precedence.AFTER_NETWORK_POLICY: 3,
 }
 ACL_PRIORITY_BASE = 100
-"""ACL priorities 100..1099: below OVN-Kubernetes' AdminNetworkPolicy (tier 1) and Baseline ANP
-(tier 3, 1650-1750) rules, so admin policies keep precedence inside the tier we share, and clear
-of its NetworkPolicy priorities (tier 2, 1000-1001), a tier we never use."""
+"""ACL priorities 100..1100 (a binding's steering ACL 100..1099, the ACL one above it that lets a
+packet which already crossed its VNF through up to 1100): below OVN-Kubernetes'
+AdminNetworkPolicy (tier 1) and Baseline ANP (tier 3, 1650-1750) rules, so admin policies keep
+precedence inside the tier we share, and clear of its NetworkPolicy priorities (tier 2,
+1000-1001), a tier we never use."""
 ROUTER_POLICY_PRIORITY_BASE = 2000
 """Router-policy priorities 2000..2999: above OVN-Kubernetes' pod-to-pod and egress-IP
 "no-reroute" allow policies (101-102, 1004 for node traffic), or those would win and nothing
 would ever be steered."""
 ALL_PORTS = (1, 65535)
+_PORT_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 TrafficSpec = Traffic | Sequence[Traffic] | None
 """A binding's ``spec.traffic`` as written: one filter, a list of them, or omitted (all IP)."""
@@ -40,6 +45,15 @@ TrafficSpec = Traffic | Sequence[Traffic] | None
 def priority(base: int, order: int) -> int:
     """Lower ``order`` = earlier in the chain = higher OVN priority."""
     return base + (MAX_ORDER - order)
+
+
+def port_literal(name: str) -> str:
+    """A logical port name as an OVN string constant (``"nf_firewall_node-1_out"``), for
+    ``inport ==``/``outport ==``. Only names ``reconciler.core.naming`` built from validated
+    names come here; anything that could close the quotes or escape is refused all the same."""
+    if not _PORT_NAME.fullmatch(name):
+        raise NameError_(f"not a safe logical port name for a match: {name!r}")
+    return f'"{name}"'
 
 
 def as_filters(traffic: TrafficSpec) -> tuple[Traffic, ...]:
@@ -163,6 +177,56 @@ def covers(earlier: Iterable[Traffic], later: Iterable[Traffic]) -> bool:
         elif not _within(_ports(f), ports[f.protocol]):
             return False
     return True
+
+
+def _minus(intervals: Intervals, taken: Intervals) -> Intervals:
+    left: Intervals = []
+    for start, end in intervals:
+        for t_start, t_end in taken:
+            if t_end < start or t_start > end:
+                continue
+            if t_start > start:
+                left.append((start, t_start - 1))
+            start = t_end + 1
+            if start > end:
+                break
+        if start <= end:
+            left.append((start, end))
+    return left
+
+
+def subtract(filters: Iterable[Traffic], taken: Iterable[Traffic]) -> tuple[Traffic, ...]:
+    """Filters for the TCP, UDP and ICMP packets ``filters`` take and ``taken`` does not.
+
+    OVN cannot say "not TCP": ``tcp``, ``ip.proto`` and ``eth.type`` are nominal, and
+    ovn-controller refuses them negated (the row would be silently inert). So the difference
+    is written positively, protocol by protocol and port range by port range; what ``all IP``
+    takes beyond TCP, UDP and ICMP (SCTP, GRE, ...) cannot be written and is left out.
+    Empty when nothing is left."""
+    filters, taken = list(filters), list(taken)
+    if covers_all(taken):
+        return ()
+    everything = covers_all(filters)
+    out: list[Traffic] = []
+    if (everything or any(f.protocol is Protocol.ICMP for f in filters)) and not any(
+        f.protocol is Protocol.ICMP for f in taken
+    ):
+        out.append(Traffic(protocol=Protocol.ICMP))
+    for proto in (Protocol.TCP, Protocol.UDP):
+        if everything:
+            mine = [ALL_PORTS]
+        else:
+            mine = [i for f in filters if f.protocol is proto for i in _ports(f)]
+        gone = [i for f in taken if f.protocol is proto for i in _ports(f)]
+        left = _minus(_merge(mine), _merge(gone))
+        if left == [ALL_PORTS]:
+            out.append(Traffic(protocol=proto))
+        elif left:
+            ports: list[int | PortRange] = [
+                s if s == e else PortRange(start=s, end=e) for s, e in left
+            ]
+            out.append(Traffic(protocol=proto, ports=ports))
+    return tuple(out)
 
 
 def overlaps(a: Iterable[Traffic], b: Iterable[Traffic]) -> bool:

@@ -8,6 +8,16 @@ ids (1-255 per NB) last as long as possible. Per binding, node and direction: on
 ``outport == @pg`` for exit-lport, from-lport ``inport == @pg`` for entry-lport. Replies take the
 reverse path through the same function, so every binding is inherently bi-directional.
 
+One VNF instance twice on one switch: a packet steered from-lport into a function leaves it by
+the function's out port and is then switched to its destination; when that pod's to-lport ACL
+steers into the *same* function, OVN sends it in again and drops it. So wherever a VNF is
+entered from-lport, each to-lport steering ACL through it has a twin one priority above, same
+tier, ``allow-related`` without a function group, matching its match ``&& inport == "<the
+function's out port on that node>"`` (:func:`crossed_acls`): the packet that already crossed is
+let through as its steering ACL would have let it, without crossing again. The steering ACL
+itself cannot exclude that port: ``inport`` is a nominal field, and ovn-controller refuses
+``inport != ...`` and ``!(inport == ...)`` (the row would be silently inert).
+
 Health (``VnfDeployment.spec.healthCheck``): each function gets a
 ``Network_Function_Health_Check`` (created with it, in the same transaction: the table is not a
 root table). OVN probes only when both ``NB_Global options:svc_monitor_ip`` and
@@ -24,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from reconciler.core import naming
-from reconciler.core.model import Desired, HealthCheck
+from reconciler.core.model import Binding, Desired, HealthCheck
 from reconciler.core.observed import NbGlobal, Observed, OvnCapabilities
 from reconciler.core.steering import common
 from reconciler.core.steering.base import (
@@ -55,6 +65,11 @@ from reconciler.core.target import (
 )
 
 HEALTH_CHECK = "Network_Function_Health_Check"
+FROM_LPORT = "from-lport"
+TO_LPORT = "to-lport"
+
+AclRow = tuple[str, str, str, dict[str, object]]
+"""An ACL as emitted: ``(osc.io/key, origin, node, fields)``."""
 
 
 class NetworkFunction(PortGroupPods):
@@ -106,7 +121,7 @@ class NetworkFunction(PortGroupPods):
         port_groups: dict[str, tuple[str, str]] = {}
         functions: dict[str, VnfInstance] = {}
         groups: dict[str, tuple[VnfInstance, str]] = {}
-        acls: list[tuple[str, str, str, dict[str, object]]] = []
+        acls: list[AclRow] = []
 
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
@@ -128,7 +143,7 @@ class NetworkFunction(PortGroupPods):
                             "steer there"
                         )
                     for direction in directions(spec.redirection):
-                        side = "outport" if direction == "to-lport" else "inport"
+                        side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
                         key = naming.ovn_ident(
                             inst_id, binding.metadata.name, node, direction.split("-")[0]
@@ -153,6 +168,7 @@ class NetworkFunction(PortGroupPods):
                             )
                         )
 
+        acls += crossed_acls(desired, instances, inst_id, out.warnings)
         emit_port_groups(port_groups, out)
 
         nf_ids = allocate_ids("Network_Function", functions, observed)
@@ -193,6 +209,113 @@ class NetworkFunction(PortGroupPods):
             out.ovn("ACL", key, origin, node, dict(fields))
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
             _budget_warning(table, len(ours), observed, out)
+
+
+def crossed_acls(
+    desired: Desired,
+    instances: Mapping[tuple[str, str], VnfInstance],
+    instance: str,
+    warnings: list[str],
+) -> list[AclRow]:
+    """The ACLs that let a packet which already crossed a VNF instance on its switch reach a
+    steered pod without crossing it again (see the module docstring): per binding steering
+    to-lport through a VNF that some binding (of any group) steers from-lport through, per
+    node, on the binding's Port_Group, one priority above its steering ACL, same tier.
+
+    Why one per binding and node, on the group's own Port_Group: OVN installs a port group's
+    ACLs only on the switches of its ports, and ovn-controller refuses a match naming a port
+    group that has no port on the switch (``expecting port group name``). So one row shared by
+    several groups (``outport == {@a, @b}``, kept on a Port_Group of the function's port) fails
+    whole wherever one of the groups has no pod; matching the groups' addresses instead
+    (``ip4.dst == $a_ip4``) would let a packet sent to a member's IP but another pod's MAC skip
+    that pod's own policies.
+
+    One priority above a binding's ACL is the priority of the ACLs of order ``order - 1``. A
+    binding of the same group there that steers overlapping traffic through another VNF must
+    still win (for a packet from the first VNF it chains to the second, as across nodes), so
+    its traffic is left out (:func:`common.subtract`: TCP, UDP and ICMP only, OVN cannot negate
+    a protocol); when it takes all of it, this binding's to-lport ACL never steers and needs
+    no twin. For such a binding of *another* group, no row can tell which pods are in both
+    groups: the plan warns."""
+    entered = {
+        b.spec.vnf
+        for b in desired.bindings.values()
+        if FROM_LPORT in directions(b.spec.redirection)
+    }
+    rows: list[AclRow] = []
+    for name, binding in sorted(desired.bindings.items()):
+        spec = binding.spec
+        if spec.vnf not in entered or TO_LPORT not in directions(spec.redirection):
+            continue
+        above = _one_order_above(binding, desired)
+        for other in above:
+            if other.spec.securityGroup != spec.securityGroup:
+                warnings.append(_tie_warning(other, binding))
+        for inst in binding_nodes(binding, instances):
+            chained = [
+                f
+                for b in above
+                if b.spec.securityGroup == spec.securityGroup
+                and (b.spec.vnf, inst.node) in instances
+                for f in b.spec.traffic_filters()
+            ]
+            traffic: common.TrafficSpec = spec.traffic
+            if chained:
+                traffic = common.subtract(spec.traffic_filters(), chained)
+                if not traffic:
+                    continue
+            pg = naming.port_group(instance, spec.securityGroup, inst.node)
+            match = (
+                f"outport == @{pg} && inport == {common.port_literal(inst.out_port)} && "
+                f"{common.traffic_match(traffic)}"
+            )
+            rows.append(
+                (
+                    naming.ovn_ident(instance, name, inst.node, "to", "crossed"),
+                    f"Binding/{name}",
+                    inst.node,
+                    {
+                        "port_group": pg,
+                        "name": name,
+                        "direction": TO_LPORT,
+                        "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order) + 1,
+                        "tier": common.ACL_TIER[spec.precedence],
+                        "match": match,
+                        "action": "allow-related",
+                        "network_function_group": None,
+                    },
+                )
+            )
+    return rows
+
+
+def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
+    """The bindings whose to-lport steering ACLs share the priority and tier of ``binding``'s
+    :func:`crossed_acls` row (order one less, same precedence) and could take the same packets
+    to another VNF."""
+    spec = binding.spec
+    return [
+        other
+        for _, other in sorted(desired.bindings.items())
+        if other.spec.order == spec.order - 1
+        and other.spec.precedence is spec.precedence
+        and other.spec.vnf != spec.vnf
+        and TO_LPORT in directions(other.spec.redirection)
+        and common.overlaps(other.spec.traffic_filters(), spec.traffic_filters())
+    ]
+
+
+def _tie_warning(earlier: Binding, binding: Binding) -> str:
+    return (
+        f"Binding {earlier.metadata.name} (order {earlier.spec.order}, VNF {earlier.spec.vnf}) "
+        f"and Binding {binding.metadata.name} (order {binding.spec.order}, VNF "
+        f"{binding.spec.vnf}) are one order apart: the ACL that lets traffic which already "
+        f"crossed {binding.spec.vnf} on a node reach group {binding.spec.securityGroup} without "
+        f"crossing it again has the priority of {earlier.metadata.name}'s, so for a pod in "
+        f"groups {earlier.spec.securityGroup} and {binding.spec.securityGroup} OVN may or may "
+        f"not send such traffic through {earlier.spec.vnf}; leave a gap of at least 2 between "
+        "their orders"
+    )
 
 
 def probe_options(check: HealthCheck) -> dict[str, str]:

@@ -61,8 +61,8 @@ def test_plan_apply_then_nothing_to_do(nf_cluster, policies):
     first = cli("plan", policies, *conn(nf_cluster))
     assert first.code == 2
     assert (
-        "Plan: 43 to create, 0 to change, 0 to delete." in first.out
-    )  # 3 health checks + NB_Global
+        "Plan: 47 to create, 0 to change, 0 to delete." in first.out
+    )  # 3 health checks + NB_Global, 4 ACLs letting through what crossed the firewall
     apply(nf_cluster, policies)
     again = cli("plan", policies, *conn(nf_cluster))
     assert again.code == 0, again.out

@@ -84,6 +84,7 @@ def test_a_steered_pod_names_its_groups_bindings_instances_and_rows() -> None:
         ("Port_Group", "osc.web.node_1", "ok"),
         ("ACL", "osc.web_fw.node_1.from", "ok"),
         ("ACL", "osc.web_fw.node_1.to", "ok"),
+        ("ACL", "osc.web_fw.node_1.to.crossed", "ok"),
         ("ACL", "osc.web_ips.node_1.to", "ok"),
         ("Network_Function_Group", "osc.fw.node_1.fail_close", "ok"),
         ("Network_Function_Group", "osc.ips.node_1.fail_close", "ok"),

@@ -66,14 +66,19 @@ def test_a_list_is_one_acl_per_node_and_direction_matching_any_filter() -> None:
     assert sorted(acls) == [
         "osc.web_fw.node_1.from",
         "osc.web_fw.node_1.to",
+        "osc.web_fw.node_1.to.crossed",  # lets through what crossed fw already (same switch)
         "osc.web_fw.node_2.from",
         "osc.web_fw.node_2.to",
+        "osc.web_fw.node_2.to.crossed",
     ]
     assert acls["osc.web_fw.node_1.to"].fields["match"] == (
         f"outport == @osc.web.node_1 && {HTTP_DNS_MATCH}"
     )
     assert acls["osc.web_fw.node_2.from"].fields["match"] == (
         f"inport == @osc.web.node_2 && {HTTP_DNS_MATCH}"
+    )
+    assert acls["osc.web_fw.node_1.to.crossed"].fields["match"] == (
+        f'outport == @osc.web.node_1 && inport == "nf_fw_node-1_out" && {HTTP_DNS_MATCH}'
     )
     # same rows as a single filter: a list changes matches, never the row count
     assert sorted(rows(HTTP_DNS, redirection="both")) == sorted(
