@@ -21,6 +21,7 @@ from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.kubeapi import Faults
 from ruamel.yaml import YAML
 
+from reconciler.adapters.kube.cache import KubeCache
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.kube.lease import LeaseLock, LeaseSettings, api_client
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
@@ -171,7 +172,11 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
         LeaseSettings(namespace="osc-gitops", lease_duration=5, renew_interval=0.1),
     )
     config = LoopConfig(options=CompileOptions(), interval=30, debounce=0.05)
-    loop = Loop(config, LocalSource(policies), kube, ovn, lease=lease)
+    # As `osc-gitops run` does: the loop reads through the informer cache (list + watch).
+    stop = threading.Event()
+    cache = KubeCache(kube)
+    cache.start(stop, "osc-gitops")
+    loop = Loop(config, LocalSource(policies), cache, ovn, lease=lease, stopping=stop)
     thread = threading.Thread(target=loop.run, daemon=True)
     try:
         thread.start()
@@ -199,7 +204,8 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
     calls = {request_attributes(m, p) for m, p in recorder.seen}
     verbs = {(r, v) for _, r, v, _ in calls}
     # the run really exercised what the RBAC is about
-    for needed in [("pods", "list"), ("pods", "watch"), ("nodes", "list"),
+    for needed in [("pods", "list"), ("pods", "watch"), ("nodes", "list"), ("nodes", "watch"),
+                   ("networkpolicies", "watch"), ("network-attachment-definitions", "watch"),
                    ("virtualmachines", "create"), ("virtualmachines", "patch"),
                    ("virtualmachines", "delete"), ("virtualmachines", "watch"),
                    ("network-attachment-definitions", "create"),
