@@ -1,11 +1,21 @@
 """Profile one phase of the pipeline at a given scale with cProfile (stdlib, no extra deps).
 
-    .venv/bin/python -m bench.profile --pods 10000 --phase apply   # cold OVN transaction
-    .venv/bin/python -m bench.profile --pods 10000 --phase noop    # warm no-op reconcile
+    .venv/bin/python -m bench.profile --pods 10000 --phase cli-apply  # `osc-gitops apply`, cold
+    .venv/bin/python -m bench.profile --pods 10000 --phase cli-plan   # `osc-gitops plan`, cold
+    .venv/bin/python -m bench.profile --pods 10000 --phase apply      # the OVN transaction only
+    .venv/bin/python -m bench.profile --pods 10000 --phase noop       # warm no-op reconcile
     .venv/bin/python -m bench.profile --pods 10000 --phase observe|plan|connect
+    ... --steering network-function --vnfs 1 --distribution sid      # the default backend
 
-Prints the top functions by cumulative and by own time; ``--out FILE`` keeps the pstats file
-(readable with ``python -m pstats`` or snakeviz).
+Every thread is profiled (:class:`AllThreads`): the OVN adapter's connection thread commits the
+transaction and parses the server's updates, which a main-thread-only profile would not show.
+The ``cli-*`` phases run ``reconciler.cli.app.main`` in this process against a sandbox in a
+child process (the same command line as the benchmark's fresh processes), so connect, read,
+compile, diff, transaction and verify are all in one profile; they print the process's CPU time
+and the load average next to the wall time (the machine may be shared).
+
+Prints the top functions by cumulative and by own time, per thread; ``--out FILE`` keeps the
+merged pstats file (readable with ``python -m pstats`` or snakeviz).
 """
 
 from __future__ import annotations
@@ -14,10 +24,15 @@ import argparse
 import cProfile
 import gc
 import io
+import os
 import pstats
+import resource
 import tempfile
+import threading
 import time
 from pathlib import Path
+from types import FrameType
+from typing import Any
 
 from bench.run import reset_owned, wait_adapter
 from bench.sandbox_proc import SandboxProcess
@@ -29,6 +44,57 @@ from reconciler.core.planning import make_plan
 from reconciler.engine.pipeline import observe, reconcile
 from reconciler.manifests.load import load_path
 
+PHASES = ("cli-apply", "cli-plan", "apply", "noop", "observe", "plan", "connect")
+
+
+class AllThreads:
+    """cProfile of the calling thread and of every thread started while it is enabled.
+
+    ``threading.setprofile`` installs a hook in each new thread; on its first event the hook
+    replaces itself with a fresh ``cProfile.Profile`` of that thread. A thread's profile ends
+    with the thread (the OVN adapter's connection thread ends when the adapter is closed).
+    """
+
+    def __init__(self) -> None:
+        self.main = cProfile.Profile()
+        self.threads: list[tuple[str, cProfile.Profile]] = []
+
+    def _hook(self, frame: FrameType, event: str, arg: Any) -> None:
+        prof = cProfile.Profile()
+        self.threads.append((threading.current_thread().name, prof))
+        prof.enable()
+
+    def enable(self) -> None:
+        threading.setprofile(self._hook)
+        self.main.enable()
+
+    def disable(self) -> None:
+        self.main.disable()
+        threading.setprofile(None)  # type: ignore[arg-type,unused-ignore]
+
+    def report(self, top: int, out: str | None) -> str:
+        buf = io.StringIO()
+        every = [("main", self.main), *self.threads]
+        for name, prof in every:
+            stats = pstats.Stats(prof, stream=buf)
+            if not stats.stats:  # type: ignore[attr-defined]
+                continue
+            buf.write(f"\n===== thread {name}: {stats.total_tt:.2f} s profiled "  # type: ignore[attr-defined]
+                      "=====\n")  # fmt: skip
+            for key in ("cumulative", "tottime"):
+                stats.sort_stats(key).print_stats(top)
+        if out:
+            merged = pstats.Stats(self.main)
+            for _name, prof in self.threads:
+                merged.add(prof)
+            merged.dump_stats(out)
+        return buf.getvalue()
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,69 +102,130 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--groups", type=int, default=200)
     parser.add_argument("--bindings", type=int, default=200)
-    parser.add_argument("--phase", default="apply",
-                        choices=("apply", "noop", "observe", "plan", "connect"))  # fmt: skip
+    parser.add_argument("--vnfs", type=int, default=1)
+    parser.add_argument("--both-every", type=int, default=0,
+                        help="every Nth binding redirects both ways (0: none)")  # fmt: skip
+    parser.add_argument("--steering", default="network-function",
+                        choices=("router-policy", "network-function"))  # fmt: skip
+    parser.add_argument("--distribution", default="sid", choices=("host", "sid"),
+                        help="OVN of the sandbox: host 23.03, sid 26.03")  # fmt: skip
+    parser.add_argument("--phase", default="cli-apply", choices=PHASES)
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--cli-args", default="", help="extra flags for the cli-* phases")
     parser.add_argument("--out", default=None)
     parser.add_argument("--gc-freeze", action="store_true",
                         help="gc.freeze() before the phase (what the CLI and loop do)")  # fmt: skip
     args = parser.parse_args()
-    scale = Scale(args.pods, args.nodes, args.groups, args.bindings)
-    options = CompileOptions(steering="router-policy")
+    scale = Scale(args.pods, args.nodes, args.groups, args.bindings, args.vnfs, args.both_every)
+    options = CompileOptions(steering=args.steering)
+    prof = AllThreads()
     with tempfile.TemporaryDirectory(prefix="oscp-") as tmp:
         manifests = write_manifests(scale, Path(tmp) / "policies")
-        desired = load_path(manifests)
-        with SandboxProcess(scale, Path(tmp) / "sb") as sb:
-            settings = OvnSettings(remote=sb.info.nb_remote, timeout=300)
-            kube = KubeCluster(KubeSettings(kubeconfig=sb.info.kubeconfig, timeout=120))
-            prof = cProfile.Profile()
-            if args.phase == "connect":
-                prof.enable()
-                ovn = OvnNorthbound.connect(settings)
-                prof.disable()
+        with SandboxProcess(scale, Path(tmp) / "sb", distribution=args.distribution) as sb:
+            remote = sb.info.nb_remote
+            if args.phase.startswith("cli-"):
+                extra = args.cli_args.split()
+                wall, cpu = _profile_cli(args.phase[4:], prof, sb, manifests, options, extra)
             else:
-                ovn = OvnNorthbound.connect(settings)
-            try:
-                if args.phase in ("noop", "observe", "plan"):
-                    reconcile(desired, kube, ovn, options)
-                    wait_adapter(ovn, len(ovn.read().owned))
-                if args.phase == "apply":
-                    reset_owned(sb.info.nb_remote)
-                    the_plan = make_plan(desired, observe(kube, ovn, "osc-gitops"), options)
-                    t0 = time.perf_counter()
-                    prof.enable()
-                    ovn.apply(the_plan.ovn_changes())
-                    prof.disable()
-                elif args.phase == "noop":
-                    t0 = time.perf_counter()
-                    prof.enable()
-                    reconcile(desired, kube, ovn, options)
-                    prof.disable()
-                elif args.phase == "observe":
-                    t0 = time.perf_counter()
-                    prof.enable()
-                    observe(kube, ovn, "osc-gitops")
-                    prof.disable()
-                elif args.phase == "plan":
-                    observed = observe(kube, ovn, "osc-gitops")
-                    if args.gc_freeze:
-                        gc.freeze()
-                    t0 = time.perf_counter()
-                    prof.enable()
-                    make_plan(desired, observed, options)
-                    prof.disable()
-                else:
-                    t0 = time.perf_counter()
-                print(f"{args.phase}: {time.perf_counter() - t0:.3f} s (under the profiler)")
-            finally:
-                ovn.close()
-                kube.close()
-    if args.out:
-        prof.dump_stats(args.out)
-    for key in ("cumulative", "tottime"):
-        buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(args.top)
-        print(buf.getvalue())
+                wall, cpu = _profile_phase(args.phase, prof, remote, sb, manifests, options, args)
+    load = os.getloadavg()
+    print(f"{args.phase}: {wall:.3f} s wall, {cpu:.3f} s CPU of this process (under the "
+          f"profiler); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")  # fmt: skip
+    print(prof.report(args.top, args.out))
+
+
+def _profile_cli(
+    command: str,
+    prof: AllThreads,
+    sb: SandboxProcess,
+    manifests: Path,
+    options: CompileOptions,
+    extra: list[str],
+) -> tuple[float, float]:
+    from reconciler.cli.app import main as cli_main
+
+    # Default flags, as the benchmark's fresh processes (text output: -o json renders every
+    # change of a 40,000-row plan with the pure-Python indenting encoder).
+    argv = ["--ovn-nb", sb.info.nb_remote, "--kubeconfig", sb.info.kubeconfig,
+            "--steering", options.steering or "network-function"]  # fmt: skip
+    if command == "plan":  # against the converged NB
+        code = cli_main(["apply", str(manifests), *argv, "--ovn-timeout", "300"])
+        if code != 0:
+            raise SystemExit(f"the apply before the plan failed ({code})")
+    else:
+        reset_owned(sb.info.nb_remote)
+        sb.call("delete_owned_kube")
+    import contextlib
+
+    sink = io.StringIO()
+    t0, c0 = time.perf_counter(), _cpu()
+    prof.enable()
+    try:
+        with contextlib.redirect_stdout(sink):
+            code = cli_main([command, str(manifests), *argv, *extra])
+    finally:
+        prof.disable()
+    wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    if code != 0:
+        raise SystemExit(f"osc-gitops {command} exited {code}")
+    return wall, cpu
+
+
+def _profile_phase(
+    phase: str,
+    prof: AllThreads,
+    remote: str,
+    sb: SandboxProcess,
+    manifests: Path,
+    options: CompileOptions,
+    args: argparse.Namespace,
+) -> tuple[float, float]:
+    desired = load_path(manifests)
+    settings = OvnSettings(remote=remote, timeout=300)
+    kube = KubeCluster(KubeSettings(kubeconfig=sb.info.kubeconfig, timeout=120))
+    prof.enable() if phase in ("connect", "apply") else None  # threads start at connect
+    t0, c0 = time.perf_counter(), _cpu()
+    ovn = OvnNorthbound.connect(settings)
+    if phase == "connect":
+        prof.disable()
+        wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    try:
+        if phase in ("noop", "observe", "plan"):
+            reconcile(desired, kube, ovn, options)
+            wait_adapter(ovn, len(ovn.read().owned))
+        if phase == "apply":
+            prof.disable()
+            reset_owned(remote)
+            wait_adapter(ovn, 0)
+            the_plan = make_plan(desired, observe(kube, ovn, options.instance), options)
+            t0, c0 = time.perf_counter(), _cpu()
+            prof.main.enable()
+            ovn.apply(the_plan.ovn_changes())
+            prof.main.disable()
+        elif phase == "noop":
+            t0, c0 = time.perf_counter(), _cpu()
+            prof.enable()
+            reconcile(desired, kube, ovn, options)
+            prof.disable()
+        elif phase == "observe":
+            t0, c0 = time.perf_counter(), _cpu()
+            prof.enable()
+            observe(kube, ovn, options.instance)
+            prof.disable()
+        elif phase == "plan":
+            observed = observe(kube, ovn, options.instance)
+            if args.gc_freeze:
+                gc.freeze()
+            t0, c0 = time.perf_counter(), _cpu()
+            prof.enable()
+            make_plan(desired, observed, options)
+            prof.disable()
+        if phase != "connect":
+            wall, cpu = time.perf_counter() - t0, _cpu() - c0
+    finally:
+        ovn.close()
+        kube.close()
+    return wall, cpu
 
 
 if __name__ == "__main__":

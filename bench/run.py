@@ -1,16 +1,18 @@
-"""Measure one scale: the three ways side by side, cold plan, warm no-op, label latency, RSS.
+"""Measure one backend at one scale: the three ways side by side, cold apply and plan as fresh
+processes, and the warm loop (in a process of its own: :mod:`bench.warm`).
 
 Why the measurements are taken the way they are (details in ``docs/benchmarks.md``):
 
-- The sandbox runs in a child process (:mod:`bench.sandbox_proc`); this process is the
-  reconciler only, with its adapters connected once and kept open (the warm loop).
-- Between runs our rows are removed with a raw transaction, then we poll the warm OVN adapter
-  until its IDL cache has followed (it mirrors other writers asynchronously); that wait is not
-  part of any figure, because in the real loop the next reconcile starts from a synced cache.
-- Cold figures are fresh ``osc-gitops`` processes; their peak RSS comes from ``wait4``.
-- "pod labelled -> committed": the label is PATCHed through the emulator's HTTP API, then the
-  loop's pipeline (observe, plan, apply) runs and the clock stops when the OVN transaction has
-  committed (the server answered); a raw ``select`` then checks the port is in its group.
+- The sandbox runs in a child process (:mod:`bench.sandbox_proc`), the warm loop in another,
+  so each measured process holds only what osc-gitops itself holds.
+- Between runs our rows are removed with a raw transaction (:func:`reset_owned`); the three
+  ways then write the same change set, and a plan against what (a) and (b) wrote must be empty.
+- Cold figures are fresh ``osc-gitops`` processes with default flags (only ``--ovn-nb`` and
+  ``--kubeconfig``; the steering backend is passed for router-policy, whose NB also has the
+  Network Function tables); their peak RSS is the child's own ``VmHWM``. The cold apply
+  starts from an NB without our rows and a cluster without our VMs/NADs: a first apply.
+- Every timing is stored with the 1-minute load average taken just before it (the machine may
+  be shared), and every run is kept, not only the medians.
 """
 
 from __future__ import annotations
@@ -22,59 +24,67 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.distributions import distribution
 
 from bench import ways
 from bench.sandbox_proc import SandboxProcess
-from bench.scenario import Scale, pod_labels, write_manifests
+from bench.scenario import Scale, write_manifests
+from bench.warm import measure_warm
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
-from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+from reconciler.adapters.ovn.oneshot import OvnOneShot
+from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.core.compile import CompileOptions
 from reconciler.core.model import Desired
 from reconciler.core.plan import Change
 from reconciler.core.planning import make_plan
-from reconciler.engine.loop import Loop, LoopConfig
+from reconciler.core.target import SVC_MONITOR_MARKER_PREFIX
 from reconciler.engine.pipeline import observe, reconcile
-from reconciler.engine.sources import LocalSource
 from reconciler.manifests.load import load_path
 
 OWNER = "osc-gitops"
 Log = Callable[[str], None]
 
 
-def _median(values: list[float]) -> float:
+def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+def load1() -> float:
+    return os.getloadavg()[0]
 
 
 def reset_owned(remote: str) -> None:
-    """Remove every row we own (raw JSON-RPC), as if the NB had never seen osc-gitops."""
+    """Remove every row we own (raw JSON-RPC), as if the NB had never seen osc-gitops: our
+    ports, policies, groups (their ACLs go with them), functions (their health checks go with
+    them) and the NB_Global options our marker claims."""
     owned = ["external_ids", "includes", ["map", [["osc.io/owner", OWNER]]]]
+    schema_tables = ovsdb_rpc.get_schema(remote, "OVN_Northbound")["tables"]
+    network_function = "Network_Function" in schema_tables
     sel = ovsdb_rpc.transact(
         remote,
         "OVN_Northbound",
         [
             {"op": "select", "table": t, "where": [owned], "columns": ["_uuid"]}
             for t in ("Logical_Switch_Port", "Logical_Router_Policy")
-        ],
-    )
+        ]
+        + [{"op": "select", "table": "NB_Global", "where": [], "columns": ["_uuid", "options",
+                                                                          "external_ids"]}],
+    )  # fmt: skip
     lsps = [r["_uuid"] for r in sel[0]["rows"]]
     lrps = [r["_uuid"] for r in sel[1]["rows"]]
-    ops: list[dict[str, Any]] = [
-        {"op": "delete", "table": "Port_Group", "where": [owned]},
-    ]
+    ops: list[dict[str, Any]] = []
+    if network_function:
+        # An ACL still naming a group would keep the group referenced until the ACL is
+        # collected, which the server checks only after the delete: clear it first.
+        ops.append({"op": "update", "table": "ACL", "where": [owned],
+                    "row": {"network_function_group": ["set", []]}})  # fmt: skip
+    ops.append({"op": "delete", "table": "Port_Group", "where": [owned]})
     if lrps:
         ops.append(
             {
@@ -94,14 +104,21 @@ def reset_owned(remote: str) -> None:
             }
         )
         ops.append({"op": "delete", "table": "Logical_Switch_Port", "where": [owned]})
-    schema_tables = ovsdb_rpc.get_schema(remote, "OVN_Northbound")["tables"]
-    for table in ("Network_Function_Group", "Network_Function"):
-        if table in schema_tables:
+    if network_function:
+        for table in ("Network_Function_Group", "Network_Function"):
             ops.append({"op": "delete", "table": table, "where": [owned]})
+    for row in sel[2]["rows"]:
+        ext = dict(ovsdb_rpc.from_atom(row["external_ids"]))
+        marker = f"{SVC_MONITOR_MARKER_PREFIX}{OWNER}"
+        if marker in ext:
+            claimed = [k for k in ext[marker].split(",") if k]
+            ops.append({"op": "mutate", "table": "NB_Global", "where": [],
+                        "mutations": [["options", "delete", ["set", claimed]],
+                                      ["external_ids", "delete", ["set", [marker]]]]})  # fmt: skip
     ovsdb_rpc.transact(remote, "OVN_Northbound", ops, timeout=600)
 
 
-def wait_adapter(ovn: OvnNorthbound, owned_rows: int, timeout: float = 120.0) -> None:
+def wait_adapter(ovn: Any, owned_rows: int, timeout: float = 120.0) -> None:
     """Poll until the warm adapter's cache holds exactly ``owned_rows`` rows of ours."""
     deadline = time.monotonic() + timeout
     while True:
@@ -176,44 +193,90 @@ def measure_scale(
     *,
     runs: int,
     events: int,
-    northd: bool = False,
-    steering: str = "router-policy",
-    nb_schema: str = "installed",
-    nbctl_runs: int = 2,
+    steering: str = "network-function",
+    dist: str = "sid",
+    nbctl_runs: int = 1,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Everything for one scale, in one sandbox; returns plain data (medians and raw runs)."""
+    """Everything for one backend at one scale, in one sandbox; returns plain data."""
     result: dict[str, Any] = {
         "scale": scale.__dict__ | {"label": scale.label},
-        "runs": runs,
-        "events": events,
-        "northd": northd,
         "steering": steering,
-        "nb_schema": nb_schema,
+        "distribution": dist,
+        "runs": runs,
         "nbctl_runs": min(runs, nbctl_runs),
     }
+    tag = f"[{steering} {scale.label}]"
     with tempfile.TemporaryDirectory(prefix="oscb-") as tmp:
         workdir = Path(tmp)
         manifests = write_manifests(scale, workdir / "policies")
         t0 = time.perf_counter()
-        with SandboxProcess(scale, workdir / "sb", nb_schema=nb_schema, northd=northd) as sb:
-            info = sb.info
-            log(f"[{scale.label}] sandbox up, seeded in {info.seed_seconds:.1f} s "
+        with SandboxProcess(scale, workdir / "sb", distribution=dist) as sb:
+            log(f"{tag} sandbox up, seeded in {sb.info.seed_seconds:.1f} s "
                 f"(total {time.perf_counter() - t0:.1f} s)")  # fmt: skip
-            result["seed_seconds"] = info.seed_seconds
+            result["seed_seconds"] = sb.info.seed_seconds
             desired = load_path(manifests)
             options = CompileOptions(steering=steering)
-            t0 = time.perf_counter()
-            kube = KubeCluster(KubeSettings(kubeconfig=info.kubeconfig, timeout=120))
-            ovn = OvnNorthbound.connect(OvnSettings(remote=info.nb_remote, timeout=300))
-            result["connect_sync_seconds"] = time.perf_counter() - t0
+            kube = KubeCluster(KubeSettings(kubeconfig=sb.info.kubeconfig, timeout=120))
             try:
-                _measure(result, scale, desired, options, kube, ovn, sb, manifests, workdir,
-                         runs, events, nbctl_runs, log)  # fmt: skip
+                _measure(result, scale, desired, options, kube, sb, manifests, workdir,
+                         runs, nbctl_runs, dist, tag, log)  # fmt: skip
+                log(f"{tag} warm loop: {events} label events ...")
+                warm = measure_warm(
+                    scale,
+                    manifests,
+                    workdir,
+                    nb_remote=sb.info.nb_remote,
+                    kubeconfig=sb.info.kubeconfig,
+                    kube_url=sb.info.kube_url,
+                    steering=steering,
+                    events=events,
+                )
+                result["warm"] = warm
+                label, rss = warm["label"], warm["rss_samples"]
+                log(
+                    f"{tag} warm: no-op {median(warm['noop']) * 1000:.1f} ms, label p50 "
+                    f"{label['p50'] * 1000:.0f} ms p99 {label['p99'] * 1000:.0f} ms, "
+                    f"RSS {rss[0][1]:.0f} -> {warm['rss_end_mib']:.0f} MiB"
+                )
             finally:
-                ovn.close()
                 kube.close()
     return result
+
+
+def measure_northd(scale: Scale, *, steering: str, dist: str, log: Log = print) -> dict[str, Any]:
+    """Informative: a cold apply with ovn-northd running, then how long northd takes to turn
+    the rows into the southbound's logical flows (``ovn-nbctl --wait=sb sync``)."""
+    with tempfile.TemporaryDirectory(prefix="oscn-") as tmp:
+        workdir = Path(tmp)
+        manifests = write_manifests(scale, workdir / "policies")
+        with SandboxProcess(scale, workdir / "sb", distribution=dist, northd=True) as sb:
+            sb.call("northd_sync")
+            loads = [load1()]
+            cold = run_child(_cli("apply", str(manifests), *_flags(sb, steering)),
+                             workdir / "apply.out")  # fmt: skip
+            if cold[1] != 0:
+                raise RuntimeError(f"apply with northd: {(workdir / 'apply.out').read_text()}")
+            loads.append(load1())
+            northd = sb.call("northd_sync")
+            result = {
+                "steering": steering,
+                "distribution": dist,
+                "scale": scale.label,
+                "cold_apply_seconds": cold[0],
+                "northd_seconds": northd,
+                "loads": loads,
+            }
+            log(f"[northd {steering} {scale.label}] apply {cold[0]:.2f} s, then northd "
+                f"{northd:.2f} s")  # fmt: skip
+            return result
+
+
+def _flags(sb: SandboxProcess, steering: str) -> list[str]:
+    """Default flags: the NB and the kubeconfig; the backend only when it is not the
+    default one (the 26.03 NB has both)."""
+    flags = ["--ovn-nb", sb.info.nb_remote, "--kubeconfig", sb.info.kubeconfig]
+    return flags if steering == "network-function" else [*flags, "--steering", steering]
 
 
 def _measure(
@@ -222,217 +285,114 @@ def _measure(
     desired: Desired,
     options: CompileOptions,
     kube: KubeCluster,
-    ovn: OvnNorthbound,
     sb: SandboxProcess,
     manifests: Path,
     workdir: Path,
     runs: int,
-    events: int,
     nbctl_runs: int,
+    dist: str,
+    tag: str,
     log: Log,
 ) -> None:
     remote = sb.info.nb_remote
+    settings = OvnSettings(remote=remote, timeout=300)
+    oneshot = OvnOneShot(settings)
     # First deploy (Kubernetes objects + OVN rows), once: not a target figure, reported.
-    report = reconcile(desired, kube, ovn, options)
-    result["first_deploy"] = {
-        "seconds": report.seconds,
-        "changes": report.plan.summary(),
-        "kube_objects": len(report.plan.kube_changes()),
-    }
-    log(f"[{scale.label}] first deploy: {report.plan.summary()} {_fmt(report.seconds)}")
-    owned_rows = len(ovn.read().owned)
-    result["owned_ovn_rows"] = owned_rows
+    report = reconcile(desired, kube, oneshot, options)
+    result["first_deploy"] = {"seconds": report.seconds, "changes": report.plan.summary(),
+                              "kube_objects": len(report.plan.kube_changes())}  # fmt: skip
+    log(f"{tag} first deploy: {report.plan.summary()} {_fmt(report.seconds)}")
     counts: dict[str, int] = {}
     for change in report.plan.ovn_changes():
         counts[change.kind] = counts.get(change.kind, 0) + 1
     result["ovn_rows_by_table"] = counts
+    result["owned_ovn_rows"] = len(oneshot.read().owned)
     result["port_refs"] = sum(
         len((c.after or {}).get("ports", ())) for c in report.plan.ovn_changes()
     )
+    nbctl_tool = distribution(dist)
 
     def fresh() -> list[Change]:
         reset_owned(remote)
-        wait_adapter(ovn, 0)
-        creates = make_plan(desired, observe(kube, ovn, options.instance), options).ovn_changes()
-        return creates
+        return make_plan(desired, observe(kube, oneshot, options.instance), options).ovn_changes()
 
     raw: list[dict[str, float]] = []
     nbctl: list[dict[str, float]] = []
     inproc: list[dict[str, float]] = []
-    cold_apply: list[tuple[float, int, float]] = []
-    cold_plan: list[tuple[float, int, float]] = []
-    common = ["--ovn-nb", remote, "--kubeconfig", sb.info.kubeconfig, "--ovn-timeout", "300",
-              "--steering", options.steering or "router-policy"]  # fmt: skip
+    cold_apply: list[dict[str, float]] = []
+    cold_plan: list[dict[str, float]] = []
     for r in range(runs):
         creates = fresh()
-        raw.append(ways.apply_raw(remote, creates))
-        wait_adapter(ovn, owned_rows)
-        _converged(desired, kube, ovn, options, "raw JSON-RPC")
+        load = load1()
+        raw.append({**ways.apply_raw(remote, creates), "load": load})
+        _converged(desired, kube, oneshot, options, "raw JSON-RPC")
 
         if r < nbctl_runs:  # slow (minutes at 10k): fewer repeats, said in the table
             creates = fresh()
-            nbctl.append(ways.apply_nbctl(remote, creates))
-            wait_adapter(ovn, owned_rows)
-            _converged(desired, kube, ovn, options, "ovn-nbctl")
+            load = load1()
+            nbctl.append({**ways.apply_nbctl(remote, creates, nbctl_tool.command("ovn-nbctl"),
+                                             nbctl_tool.env(workdir), options.steering or ""),
+                          "load": load})  # fmt: skip
+            _converged(desired, kube, oneshot, options, "ovn-nbctl")
 
         fresh()
+        load = load1()
         t0 = time.perf_counter()
-        rep = reconcile(desired, kube, ovn, options)
-        inproc.append({**rep.seconds, "total": time.perf_counter() - t0})
+        rep = reconcile(desired, kube, oneshot, options)
+        inproc.append({**rep.seconds, "total": time.perf_counter() - t0, "load": load})
 
         reset_owned(remote)
-        wait_adapter(ovn, 0)
-        cold_apply.append(
-            run_child(_cli("apply", str(manifests), *common, "-o", "json"), workdir / "apply.out")
-        )
-        if cold_apply[-1][1] != 0:
+        sb.call("delete_owned_kube")
+        load = load1()
+        wall, code, peak = run_child(_cli("apply", str(manifests), *_flags(sb, options.steering
+                                                                             or "")),
+                                     workdir / "apply.out")  # fmt: skip
+        if code != 0:
             raise RuntimeError(f"osc-gitops apply failed: {(workdir / 'apply.out').read_text()}")
-        wait_adapter(ovn, owned_rows)
-        cold_plan.append(
-            run_child(_cli("plan", str(manifests), *common, "-o", "json"), workdir / "plan.out")
-        )
-        if cold_plan[-1][1] != 0:
-            raise RuntimeError(f"osc-gitops plan (exit {cold_plan[-1][1]}) on a converged NB: "
-                               f"{(workdir / 'plan.out').read_text()[:2000]}")  # fmt: skip
+        cold_apply.append({"seconds": wall, "rss_mib": peak, "load": load})
+        load = load1()
+        wall, code, peak = run_child(_cli("plan", str(manifests), *_flags(sb, options.steering
+                                                                            or "")),
+                                     workdir / "plan.out")  # fmt: skip
+        if code != 0:
+            raise RuntimeError(f"osc-gitops plan (exit {code}) on a converged NB: "
+                               f"{(workdir / 'plan.out').read_text()[-2000:]}")  # fmt: skip
+        cold_plan.append({"seconds": wall, "rss_mib": peak, "load": load})
         last = nbctl[-1] if nbctl else {"total": float("nan"), "processes": 0.0}
-        log(f"[{scale.label}] run {r + 1}/{runs}: raw {raw[-1]['total']:.2f} s, "
+        log(f"{tag} run {r + 1}/{runs} (load {load:.2f}): raw {raw[-1]['total']:.2f} s, "
             f"nbctl {last['total']:.2f} s ({last['processes']:.0f} proc), "
             f"apply in-process {inproc[-1]['total']:.2f} s "
             f"(txn {inproc[-1].get('ovn_transaction', 0):.2f}), "
-            f"cold apply {cold_apply[-1][0]:.2f} s, cold plan {cold_plan[-1][0]:.2f} s "
-            f"({cold_plan[-1][2]:.0f} MiB)")  # fmt: skip
+            f"cold apply {cold_apply[-1]['seconds']:.2f} s ({cold_apply[-1]['rss_mib']:.0f} "
+            f"MiB), cold plan {cold_plan[-1]['seconds']:.2f} s "
+            f"({cold_plan[-1]['rss_mib']:.0f} MiB)")  # fmt: skip
 
-    warm = _warm_loop(scale, desired, kube, ovn, options, sb, manifests, workdir, runs,
-                      events, log)  # fmt: skip
-    noop, noop_parts = warm["noop"], warm["noop_parts"]
-    latencies, phases = warm["latencies"], warm["phases"]
+    def med(items: list[dict[str, float]]) -> dict[str, float]:
+        return {k: median([x.get(k, 0.0) for x in items]) for k in items[0]} if items else {}
+
+    def cold(items: list[dict[str, float]]) -> dict[str, float]:
+        return {
+            "seconds": median([c["seconds"] for c in items]),
+            "rss_mib": max(c["rss_mib"] for c in items),
+        }
+
     result.update(
-        raw={k: _median([x[k] for x in raw]) for k in raw[0]},
-        nbctl={k: _median([x[k] for x in nbctl]) for k in nbctl[0]}
-        if nbctl
-        else {"total": float("nan"), "processes": 0.0},
-        apply_inproc={k: _median([x.get(k, 0.0) for x in inproc]) for k in inproc[0]},
-        cold_apply={
-            "seconds": _median([c[0] for c in cold_apply]),
-            "rss_mib": max(c[2] for c in cold_apply),
-        },
-        cold_plan={
-            "seconds": _median([c[0] for c in cold_plan]),
-            "rss_mib": max(c[2] for c in cold_plan),
-        },
-        noop={"seconds": _median(noop), "parts": noop_parts},
-        label={
-            "p50": _pct(latencies, 0.5),
-            "p99": _pct(latencies, 0.99),
-            "events": len(latencies),
-            "phases_median": {k: _median([p[k] for p in phases]) for k in phases[0]},
-        },
+        raw=med(raw),
+        nbctl=med(nbctl) if nbctl else {"total": float("nan"), "processes": 0.0},
+        apply_inproc=med(inproc),
+        cold_apply=cold(cold_apply),
+        cold_plan=cold(cold_plan),
         raw_runs={
-            "raw": [x["total"] for x in raw],
-            "nbctl": [x["total"] for x in nbctl],
-            "apply_inproc": [x["total"] for x in inproc],
-            "apply_txn": [x.get("ovn_transaction", 0.0) for x in inproc],
-            "cold_apply": [c[0] for c in cold_apply],
-            "cold_plan": [c[0] for c in cold_plan],
-            "noop": noop,
-            "label": latencies,
+            "raw": raw,
+            "nbctl": nbctl,
+            "apply_inproc": inproc,
+            "cold_apply": cold_apply,
+            "cold_plan": cold_plan,
         },
-        noop_full={"seconds": _median(warm["noop_full"]), "runs": warm["noop_full"]},
-        warm_process_rss_mib=_rss_now(),
     )
 
 
-def _warm_loop(
-    scale: Scale,
-    desired: Desired,
-    kube: KubeCluster,
-    ovn: OvnNorthbound,
-    options: CompileOptions,
-    sb: SandboxProcess,
-    manifests: Path,
-    workdir: Path,
-    runs: int,
-    events: int,
-    log: Log,
-) -> dict[str, Any]:
-    """The long-running loop as ``osc-gitops run`` builds it: :class:`KubeCache` (list+watch)
-    in front of the API server, the warm OVN adapter, the incremental planner, a local folder.
-
-    - no-op: ``reconcile_pass("periodic")`` on a converged world (must be "unchanged");
-    - no-op with a full compile: the same after ``planner.reset()`` (what every
-      ``--full-resync`` period costs);
-    - pod labelled -> committed: the label is PATCHed at t0; the watch delivers it to the
-      cache; ``reconcile_pass("pod")`` runs at once (no debounce); the clock stops at the OVN
-      commit (``OvnNorthbound.last_commit``); a raw ``select`` checks the member.
-    """
-    from reconciler.adapters.kube.cache import KubeCache
-
-    stop = threading.Event()
-    cache = KubeCache(kube)
-    cache.start(stop, options.instance)
-    try:
-        if not cache.wait_synced(300):
-            raise RuntimeError("the Kubernetes cache did not sync")
-        config = LoopConfig(options=options, status_file=workdir / "status.json",
-                            full_resync=1e9, lag_retries=())  # fmt: skip
-        loop = Loop(config, LocalSource(manifests), cache, ovn)
-        first = loop.reconcile_pass("start")
-        if first.result not in ("applied", "unchanged"):
-            raise RuntimeError(f"warm loop start: {first.result} {first.error}")
-        noop: list[float] = []
-        for _ in range(max(runs, 5) * 4):
-            t0 = time.perf_counter()
-            res = loop.reconcile_pass("periodic")
-            noop.append(time.perf_counter() - t0)
-            if res.result != "unchanged":
-                raise RuntimeError(f"no-op pass: {res.result} {res.changes} {res.error}")
-        parts = {"cached_passes": float(loop.planner.last_mode == "cached")}
-        noop_full: list[float] = []
-        for _ in range(max(runs, 3)):
-            loop.planner.reset()
-            t0 = time.perf_counter()
-            res = loop.reconcile_pass("periodic")
-            noop_full.append(time.perf_counter() - t0)
-            if res.result != "unchanged":
-                raise RuntimeError(f"no-op full pass: {res.result} {res.error}")
-        log(f"[{scale.label}] no-op warm: median {_median(noop) * 1000:.1f} ms, with a full "
-            f"compile {_median(noop_full):.2f} s")  # fmt: skip
-
-        latencies: list[float] = []
-        phases: list[dict[str, float]] = []
-        groups = desired.security_groups
-        for k in range(events):
-            n = (k * 7919 + 13) % scale.pods
-            namespace, name = f"ns-{n % 20:02d}", f"pod-{n:06d}"
-            node = f"node-{n % scale.nodes:03d}"
-            group = _group_without(groups, pod_labels(n), (k * 31) % scale.groups, scale.groups)
-            key, value = next(iter(dict(groups[group].spec.label_pairs()).items()))
-            labels = {**pod_labels(n), key: value}
-            t0 = time.perf_counter()
-            patch_labels(sb.info.kube_url, namespace, name, labels)
-            t1 = time.perf_counter()
-            _wait_cache(cache, namespace, name, labels)
-            t2 = time.perf_counter()
-            res = loop.reconcile_pass("pod")
-            if res.result != "applied" or ovn.last_commit is None or ovn.last_commit < t2:
-                raise RuntimeError(f"label event {k}: {res.result} {res.error}")
-            committed = ovn.last_commit
-            latencies.append(committed - t0)
-            phases.append({"patch": t1 - t0, "watch": t2 - t1, "pass_to_commit": committed - t2})
-            pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
-            _check_member(sb.info.nb_remote, pg, f"{namespace}_{name}", res)
-            # Put the labels back so the next event starts from the seeded state (not timed).
-            patch_labels(sb.info.kube_url, namespace, name, pod_labels(n))
-            _wait_cache(cache, namespace, name, pod_labels(n))
-            if loop.reconcile_pass("pod").result != "applied":
-                raise RuntimeError(f"label event {k}: restoring the labels did not apply")
-        return {"noop": noop, "noop_parts": parts, "noop_full": noop_full,
-                "latencies": latencies, "phases": phases}  # fmt: skip
-    finally:
-        stop.set()
-
-
-def _group_without(groups: Any, labels: dict[str, str], start: int, count: int) -> str:
+def group_without(groups: Any, labels: dict[str, str], start: int, count: int) -> str:
     """The first group from ``start`` on that the pod is not yet a member of (at tiny scales
     a pod often is), so every event is a real membership change."""
     for i in range(count):
@@ -442,7 +402,7 @@ def _group_without(groups: Any, labels: dict[str, str], start: int, count: int) 
     raise RuntimeError("the pod is a member of every group")
 
 
-def _wait_cache(cache: Any, namespace: str, name: str, labels: dict[str, str],
+def wait_cache(cache: Any, namespace: str, name: str, labels: dict[str, str],
                 timeout: float = 30.0) -> None:  # fmt: skip
     """Spin until the watch has delivered the change to the cache (part of the latency)."""
     deadline = time.perf_counter() + timeout
@@ -457,7 +417,7 @@ def _wait_cache(cache: Any, namespace: str, name: str, labels: dict[str, str],
         time.sleep(0.0005)
 
 
-def _check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
+def check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
     res = ovsdb_rpc.transact(remote, "OVN_Northbound", [
         {"op": "select", "table": "Port_Group", "where": [["name", "==", pg]],
          "columns": ["ports"]},
@@ -473,7 +433,7 @@ def _check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
 
 
 def _converged(
-    desired: Desired, kube: KubeCluster, ovn: OvnNorthbound, options: CompileOptions, how: str
+    desired: Desired, kube: KubeCluster, ovn: Any, options: CompileOptions, how: str
 ) -> None:
     """The rows written another way must be exactly ours: a plan against them is empty."""
     the_plan = make_plan(desired, observe(kube, ovn, options.instance), options)
@@ -483,13 +443,6 @@ def _converged(
             f"{how} wrote rows that differ from the target: {the_plan.summary()}, e.g. "
             f"{first.action} {first.kind} {first.key} {first.changed}"
         )
-
-
-def _rss_now() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def _fmt(seconds: dict[str, float]) -> str:

@@ -36,12 +36,13 @@ def _serve(
     scale: Scale,
     workdir: str,
     nb_schema: str,
+    distribution: str,
     northd: bool,
 ) -> None:
     from osc_gitops_sandbox import ovsdb_rpc
     from osc_gitops_sandbox.cluster import SandboxCluster
 
-    cluster = SandboxCluster(workdir, nb_schema=nb_schema, northd=northd)
+    cluster = SandboxCluster(workdir, nb_schema=nb_schema, distribution=distribution, northd=northd)
     try:
         cluster.start()
         namespaces, nodes, pods = kube_objects(scale)
@@ -89,13 +90,19 @@ class SandboxProcess:
     """``with SandboxProcess(scale, workdir) as sb: sb.info.nb_remote ...``"""
 
     def __init__(
-        self, scale: Scale, workdir: Path, *, nb_schema: str = "installed", northd: bool = False
+        self,
+        scale: Scale,
+        workdir: Path,
+        *,
+        nb_schema: str = "auto",
+        distribution: str = "host",
+        northd: bool = False,
     ) -> None:
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe()
         self._proc = ctx.Process(
             target=_serve,
-            args=(child, scale, str(workdir), nb_schema, northd),
+            args=(child, scale, str(workdir), nb_schema, distribution, northd),
             name="osc-bench-sandbox",
             daemon=True,
         )

@@ -40,6 +40,8 @@ class Scale:
     groups: int = 200
     bindings: int = 200
     vnfs: int = 3
+    both_every: int = BOTH_EVERY
+    """Every ``both_every``-th binding is ``redirection: both`` (0: none, all ``exit-lport``)."""
 
     @property
     def label(self) -> str:
@@ -157,7 +159,8 @@ def manifests(scale: Scale) -> str:
         g = b % scale.groups
         v = b % scale.vnfs
         vnf = VNF_NAMES[v] if v < len(VNF_NAMES) else f"vnf{v}"
-        redirection = "both" if b % BOTH_EVERY == 0 else "exit-lport"
+        both = scale.both_every and b % scale.both_every == 0
+        redirection = "both" if both else "exit-lport"
         docs.append(
             "apiVersion: osc.io/v1alpha1\nkind: Binding\n"
             f"metadata:\n  name: bind-{b:03d}\n"

@@ -15,10 +15,13 @@ backends use are supported.
 
 from __future__ import annotations
 
+import csv
+import io
 import subprocess
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from osc_gitops_sandbox import ovsdb_rpc
@@ -26,6 +29,7 @@ from osc_gitops_sandbox import ovsdb_rpc
 from reconciler.core.plan import Change
 
 DB = "OVN_Northbound"
+SINGLETON = "NB_Global"
 ARG_BUDGET = 1_600_000
 """Bytes of argv per ``ovn-nbctl`` process: ARG_MAX is 2 MiB here and counts every word's
 pointer (8 bytes) and NUL as well as the environment."""
@@ -34,6 +38,7 @@ _PARENT = {
     "Logical_Switch_Port": ("switch", "Logical_Switch", "ports"),
     "ACL": ("port_group", "Port_Group", "acls"),
     "Logical_Router_Policy": ("router", "Logical_Router", "policies"),
+    "Network_Function_Health_Check": ("network_function", "Network_Function", "health_check"),
 }
 _REFS = {
     ("Port_Group", "ports"): "Logical_Switch_Port",
@@ -68,8 +73,15 @@ def raw_ops(changes: Sequence[Change], existing: dict[str, dict[str, str]]) -> l
 
     children: dict[tuple[str, str], list[list[str]]] = defaultdict(list)
     inserts: list[dict[str, Any]] = []
+    singletons: list[dict[str, Any]] = []
     for change in changes:
         after = dict(change.after or {})
+        if change.kind == SINGLETON and existing.get(SINGLETON):
+            # The cluster's one row exists: our keys are set into its maps, as osc-gitops does.
+            mutations = [[col, "insert", ovsdb_rpc.to_datum(value)] for col, value in after.items()]
+            singletons.append({"op": "mutate", "table": SINGLETON, "where": [],
+                               "mutations": mutations})  # fmt: skip
+            continue
         row: dict[str, Any] = {}
         parent = _PARENT.get(change.kind)
         for col, value in after.items():
@@ -100,7 +112,8 @@ def raw_ops(changes: Sequence[Change], existing: dict[str, dict[str, str]]) -> l
     ops: list[dict[str, Any]] = []
     # Children created in this transaction that belong to a parent also created here (ACLs of a
     # new Port_Group) go into the parent's insert; others are mutations of existing parents.
-    by_name = {(c.kind, c.key): op for c, op in zip(changes, inserts, strict=True)}
+    inserted = [c for c in changes if not (c.kind == SINGLETON and existing.get(SINGLETON))]
+    by_name = {(c.kind, c.key): op for c, op in zip(inserted, inserts, strict=True)}
     for (ptable, pname), refs in children.items():
         op = by_name.get((ptable, pname))
         column = next(col for _f, t, col in _PARENT.values() if t == ptable)
@@ -115,18 +128,23 @@ def raw_ops(changes: Sequence[Change], existing: dict[str, dict[str, str]]) -> l
                     "mutations": [[column, "insert", ["set", refs]]],
                 }
             )
-    return inserts + ops
+    return inserts + ops + singletons
 
 
 def select_existing(remote: str) -> dict[str, dict[str, str]]:
-    """Name -> UUID of every switch, router and LSP (one ``select`` per table, one txn)."""
+    """Name -> UUID of every switch, router and LSP, and the NB_Global row if there is one
+    (one ``select`` per table, one txn)."""
     tables = ("Logical_Switch_Port", "Logical_Switch", "Logical_Router")
     ops = [{"op": "select", "table": t, "where": [], "columns": ["_uuid", "name"]} for t in tables]
+    ops.append({"op": "select", "table": SINGLETON, "where": [], "columns": ["_uuid"]})
     results = ovsdb_rpc.transact(remote, DB, ops)
-    return {
+    existing = {
         t: {row["name"]: row["_uuid"][1] for row in res["rows"]}
-        for t, res in zip(tables, results, strict=True)
+        for t, res in zip(tables, results, strict=False)
     }
+    singleton = results[-1]["rows"]
+    existing[SINGLETON] = {"": singleton[0]["_uuid"][1]} if singleton else {}
+    return existing
 
 
 def apply_raw(remote: str, changes: Sequence[Change]) -> dict[str, float]:
@@ -240,17 +258,174 @@ def nbctl_batches(changes: Sequence[Change], budget: int = ARG_BUDGET) -> list[l
     return batches
 
 
-def apply_nbctl(remote: str, changes: Sequence[Change]) -> dict[str, float]:
-    """(b): run the batches; returns seconds and the number of processes."""
-    batches = nbctl_batches(changes)
+# The network-function backend's rows, with 26.03's own commands (``lsp-add``, ``nf-add``,
+# ``nfg-add``, ``pg-add``, ``acl-add ... allow-related NFG``). What those commands cannot set
+# is set in a second pass, by UUID: ``acl-add`` names no id to refer to the ACL by, and
+# ``ovn-nbctl``'s generic commands do not find a Network_Function(_Group) by name. So the
+# second pass is one ``find`` per table for the UUIDs, then batched ``set``s (external_ids,
+# the group's fallback, the function's health check).
+_NF_ORDER = {
+    "Logical_Switch_Port": 0,
+    "Network_Function": 1,
+    "Network_Function_Group": 2,
+    "Port_Group": 3,
+    "ACL": 4,
+    SINGLETON: 5,
+}
+
+
+@dataclass
+class NfScript:
+    """The network-function backend's rows as an ``ovn-nbctl`` script."""
+
+    creates: list[list[str]] = field(default_factory=list)
+    """Pass 1: one list of argv words per row, in an order where every name a step uses
+    already exists."""
+    later: dict[str, dict[Any, list[str]]] = field(default_factory=dict)
+    """Pass 2: table -> how ``find`` identifies a row (its name; an ACL by direction,
+    priority and match) -> the ``set`` arguments after the UUID."""
+
+
+def nbctl_nf_script(changes: Sequence[Change]) -> NfScript:
+    script = NfScript(later={"Network_Function": {}, "Network_Function_Group": {}, "ACL": {}})
+    steps: list[tuple[int, list[str]]] = []
+    nf_ext: dict[str, str] = {}
+    nf_check: dict[str, list[str]] = {}
+    for i, change in enumerate(_creates(changes)):
+        after = dict(change.after or {})
+        table = change.kind
+        ext = f"external_ids={_map(after.get('external_ids') or {})}"
+        later = script.later.get(table)
+        if table == "Logical_Switch_Port":
+            name = str(after["name"])
+            words = ["--", "lsp-add", str(after["switch"]), name]
+            if after.get("options"):
+                opts = [f"{k}={v}" for k, v in after["options"].items()]
+                words += ["--", "lsp-set-options", name, *opts]
+            if after.get("addresses"):
+                words += ["--", "lsp-set-addresses", name, *after["addresses"]]
+            words += ["--", "set", table, name, ext]
+        elif table == "Network_Function":
+            name = str(after["name"])
+            words = ["--", "nf-add", name, str(after["id"]), str(after["inport"]),
+                     str(after["outport"])]  # fmt: skip
+            nf_ext[name] = ext
+        elif table == "Network_Function_Health_Check":
+            hc = f"@hc{i}"
+            nf_check[str(after["network_function"])] = [
+                f"health_check={hc}", "--", f"--id={hc}", "create", table,
+                f"name={_q(after['name'])}", f"options={_map(after.get('options') or {})}", ext,
+            ]  # fmt: skip
+            continue
+        elif table == "Network_Function_Group":
+            name = str(after["name"])
+            words = ["--", "nfg-add", name, str(after["id"]), str(after["mode"]),
+                     *after.get("network_function", [])]  # fmt: skip
+            assert later is not None
+            later[name] = [ext] + ([f"fallback={_q(after['fallback'])}"]
+                                   if after.get("fallback") else [])  # fmt: skip
+        elif table == "Port_Group":
+            name = str(after["name"])
+            words = ["--", "pg-add", name, *after.get("ports", []), "--", "set", table, name, ext]
+        elif table == "ACL":
+            words = ["--", "--type=port-group"]
+            if after.get("name"):
+                words.append(f"--name={after['name']}")
+            if after.get("tier"):
+                words.append(f"--tier={after['tier']}")
+            words += ["acl-add", str(after["port_group"]), str(after["direction"]),
+                      str(after["priority"]), str(after["match"]),
+                      str(after["action"])]  # fmt: skip
+            if after.get("network_function_group"):
+                words.append(str(after["network_function_group"]))
+            assert later is not None
+            identity = (str(after["direction"]), int(after["priority"]), str(after["match"]))
+            later[identity] = [ext]
+        elif table == SINGLETON:
+            words = ["--", "set", SINGLETON, "."]
+            for col, value in after.items():
+                words += [f"{col}:{_q(k)}={_q(v)}" for k, v in (value or {}).items()]
+        else:
+            raise ValueError(f"the network-function nbctl script does not support {table}")
+        steps.append((_NF_ORDER[table], words))
+    steps.sort(key=lambda s: s[0])
+    script.creates = [w for _o, w in steps]
+    for name in sorted(set(nf_ext) | set(nf_check)):
+        # the health check last: its arguments end with the command that creates it
+        script.later["Network_Function"][name] = [
+            *([nf_ext[name]] if name in nf_ext else []),
+            *nf_check.get(name, []),
+        ]
+    return script
+
+
+def _batches(steps: Sequence[list[str]], budget: int) -> list[list[str]]:
+    batches: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for step in steps:
+        step_size = sum(len(w) + 9 for w in step)
+        if size + step_size > budget and current:
+            batches.append(current)
+            current, size = [], 0
+        current.extend(step)
+        size += step_size
+    if current:
+        batches.append(current)
+    return batches
+
+
+def _run_nbctl(nbctl: Sequence[str], env: dict[str, str] | None, remote: str,
+               words: Sequence[str]) -> str:  # fmt: skip
+    proc = subprocess.run(
+        [*nbctl, f"--db={remote}", "--timeout=600", *words],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"ovn-nbctl failed: {proc.stderr.strip()[:500]}")
+    return proc.stdout
+
+
+def apply_nbctl(
+    remote: str,
+    changes: Sequence[Change],
+    nbctl: Sequence[str] = ("ovn-nbctl",),
+    env: dict[str, str] | None = None,
+    steering: str = "router-policy",
+) -> dict[str, float]:
+    """(b): run the batches with ``nbctl`` (the argv prefix of the distribution's
+    ``ovn-nbctl``); returns seconds and the number of processes."""
     t0 = time.perf_counter()
+    if steering != "network-function":
+        batches = nbctl_batches(changes)
+        for words in batches:
+            _run_nbctl(nbctl, env, remote, words)
+        return {"total": time.perf_counter() - t0, "processes": float(len(batches))}
+    script = nbctl_nf_script(changes)
+    batches = _batches(script.creates, ARG_BUDGET)
     for words in batches:
-        proc = subprocess.run(
-            ["ovn-nbctl", f"--db={remote}", "--timeout=600", *words],
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"ovn-nbctl failed: {proc.stderr.strip()[:500]}")
-    return {"total": time.perf_counter() - t0, "processes": float(len(batches))}
+        _run_nbctl(nbctl, env, remote, words)
+    processes = len(batches)
+    sets: list[list[str]] = []
+    for table, wanted in script.later.items():
+        if not wanted:
+            continue
+        columns = "_uuid,direction,priority,match" if table == "ACL" else "_uuid,name"
+        found = _run_nbctl(nbctl, env, remote, ["--format=csv", "--data=bare", "--no-headings",
+                                                f"--columns={columns}", "find", table])  # fmt: skip
+        processes += 1
+        for row in csv.reader(io.StringIO(found)):
+            if not row:
+                continue
+            identity: Any = (row[1], int(row[2]), row[3]) if table == "ACL" else row[1]
+            args = wanted.get(identity)
+            if args is not None:
+                sets.append(["--", "set", table, row[0], *args])
+    set_batches = _batches(sets, ARG_BUDGET)
+    for words in set_batches:
+        _run_nbctl(nbctl, env, remote, words)
+    processes += len(set_batches)
+    return {"total": time.perf_counter() - t0, "processes": float(processes)}
