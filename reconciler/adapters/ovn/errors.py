@@ -33,6 +33,10 @@ class OvnError(EndpointError):
 class OvnConnectError(OvnError):
     """The NB could not be reached or did not finish its initial sync within the timeout."""
 
+    electing: bool = False
+    """Some member answered but was not the Raft leader (or not in the cluster): a leader is
+    probably being elected, and trying again soon may succeed."""
+
 
 class OvnCapabilityError(OvnError):
     """The server's NB schema lacks a table/column the requested rows need."""
@@ -50,9 +54,13 @@ class OvnSnapshotError(OvnError):
     """The server answered the snapshot transaction with an error (message names the NB)."""
 
 
-def connect_error(remote: str, reasons: Iterable[str]) -> OvnConnectError:
+def connect_error(
+    remote: str, reasons: Iterable[str], *, electing: bool = False
+) -> OvnConnectError:
     """No member of ``remote`` could be used: one message with every member's reason."""
-    return OvnConnectError(f"cannot connect to OVN NB at {remote}: {'; '.join(reasons)}")
+    error = OvnConnectError(f"cannot connect to OVN NB at {remote}: {'; '.join(reasons)}")
+    error.electing = electing
+    return error
 
 
 def tls_failure(member: str, exc: ssl.SSLError, what: str = "TLS handshake failed") -> str:

@@ -4,14 +4,17 @@
   lock the IDL holds), its reply routed back by the IDL's own outstanding-transaction table;
   :class:`ForceReconnect`: a reconnect done on the connection thread.
 - :class:`NbIdl`: ovsdbapp's IDL without its per-row ``time.sleep(0)``, counting reconnects and
-  recording which rows changed (:class:`ChangeLog`) for the incremental read.
+  recording which rows changed (:class:`ChangeLog`) for the incremental read, its strings
+  shared (:func:`share_strings`); :func:`release_free_memory` after large updates.
 
 Each overrides as little as it can; everything else is the library's own behaviour.
 """
 
 from __future__ import annotations
 
+import ctypes
 import queue
+import sys
 import threading
 import uuid
 from typing import Any
@@ -20,7 +23,14 @@ from ovs import jsonrpc
 from ovs.db import idl as ovs_idl
 from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
 
-__all__ = ["ChangeLog", "ForceReconnect", "NbIdl", "RawRequest"]
+__all__ = [
+    "ChangeLog",
+    "ForceReconnect",
+    "NbIdl",
+    "RawRequest",
+    "release_free_memory",
+    "share_strings",
+]
 
 
 class RawRequest:
@@ -162,12 +172,66 @@ class NbIdl(ovsdbapp_connection.OvsdbIdl):
         super().restart_fsm()
 
     def notify(self, event: str, row: Any, updates: Any = None) -> None:
-        """Record which row changed (and which columns), for the incremental read.
+        """Record which row changed (and which columns), for the incremental read, and share
+        its strings (:func:`share_strings`).
 
         Called by the IDL on the connection thread for every row it inserts, updates or
         deletes, after the row's committed data changed.
         """
+        if event != ovs_idl.ROW_DELETE:
+            share_strings(row)
         log = self.osc_log
         if log is not None:
             log.record(event, row, updates)
         super().notify(event, row, updates)
+
+
+def share_strings(row: Any) -> None:
+    """Make the row's column names and string values the interpreter's shared (interned)
+    copies.
+
+    The IDL keeps every string the JSON parser made: tens of thousands of our rows repeat the
+    same column names, ``external_ids`` keys and values (owner, resource, node), directions
+    and actions, each as a string object of its own. Sharing one object per distinct string
+    keeps the mirror tens of MiB smaller at 10,000 pods. Only *which object* holds a value
+    changes: keys keep their hash and equality, and nothing here ever mutates a value.
+    """
+    data = row._data
+    if not data:
+        return
+    intern = sys.intern
+    # The IDL's ColumnDefaultDict answers absent columns with their default: keep its type
+    # (and read it with dict's own methods, which see only the columns it holds).
+    shared = type(data)(data._table) if isinstance(data, ovs_idl.ColumnDefaultDict) else {}
+    dict.update(shared, ((intern(k), v) for k, v in dict.items(data)))
+    # Row.__setattr__ is the IDL's write path (it needs a transaction): set the attribute
+    # directly, as the IDL itself does when it applies an update.
+    object.__setattr__(row, "_data", shared)
+    for datum in dict.values(data):
+        for atom, value in datum.values.items():
+            if type(atom.value) is str:
+                atom.value = intern(atom.value)
+            if value is not None and type(value.value) is str:
+                value.value = intern(value.value)
+
+
+def release_free_memory() -> None:
+    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``).
+
+    ovs's C JSON parser builds each message as a tree of C objects before it becomes Python
+    objects; for the initial sync (or the echo of a large transaction) that tree is hundreds of
+    MiB, freed at once but kept by the allocator, so the process's RSS would stay at that peak.
+    A no-op where the C library has no ``malloc_trim``.
+    """
+    global _LIBC
+    if _LIBC is None:
+        try:
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC: Any = None

@@ -47,7 +47,12 @@ from reconciler.adapters.ovn.errors import (
     connect_error,
     tls_failure,
 )
-from reconciler.adapters.ovn.idl_patches import ForceReconnect, NbIdl, RawRequest
+from reconciler.adapters.ovn.idl_patches import (
+    ForceReconnect,
+    NbIdl,
+    RawRequest,
+    release_free_memory,
+)
 from reconciler.adapters.ovn.read_cache import ReadCache, RowIndex, SymbolicRows
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import DB_NAME, NB_TABLES, NbSchema
@@ -72,6 +77,10 @@ __all__ = [
     "OvnState",
     "write_lock_name",
 ]
+
+
+_LARGE_UPDATE = 5_000
+"""Rows changed at once after which the C heap's free memory is given back."""
 
 
 def write_lock_name(instance: str) -> str:
@@ -205,6 +214,7 @@ class OvnNorthbound:
             idl.close()
             raise OvnConnectError(f"{where}: {exc}") from exc
         conn.timeout = settings.timeout
+        release_free_memory()  # the initial sync's parse tree (see the function)
         return cls(settings, conn, schema)
 
     def close(self) -> None:
@@ -265,8 +275,9 @@ class OvnNorthbound:
                     capabilities=self.capabilities,
                     symbolic=self._symbolic,
                 )
-            else:
-                cache.refresh(tables)
+                release_free_memory()  # after a resync the IDL parsed the whole NB again
+            elif cache.refresh(tables) >= _LARGE_UPDATE:
+                release_free_memory()  # e.g. the echo of a cold start's transaction
             return cache
         except BaseException:
             self._cache = None

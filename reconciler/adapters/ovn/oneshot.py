@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from reconciler.adapters.ovn import commit
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnConnectError, OvnLockedError
@@ -76,7 +77,10 @@ class OvnOneShot:
         return self.settings.remote
 
     def read(self) -> OvnState:
-        return read_snapshot(self.settings)
+        """One snapshot of the leader. While no member can be read (a Raft cluster electing
+        a leader, a server restarting) it is tried again until the timeout, as the IDL
+        adapter's connect waits for a leader."""
+        return _until_readable(self.settings, read_snapshot)
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own connections."""
@@ -180,7 +184,7 @@ class OvnOneShot:
         interleave with another osc-gitops of this instance); otherwise the grant is waited
         for until ``deadline`` (finding out after a lost reply: our own old session may still
         hold the lock until the server drops it)."""
-        session, raw_schema = open_leader(self.settings)
+        session, raw_schema = _until_readable(self.settings, open_leader, deadline)
         self._raw_schema = raw_schema
         if self._schema_types is None:
             self._schema_types = (NbSchema(raw_schema), column_types(raw_schema))
@@ -228,6 +232,27 @@ class OvnOneShot:
                 commit.close_quietly(session)
                 time.sleep(0.1)
         return None, None
+
+
+T = TypeVar("T")
+
+
+def _until_readable(
+    settings: OvnSettings, call: Callable[[OvnSettings], T], deadline: float | None = None
+) -> T:
+    """``call(settings)``, again while the only reason it finds no readable member is a Raft
+    cluster without a connected leader (an election), until ``deadline`` (default: the
+    timeout from now); each try is bounded by what is left. Anything else (unreachable,
+    TLS) fails at once, as the IDL adapter's connect does."""
+    until = time.monotonic() + settings.timeout if deadline is None else deadline
+    while True:
+        left = until - time.monotonic()
+        try:
+            return call(replace(settings, timeout=max(0.1, left)))
+        except OvnConnectError as exc:
+            if not exc.electing or left <= 0.5:
+                raise
+            time.sleep(0.25)
 
 
 def _never() -> bool:

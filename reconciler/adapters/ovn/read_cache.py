@@ -231,13 +231,16 @@ class ReadCache:
             return False
         return all(id(t.rows) == self._rows_ids.get(name) for name, t in tables.items())
 
-    def refresh(self, tables: Mapping[str, Any]) -> None:
-        """Bring the index up to date with what the IDL changed since the last refresh."""
+    def refresh(self, tables: Mapping[str, Any]) -> int:
+        """Bring the index up to date with what the IDL changed since the last refresh;
+        returns how many rows changed."""
         log = self._idl.osc_log
         if log is not None:
             changes = log.take()
             if changes:
                 self._follow(tables, changes)
+                return sum(len(per) for per in changes.values())
+        return 0
 
     # -- incremental maintenance -------------------------------------------------------------
     def _follow(

@@ -297,7 +297,12 @@ def leader_problem(server_reply: Mapping[str, Any]) -> str | None:
 
 
 class MemberSkipped(Exception):
-    """This member cannot be read (not the leader, wrong database): try the next one."""
+    """This member cannot be read (not the leader, wrong database): try the next one.
+    ``electing``: it is a Raft member that is not (or not yet) the connected leader."""
+
+    def __init__(self, reason: str, *, electing: bool = False) -> None:
+        super().__init__(reason)
+        self.electing = electing
 
 
 def _leader_schema(session: Session) -> dict[str, Any]:
@@ -328,7 +333,7 @@ def _leader_schema(session: Session) -> dict[str, Any]:
         )
     problem = leader_problem(server_reply)
     if problem:
-        raise MemberSkipped(problem)
+        raise MemberSkipped(problem, electing=True)
     return schema
 
 
@@ -360,6 +365,7 @@ def query_leader(
     tls = ssl_context(settings) if any(m.startswith("ssl:") for m in members) else None
     deadline = time.monotonic() + settings.timeout
     reasons: list[str] = []
+    electing = False
     for member in members:
         try:
             session = Session.open(member, tls, deadline)
@@ -380,6 +386,7 @@ def query_leader(
             return result
         except MemberSkipped as exc:
             reasons.append(f"{member}: {exc}")
+            electing = electing or exc.electing
         except ssl.SSLError as exc:
             reasons.append(tls_failure(member, exc, "TLS failed"))
         except TimeoutError:
@@ -391,4 +398,4 @@ def query_leader(
         finally:
             if not keep:
                 session.close()
-    raise connect_error(remote, reasons)
+    raise connect_error(remote, reasons, electing=electing)
