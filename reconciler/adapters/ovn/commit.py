@@ -14,7 +14,7 @@ transaction it has received whether or not anyone still waits for the reply. So:
   takes the write lock again (granted only once the server has dropped the old session, and a
   server executes every request it fully received before it notices the drop: so from then on
   the old transaction can no longer commit), reads our rows, and compares them with the
-  changes (:func:`~reconciler.adapters.ovn.transaction.outcome`). Committed: the apply
+  changes (:func:`outcome`). Committed: the apply
   succeeded. Not committed: it is sent once more. No answer within ``--ovn-timeout``: it says
   exactly that it does not know (:func:`unknown`).
 """
@@ -24,17 +24,21 @@ from __future__ import annotations
 import contextlib
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from enum import Enum
 from typing import Any
 
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnLockedError
 from reconciler.adapters.ovn.rpc import Session, rpc_error, ssl_context
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.adapters.ovn.transaction import BuiltTransaction, Outcome
+from reconciler.adapters.ovn.tables import NB_TABLES
+from reconciler.adapters.ovn.transaction import BuiltTransaction, OvnChange
+from reconciler.core import ownership
 
 __all__ = [
     "LOST",
     "EchoProbe",
+    "Outcome",
     "ServerLost",
     "ServerSilent",
     "await_reply",
@@ -43,6 +47,7 @@ __all__ = [
     "lost_lock",
     "lost_twice",
     "mixed",
+    "outcome",
     "probe_interval",
     "silence",
     "unknown",
@@ -225,3 +230,83 @@ def close_quietly(session: Session | None) -> None:
     if session is not None:
         with contextlib.suppress(OSError):
             session.close()
+
+
+# -- finding out whether a transaction committed ----------------------------------------------
+
+
+class Outcome(Enum):
+    """What the NB shows of a transaction whose reply never came."""
+
+    COMMITTED = "committed"
+    NOT_COMMITTED = "not committed"
+    MIXED = "mixed"
+    """Some changes are there and some are not: another writer changed those rows since."""
+
+
+def _map_state(live: Any, before: Any, after: Any, ignore: frozenset[str]) -> bool | None:
+    """True when ``live`` has the keys ``after`` sets (and none it removes from ``before``),
+    False when it still has ``before``'s, None when neither."""
+    live, before, after = dict(live or {}), dict(before or {}), dict(after or {})
+    keys = (set(before) | set(after)) - ignore
+    now = {k: live.get(k) for k in keys}
+    if now == {k: after.get(k) for k in keys}:
+        return True
+    if now == {k: before.get(k) for k in keys}:
+        return False
+    return None
+
+
+_IGNORED_KEYS = frozenset({ownership.REVISION, ownership.OWNER})
+
+
+def _applied(change: OvnChange, live: Mapping[str, Any] | None) -> bool | None:
+    """Whether the live row shows ``change`` (True), shows the state before it (False), or
+    neither (None); a change with nothing to tell by says None too."""
+    if change.action == "create" and NB_TABLES[change.kind].naming != "singleton":
+        return live is not None
+    if change.action == "delete":
+        return live is None
+    if live is None:
+        return False if change.action == "create" else None
+    before, after = dict(change.before or {}), dict(change.after or {})
+    verdicts: list[bool | None] = []
+    for col in sorted(set(before) | set(after)):
+        if col not in after or before.get(col) == after[col]:
+            continue
+        if col in NB_TABLES[change.kind].maps:
+            verdicts.append(_map_state(live.get(col), before.get(col), after[col], _IGNORED_KEYS))
+        else:
+            now = live.get(col)
+            verdicts.append(
+                True if now == after[col] else False if now == before.get(col) else None
+            )
+    if any(v is None for v in verdicts):
+        return None
+    if verdicts and all(verdicts):
+        return True
+    if verdicts and not any(verdicts):
+        return False
+    return None
+
+
+def outcome(changes: Sequence[OvnChange], owned: Iterable[Any]) -> Outcome:
+    """Did the transaction made of ``changes`` commit, judged by our rows now (``owned``:
+    ``OvnRow``-like objects with ``table``, ``key``, ``fields``)?
+
+    A transaction is atomic, so its changes are either all there or none is: all there is
+    COMMITTED, none NOT_COMMITTED; anything else (or nothing to tell by) means another writer
+    changed the same rows since, and the answer is MIXED.
+    """
+    live = {(r.table, r.key): r.fields for r in owned}
+    seen: set[bool] = set()
+    for change in changes:
+        verdict = _applied(change, live.get((change.kind, change.key)))
+        if verdict is None:
+            return Outcome.MIXED
+        seen.add(verdict)
+    if seen == {True}:
+        return Outcome.COMMITTED
+    if seen == {False}:
+        return Outcome.NOT_COMMITTED
+    return Outcome.MIXED

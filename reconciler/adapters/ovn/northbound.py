@@ -10,12 +10,15 @@ Why it looks like this:
   connection lock (the IDL applies a whole monitor reply in one ``run()`` under that lock), so a
   half-loaded cache can never make the diff re-create rows that exist. It is incremental
   (:mod:`~reconciler.adapters.ovn.read_cache`).
-- ``apply()`` builds every change into ONE ``api.transaction(check_error=True)``
-  (:mod:`~reconciler.adapters.ovn.transaction`): either all of it commits or nothing does.
+- ``apply()`` builds every change into ONE raw ``transact``
+  (:mod:`~reconciler.adapters.ovn.transaction`), sent on the IDL's own session so it asserts
+  the write lock the IDL holds: either all of it commits or nothing does. Its reply is waited
+  for while the server answers, and a lost reply is never guessed at
+  (:mod:`~reconciler.adapters.ovn.commit`).
 
 The pieces: :mod:`~reconciler.adapters.ovn.tables` (what is read and written),
 :mod:`~reconciler.adapters.ovn.idl_patches` (our ovs/ovsdbapp subclasses),
-:mod:`~reconciler.adapters.ovn.datum` (values in and out of the IDL),
+:mod:`~reconciler.adapters.ovn.datum` (values out of the IDL),
 :mod:`~reconciler.adapters.ovn.errors`.
 """
 
@@ -38,6 +41,7 @@ from ovsdbapp import exceptions as ovsdbapp_exceptions
 from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
 
 from reconciler.adapters.ovn import commit
+from reconciler.adapters.ovn.commit import Outcome, outcome
 from reconciler.adapters.ovn.datum import committed_map
 from reconciler.adapters.ovn.errors import (
     OvnApplyError,
@@ -56,13 +60,7 @@ from reconciler.adapters.ovn.idl_patches import (
 from reconciler.adapters.ovn.read_cache import ReadCache, RowIndex, SymbolicRows
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import DB_NAME, NB_TABLES, NbSchema
-from reconciler.adapters.ovn.transaction import (
-    Outcome,
-    OvnChange,
-    OwnedRow,
-    TransactionBuilder,
-    outcome,
-)
+from reconciler.adapters.ovn.transaction import OvnChange, OwnedRow, TransactionBuilder
 from reconciler.adapters.ovn.wire import column_types
 from reconciler.core.observed import OvnState
 

@@ -27,13 +27,14 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from reconciler.adapters.ovn import commit
+from reconciler.adapters.ovn.commit import Outcome, outcome
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnConnectError, OvnLockedError
 from reconciler.adapters.ovn.northbound import write_lock_name
 from reconciler.adapters.ovn.rpc import Session, open_leader, rpc_error
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.snapshot import SnapshotIndex, read_on, read_snapshot
 from reconciler.adapters.ovn.tables import NbSchema
-from reconciler.adapters.ovn.transaction import Outcome, OvnChange, TransactionBuilder, outcome
+from reconciler.adapters.ovn.transaction import OvnChange, TransactionBuilder
 from reconciler.adapters.ovn.wire import column_types
 from reconciler.core.observed import OvnState
 

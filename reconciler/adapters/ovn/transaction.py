@@ -25,14 +25,14 @@ Why it looks like this:
 - ``NB_Global`` (the cluster's one row) is never created, updated or deleted as a row of ours:
   its changes set and delete exactly the map keys the plan names, as mutations.
 - Retrying is safe because the adapter never resends blindly: after a lost reply it finds out
-  from the NB whether the transaction committed (:func:`outcome`) before sending it again.
+  from the NB whether the transaction committed
+  (:func:`~reconciler.adapters.ovn.commit.outcome`) before sending it again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnCapabilityError, OvnError
@@ -42,12 +42,10 @@ from reconciler.core import ownership
 
 __all__ = [
     "BuiltTransaction",
-    "Outcome",
     "OvnChange",
     "OwnedRow",
     "TransactionBuilder",
     "WriteIndex",
-    "outcome",
 ]
 
 
@@ -518,83 +516,3 @@ class TransactionBuilder:
             self.operations.append(
                 {"op": "delete", "table": change.kind, "where": _where_uuid(row.uuid)}
             )
-
-
-# -- finding out whether a transaction committed ----------------------------------------------
-
-
-class Outcome(Enum):
-    """What the NB shows of a transaction whose reply never came."""
-
-    COMMITTED = "committed"
-    NOT_COMMITTED = "not committed"
-    MIXED = "mixed"
-    """Some changes are there and some are not: another writer changed those rows since."""
-
-
-def _map_state(live: Any, before: Any, after: Any, ignore: frozenset[str]) -> bool | None:
-    """True when ``live`` has the keys ``after`` sets (and none it removes from ``before``),
-    False when it still has ``before``'s, None when neither."""
-    live, before, after = dict(live or {}), dict(before or {}), dict(after or {})
-    keys = (set(before) | set(after)) - ignore
-    now = {k: live.get(k) for k in keys}
-    if now == {k: after.get(k) for k in keys}:
-        return True
-    if now == {k: before.get(k) for k in keys}:
-        return False
-    return None
-
-
-_IGNORED_KEYS = frozenset({ownership.REVISION, ownership.OWNER})
-
-
-def _applied(change: OvnChange, live: Mapping[str, Any] | None) -> bool | None:
-    """Whether the live row shows ``change`` (True), shows the state before it (False), or
-    neither (None); a change with nothing to tell by says None too."""
-    if change.action == "create" and NB_TABLES[change.kind].naming != "singleton":
-        return live is not None
-    if change.action == "delete":
-        return live is None
-    if live is None:
-        return False if change.action == "create" else None
-    before, after = dict(change.before or {}), dict(change.after or {})
-    verdicts: list[bool | None] = []
-    for col in sorted(set(before) | set(after)):
-        if col not in after or before.get(col) == after[col]:
-            continue
-        if col in NB_TABLES[change.kind].maps:
-            verdicts.append(_map_state(live.get(col), before.get(col), after[col], _IGNORED_KEYS))
-        else:
-            now = live.get(col)
-            verdicts.append(
-                True if now == after[col] else False if now == before.get(col) else None
-            )
-    if any(v is None for v in verdicts):
-        return None
-    if verdicts and all(verdicts):
-        return True
-    if verdicts and not any(verdicts):
-        return False
-    return None
-
-
-def outcome(changes: Sequence[OvnChange], owned: Iterable[Any]) -> Outcome:
-    """Did the transaction made of ``changes`` commit, judged by our rows now (``owned``:
-    ``OvnRow``-like objects with ``table``, ``key``, ``fields``)?
-
-    A transaction is atomic, so its changes are either all there or none is: all there is
-    COMMITTED, none NOT_COMMITTED; anything else (or nothing to tell by) means another writer
-    changed the same rows since, and the answer is MIXED.
-    """
-    live = {(r.table, r.key): r.fields for r in owned}
-    seen: set[bool] = set()
-    for change in changes:
-        verdict = _applied(change, live.get((change.kind, change.key)))
-        if verdict is None:
-            return Outcome.MIXED
-        seen.add(verdict)
-    if seen == {True}:
-        return Outcome.COMMITTED
-    if seen == {False}:
-        return Outcome.NOT_COMMITTED
-    return Outcome.MIXED

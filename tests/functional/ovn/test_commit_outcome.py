@@ -22,7 +22,7 @@ from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.ovn import OvnSandbox
 
 from reconciler.adapters.ovn import OvnApplyError, OvnNorthbound, OvnOneShot, OvnSettings
-from reconciler.adapters.ovn.transaction import Outcome, outcome
+from reconciler.adapters.ovn.commit import Outcome, outcome
 from reconciler.core.observed import OvnRow
 from tests.reliability.nbproxy import NbProxy
 from tests.support.ovn import OVN_MARKS, Change, creates, ext
