@@ -64,7 +64,7 @@ from typing import Any
 
 from reconciler.core import diff as diff_mod
 from reconciler.core.compile import CompileOptions
-from reconciler.core.observed import KubeObject, Observed, OvnRow
+from reconciler.core.observed import Observed, OvnRow
 from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from reconciler.core.plan import Plan
 from reconciler.core.slicing import CentralScope, NodeScope, Scope
@@ -159,19 +159,21 @@ class ManagedCounts:
 
     def __init__(self, ovn_only: bool = False) -> None:
         self.ovn_only = ovn_only
-        self._key: tuple[tuple[OvnRow, ...], tuple[KubeObject, ...]] | None = None
+        self._key: tuple[OvnRow, ...] | None = None
         self._counts: dict[str, int] = {}
 
     def of(self, observed: Observed) -> dict[str, int]:
-        key = (observed.ovn_rows, observed.kube_objects)
-        if self._key is not None and key[0] is self._key[0] and key[1] is self._key[1]:
-            return self._counts
-        counts: dict[str, int] = {}
-        for row in observed.ovn_rows:
-            counts[row.table] = counts.get(row.table, 0) + 1
+        # The OVN rows (tens of thousands) are recounted only when the reader hands back a new
+        # tuple; the Kubernetes objects (a few per node) are counted every time, because
+        # ``observe`` builds their tuple anew from the cache's lists.
+        if self._key is None or observed.ovn_rows is not self._key:
+            counts: dict[str, int] = {}
+            for row in observed.ovn_rows:
+                counts[row.table] = counts.get(row.table, 0) + 1
+            self._key, self._counts = observed.ovn_rows, counts
+        counts = dict(self._counts)
         for obj in () if self.ovn_only else observed.kube_objects:
             counts[obj.kind] = counts.get(obj.kind, 0) + 1
-        self._key, self._counts = key, counts
         return counts
 
 
