@@ -93,18 +93,10 @@ def write_lock_name(instance: str) -> str:
 
 def _set_ssl(settings: OvnSettings) -> None:
     """The OVS stream library keeps SSL files process-wide: set them before connecting."""
-    files = (settings.private_key, settings.certificate, settings.ca_cert)
-    if not all(files):
-        raise connect_error(
-            settings.remote, ["an ssl: remote needs private_key, certificate and ca_cert"]
-        )
-    for path in files:
-        assert path is not None
-        if not os.path.isfile(path):
-            raise connect_error(settings.remote, [f"file not found: {path}"])
-    ovs_stream.Stream.ssl_set_private_key_file(settings.private_key)
-    ovs_stream.Stream.ssl_set_certificate_file(settings.certificate)
-    ovs_stream.Stream.ssl_set_ca_cert_file(settings.ca_cert)
+    key, cert, ca = settings.tls_files()
+    ovs_stream.Stream.ssl_set_private_key_file(key)
+    ovs_stream.Stream.ssl_set_certificate_file(cert)
+    ovs_stream.Stream.ssl_set_ca_cert_file(ca)
 
 
 def _fetch_schema(remote: str, deadline: float) -> dict[str, Any]:

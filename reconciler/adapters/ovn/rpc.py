@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import socket
 import ssl
@@ -103,21 +102,13 @@ def ssl_context(settings: OvnSettings) -> ssl.SSLContext:
     """Client TLS like OVS's: the server's certificate must chain to ``ca_cert``; the name is
     not checked (OVS never does: NB certificates are issued by ``ovs-pki`` for switch ids, not
     host names), and we present our own certificate (``ovsdb-server`` requires one)."""
-    files = (settings.private_key, settings.certificate, settings.ca_cert)
-    if not all(files):
-        raise connect_error(
-            settings.remote, ["an ssl: remote needs private_key, certificate and ca_cert"]
-        )
-    for path in files:
-        assert path is not None
-        if not os.path.isfile(path):
-            raise connect_error(settings.remote, [f"file not found: {path}"])
+    key, cert, ca = settings.tls_files()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_REQUIRED
     try:
-        ctx.load_verify_locations(settings.ca_cert)
-        ctx.load_cert_chain(str(settings.certificate), str(settings.private_key))
+        ctx.load_verify_locations(ca)
+        ctx.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:
         raise connect_error(settings.remote, [f"cannot load TLS files: {exc}"]) from None
     return ctx

@@ -3,8 +3,10 @@ reader (which must not need the IDL to be configured)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from reconciler.adapters.ovn.errors import connect_error
 from reconciler.core import ownership
 
 __all__ = ["OvnSettings"]
@@ -27,3 +29,16 @@ class OvnSettings:
     find out whether the transaction committed (:mod:`~reconciler.adapters.ovn.commit`)."""
     instance: str = ownership.DEFAULT_INSTANCE
     """Value of ``osc.io/owner`` that marks our rows."""
+
+    def tls_files(self) -> tuple[str, str, str]:
+        """``(private_key, certificate, ca_cert)`` for an ``ssl:`` remote; all three must be
+        given and exist (one rule for the IDL's stream and the snapshot reader's context)."""
+        key, cert, ca = self.private_key, self.certificate, self.ca_cert
+        if not (key and cert and ca):
+            raise connect_error(
+                self.remote, ["an ssl: remote needs private_key, certificate and ca_cert"]
+            )
+        for path in (key, cert, ca):
+            if not os.path.isfile(path):
+                raise connect_error(self.remote, [f"file not found: {path}"])
+        return key, cert, ca
