@@ -209,7 +209,29 @@ def choose_distribution(
     return SID if ovn_unavailable_reason(northd=northd, distribution=SID) is None else HOST
 
 
-class SandboxCluster:
+class KubeUserActions:
+    """What a user or a controller does through the API emulator, shared by the central-NB
+    :class:`SandboxCluster` and the zoned :class:`~osc_gitops_sandbox.zones.ZonedCluster`."""
+
+    kube: KubeApiServer
+
+    def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
+        """Set (or with ``None`` remove) pod labels, like ``kubectl label --overwrite``."""
+        self._http(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            {"metadata": {"labels": dict(labels)}},
+        )
+
+    def delete_vm(self, namespace: str, name: str) -> None:
+        """What a user does with ``kubectl delete vm``."""
+        self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
+
+    def _http(self, method: str, path: str, body: Any = None) -> Any:
+        return api_request(self.kube, method, path, body)
+
+
+class SandboxCluster(KubeUserActions):
     """Start with :meth:`start` (or ``with``), seed with :meth:`seed_dir`, then play the cluster:
     :meth:`add_pod`, :meth:`delete_pod`, :meth:`label_pod`.
 
@@ -322,18 +344,3 @@ class SandboxCluster:
         """Delete the pod from the API and its LSP from OVN (OVN-Kubernetes' cleanup)."""
         self._http("DELETE", f"/api/v1/namespaces/{namespace}/pods/{name}")
         delete_lsp(self.nb_remote, f"{namespace}_{name}")
-
-    def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
-        """Set (or with ``None`` remove) pod labels, like ``kubectl label --overwrite``."""
-        self._http(
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{name}",
-            {"metadata": {"labels": dict(labels)}},
-        )
-
-    def delete_vm(self, namespace: str, name: str) -> None:
-        """What a user does with ``kubectl delete vm``."""
-        self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
-
-    def _http(self, method: str, path: str, body: Any = None) -> Any:
-        return api_request(self.kube, method, path, body)

@@ -40,8 +40,8 @@ from typing import Any
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.cluster import (
     NODE_SUBNETS,
+    KubeUserActions,
     PodAddresses,
-    api_request,
     choose_distribution,
     delete_lsp,
     insert_pod_lsps,
@@ -292,7 +292,7 @@ NodeSpec = str | SeedNode | ZoneNode | Mapping[str, Any]
 """A node to add: a name, a :class:`SeedNode`/:class:`ZoneNode`, or a Node API object."""
 
 
-class ZonedCluster:
+class ZonedCluster(KubeUserActions):
     """One Kubernetes API emulator and one OVN zone per node (see the module docstring).
 
     Start with :meth:`start` (or ``with``). ``nodes`` become zones at start; :meth:`seed` /
@@ -578,18 +578,3 @@ class ZonedCluster:
             raise KeyError(f"no pod {namespace}/{name}")
         self.delete_pod(namespace, name)
         return self.add_pod(namespace, name, node, old["metadata"].get("labels") or {})
-
-    def label_pod(self, namespace: str, name: str, labels: Mapping[str, str | None]) -> None:
-        """Set (or with ``None`` remove) pod labels, like ``kubectl label --overwrite``."""
-        self._http(
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{name}",
-            {"metadata": {"labels": dict(labels)}},
-        )
-
-    def delete_vm(self, namespace: str, name: str) -> None:
-        """What a user does with ``kubectl delete vm``."""
-        self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
-
-    def _http(self, method: str, path: str, body: Any = None) -> Any:
-        return api_request(self.kube, method, path, body)
