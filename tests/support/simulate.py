@@ -25,11 +25,38 @@ from reconciler.core.observed import KubeObject, Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
 from reconciler.core.planning import make_plan
 from reconciler.core.target import OVN_TABLES
+from tests.support.builders import binding, cluster, desired, sg, vnf
 
 Live = dict[tuple[str, str], dict[str, Any]]
 Event = tuple[Any, ...]
 
 NODES = ("node-1", "node-2", "node-3")
+
+
+# The scenario both planner test modules (test_incremental, test_steering) play events on:
+# two groups on three nodes, a VNF on every node and one on node-1 only, all three directions.
+DESIRED = desired(
+    sg("web", "app=web"),
+    sg("db", "tier=db", "app=db"),
+    vnf("fw"),
+    vnf("ips", nodeSelector={"zone": "a"}),
+    binding("web-fw", "web", "fw", 10, redirection="both"),
+    binding("web-ips", "web", "ips", 20),
+    binding("db-fw", "db", "fw", 10, redirection="entry-lport"),
+)
+START = [
+    ("shop", "a", "node-1", {"app": "web"}),
+    ("shop", "b", "node-2", {"tier": "db"}),
+    ("ops", "c", "node-3", {"app": "db"}),
+    ("ops", "d", "node-1", {}),
+]
+
+
+def scenario_observed(nf: bool = False) -> Observed:
+    """The scenario's cluster as observed before any event (node-1 is in zone a)."""
+    return cluster(START, nodes=NODES, nf=nf, node_labels={"node-1": {"zone": "a"}})
+
+
 """The nodes of the event simulation; node ``node-<i>`` has the pod subnet ``10.244.<i>.0/24``."""
 KEYS = ("app", "tier")
 VALUES = ("web", "db")

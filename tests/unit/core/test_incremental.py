@@ -16,39 +16,20 @@ from hypothesis import strategies as st
 
 from reconciler.core.compile import CompileError, CompileOptions
 from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.observed import Observed
 from reconciler.core.planning import make_plan
-from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.builders import desired
 from tests.support.simulate import (
-    NODES,
+    DESIRED,
     apply_to,
     check_incremental_equals_full,
     event_st,
     live_of,
+    scenario_observed,
     step,
     with_live,
 )
 
-DESIRED = desired(
-    sg("web", "app=web"),
-    sg("db", "tier=db", "app=db"),
-    vnf("fw"),
-    vnf("ips", nodeSelector={"zone": "a"}),
-    binding("web-fw", "web", "fw", 10, redirection="both"),
-    binding("web-ips", "web", "ips", 20),
-    binding("db-fw", "db", "fw", 10, redirection="entry-lport"),
-)
-START = [
-    ("shop", "a", "node-1", {"app": "web"}),
-    ("shop", "b", "node-2", {"tier": "db"}),
-    ("ops", "c", "node-3", {"app": "db"}),
-    ("ops", "d", "node-1", {}),
-]
 EXAMPLES = int(os.environ.get("OSC_HYPOTHESIS_EXAMPLES", "120"))
-
-
-def _observed(nf: bool) -> Observed:
-    return cluster(START, nodes=NODES, nf=nf, node_labels={"node-1": {"zone": "a"}})
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,7 +39,7 @@ def _observed(nf: bool) -> Observed:
 )
 def test_incremental_plan_equals_full_plan(steering: str, events: list[tuple[Any, ...]]) -> None:
     options = CompileOptions(steering=steering)
-    observed = _observed(nf=steering == "network-function")
+    observed = scenario_observed(nf=steering == "network-function")
     check_incremental_equals_full(DESIRED, observed, options, events)
 
 
@@ -80,14 +61,14 @@ def test_a_stale_lsp_beside_the_recreated_pods_lsp_plans_like_a_full_compile(
         ("delete", 18),  # shop/b on node-2
     ]
     planner = check_incremental_equals_full(
-        DESIRED, _observed(nf=steering == "network-function"), options, events
+        DESIRED, scenario_observed(nf=steering == "network-function"), options, events
     )
     assert planner.last_mode == "full"
     assert planner.last_full_reason == "pod LSP names or pods are not unique"
 
     # Once the stale LSP is gone (shop/n18 deleted with its LSPs: an odd number), pod events are
     # followed node by node again.
-    observed = _observed(nf=steering == "network-function")
+    observed = scenario_observed(nf=steering == "network-function")
     for event in events:
         observed = step(observed, event, None)
     check_incremental_equals_full(DESIRED, observed, options, [("delete", 15)], planner)
@@ -100,7 +81,7 @@ def test_a_stale_lsp_beside_the_recreated_pods_lsp_plans_like_a_full_compile(
 
 def test_nothing_changed_returns_the_same_plan_object() -> None:
     options = CompileOptions(steering="router-policy")
-    observed = _observed(nf=False)
+    observed = scenario_observed(nf=False)
     planner = IncrementalPlanner()
     first = planner.plan(DESIRED, observed, options)
     assert planner.last_mode == "full"
@@ -114,7 +95,7 @@ def test_nothing_changed_returns_the_same_plan_object() -> None:
 
 def test_one_pod_labelled_recomputes_only_its_node() -> None:
     options = CompileOptions(steering="router-policy")
-    observed = _observed(nf=False)
+    observed = scenario_observed(nf=False)
     planner = IncrementalPlanner()
     observed = with_live(
         observed, apply_to(live_of(observed), planner.plan(DESIRED, observed, options))
@@ -133,7 +114,7 @@ def test_one_pod_labelled_recomputes_only_its_node() -> None:
 
 def test_new_manifests_or_nodes_compile_everything() -> None:
     options = CompileOptions(steering="router-policy")
-    observed = _observed(nf=False)
+    observed = scenario_observed(nf=False)
     planner = IncrementalPlanner()
     planner.plan(DESIRED, observed, options)
     planner.plan(desired(*DESIRED.security_groups.values()), observed, options)
@@ -146,7 +127,7 @@ def test_new_manifests_or_nodes_compile_everything() -> None:
 
 def test_a_failing_compile_leaves_no_stale_memory() -> None:
     options = CompileOptions(steering="router-policy")
-    observed = _observed(nf=False)
+    observed = scenario_observed(nf=False)
     planner = IncrementalPlanner()
     planner.plan(DESIRED, observed, options)
     stolen = step(observed, ("steal-vnf-ip", 0), None)

@@ -55,13 +55,14 @@ from reconciler.core.steering.base import (
 )
 from reconciler.core.target import Resource
 from reconciler.errors import InternalError
-from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.builders import desired
 from tests.support.simulate import (
-    NODES,
+    DESIRED,
     apply_to,
     check_incremental_equals_full,
     event_st,
     live_of,
+    scenario_observed,
     step,
     with_live,
 )
@@ -141,27 +142,6 @@ def registered(backend: SteeringBackend) -> Iterator[SteeringBackend]:
         del BACKENDS[backend.name]
 
 
-DESIRED = desired(
-    sg("web", "app=web"),
-    sg("db", "tier=db", "app=db"),
-    vnf("fw"),
-    vnf("ips", nodeSelector={"zone": "a"}),
-    binding("web-fw", "web", "fw", 10, redirection="both"),
-    binding("web-ips", "web", "ips", 20),
-    binding("db-fw", "db", "fw", 10, redirection="entry-lport"),
-)
-START = [
-    ("shop", "a", "node-1", {"app": "web"}),
-    ("shop", "b", "node-2", {"tier": "db"}),
-    ("ops", "c", "node-3", {"app": "db"}),
-    ("ops", "d", "node-1", {}),
-]
-
-
-def _observed(nf: bool = False) -> Observed:
-    return cluster(START, nodes=NODES, nf=nf, node_labels={"node-1": {"zone": "a"}})
-
-
 # --- registry ----------------------------------------------------------------------------------
 
 
@@ -198,13 +178,15 @@ def test_bindings_without_network_function_tables_are_refused(requested: str | N
     with pytest.raises(
         CompileError, match=re.escape("schema 7.0.0 has no Network_Function tables")
     ):
-        compile_target(DESIRED, _observed(nf=False), CompileOptions(steering=requested))
+        compile_target(DESIRED, scenario_observed(nf=False), CompileOptions(steering=requested))
 
 
 def test_default_backend_is_what_an_unset_steering_gives_without_bindings() -> None:
     assert default_backend(NF).name == "network-function"
     assert default_backend(NO_NF).name == "router-policy"
-    assert choose_steering(desired(), _observed(nf=False), CompileOptions()) == "router-policy"
+    assert (
+        choose_steering(desired(), scenario_observed(nf=False), CompileOptions()) == "router-policy"
+    )
 
 
 # --- what a backend may see, and what the planner derives from it ------------------------------
@@ -236,7 +218,9 @@ def test_a_backend_sees_only_what_it_declares() -> None:
         OvnRow("Network_Function", "nf", {"id": 1}),
         OvnRow("Port_Group", "pg", {"ports": []}),
     )
-    observed = dataclasses.replace(_observed(nf=True), ovn_rows=rows, used_ids={"ACL": (1,)})
+    observed = dataclasses.replace(
+        scenario_observed(nf=True), ovn_rows=rows, used_ids={"ACL": (1,)}
+    )
     view = backend_view(observed, BACKENDS["network-function"])
     assert view.pods == () and view.pod_ports == () and view.nodes == ()
     assert view.switches == observed.switches and view.used_ids == observed.used_ids
@@ -252,7 +236,7 @@ def test_a_backend_cannot_declare_pods_as_an_observed_field() -> None:
         observed_fields = frozenset({"routers", "pods"})
 
     with pytest.raises(InternalError, match="pods reach a backend as NodePods"):
-        backend_view(_observed(), Peeking())
+        backend_view(scenario_observed(), Peeking())
 
 
 def test_a_pod_dependent_row_must_belong_to_a_node() -> None:
@@ -264,7 +248,7 @@ def test_a_pod_dependent_row_must_belong_to_a_node() -> None:
             out.ovn("Logical_Router_Policy", "k", "SecurityGroup/web", None, {"match": ""})
 
     with registered(Nodeless()), pytest.raises(InternalError, match="belongs to no node"):
-        compile_target(DESIRED, _observed(), CompileOptions(steering="nodeless"))
+        compile_target(DESIRED, scenario_observed(), CompileOptions(steering="nodeless"))
 
 
 # --- a third backend ---------------------------------------------------------------------------
@@ -272,7 +256,9 @@ def test_a_pod_dependent_row_must_belong_to_a_node() -> None:
 
 def test_a_registered_backend_compiles_through_the_interface() -> None:
     with registered(AddressList()):
-        compiled = compile_full(DESIRED, _observed(), CompileOptions(steering="address-list"))
+        compiled = compile_full(
+            DESIRED, scenario_observed(), CompileOptions(steering="address-list")
+        )
     assert compiled.backend.name == "address-list"
     policies = {
         r.key: r.fields["match"] for r in compiled.target if r.kind == "Logical_Router_Policy"
@@ -296,7 +282,7 @@ def test_a_pod_event_re_plans_only_the_third_backends_row_on_that_node() -> None
     options = CompileOptions(steering="address-list")
     with registered(AddressList()):
         planner = IncrementalPlanner()
-        observed = _observed()
+        observed = scenario_observed()
         observed = with_live(
             observed, apply_to(live_of(observed), planner.plan(DESIRED, observed, options))
         )
@@ -325,11 +311,11 @@ def test_incremental_plan_equals_full_plan_for_a_third_backend(
 ) -> None:
     with registered(AddressList()):
         options = CompileOptions(steering="address-list")
-        check_incremental_equals_full(DESIRED, _observed(), options, events)
+        check_incremental_equals_full(DESIRED, scenario_observed(), options, events)
 
 
 def test_switch_subnets_reach_the_backend_through_the_vnf_instance() -> None:
-    observed = dataclasses.replace(_observed(), switches=(Switch("node-1", None),))
+    observed = dataclasses.replace(scenario_observed(), switches=(Switch("node-1", None),))
     with registered(AddressList()):
         compiled = compile_full(DESIRED, observed, CompileOptions(steering="address-list"))
     assert [(i.node, i.ip, i.subnet) for i in compiled.instances.values()] == [
