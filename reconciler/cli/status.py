@@ -67,7 +67,9 @@ def run_status(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(status.render_text(st))
-    return EXIT_OK if st.result in ("applied", "unchanged") else EXIT_ERROR
+    # a halted rolling update needs a human as much as a failed pass does
+    ok = st.result in ("applied", "unchanged") and not status.halted(st)
+    return EXIT_OK if ok else EXIT_ERROR
 
 
 def run_all_nodes(args: argparse.Namespace) -> int:
@@ -125,7 +127,8 @@ COMMAND = Command(
     ),
     epilog=(
         "exit codes: 0 last reconcile ok (--all-nodes: every node ok), 1 error/refused/"
-        "unreachable or no status (--all-nodes: a node failed, is silent, lags or is missing)\n\n"
+        "unreachable or no status, or a rolling update halted (--all-nodes: a node failed, is "
+        "silent, lags or is missing)\n\n"
         "examples:\n  kubectl -n osc-gitops exec deploy/osc-gitops -- osc-gitops status\n"
         "  osc-gitops status --all-nodes --kubeconfig ~/.kube/config\n"
         "  osc-gitops status --all-nodes -o json"

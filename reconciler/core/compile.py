@@ -15,6 +15,7 @@ and the binding rows, and fills the rows the backend declares pod-dependent with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import defaultdict
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from reconciler.core import naming
 from reconciler.core import ownership as own
-from reconciler.core.model import Desired, Precedence
+from reconciler.core.model import Desired, Precedence, VnfDeployment
 from reconciler.core.observed import Observed, Pod, PodPort, Switch
 from reconciler.core.selectors import LabelIndex, matches_selector
 from reconciler.core.steering import STEERING_CHOICES, SteeringBackend, common, select_backend
@@ -125,7 +126,8 @@ def compile_full(
     pods = pods_by_node(members, observed.pod_ports)
     check_pods(backend, instances.values(), pods)
     for inst in instances.values():
-        _emit_vnf_instance(inst, backend, out)
+        for member in inst.members():
+            _emit_vnf_instance(member, backend, out)
     backend.emit_bindings(desired, backend_view(observed, backend), instances, options, out)
     resources, pod_dependent = fill_pods(backend, out.resources, pods, in_place=True)
     _binding_warnings(desired, members, instances, observed, backend, out)
@@ -238,17 +240,38 @@ def _vnf_instances(
                 )
                 continue
             subnet = switches[node.name].subnet
-            instances[(vnf_name, node.name)] = VnfInstance(
-                vnf=vnf,
-                node=node.name,
-                in_port=naming.vnf_port(vnf_name, node.name, "in"),
-                out_port=naming.vnf_port(vnf_name, node.name, "out"),
-                mac_in=naming.mac_for(vnf_name, node.name, "in"),
-                mac_out=naming.mac_for(vnf_name, node.name, "out"),
-                ip=backend.vnf_address(vnf_name, node.name, subnet),
-                subnet=subnet,
+            first = _vnf_instance(vnf, node.name, subnet, backend)
+            if vnf.spec.instancesPerNode > 1 and backend.active_standby:
+                second = _vnf_instance(vnf, node.name, subnet, backend, naming.SECOND)
+                first = dataclasses.replace(first, second=second)
+            instances[(vnf_name, node.name)] = first
+        if vnf.spec.instancesPerNode > 1 and not backend.active_standby:
+            out.warnings.append(
+                f"VnfDeployment {vnf_name} has instancesPerNode: {vnf.spec.instancesPerNode}, "
+                f"but --steering {backend.name} cannot fail over between two instances of a "
+                "node: one instance per node is deployed"
             )
     return instances
+
+
+def _vnf_instance(
+    vnf: VnfDeployment, node: str, subnet: str | None, backend: SteeringBackend, slot: str = ""
+) -> VnfInstance:
+    """One VNF instance on ``node``; ``slot``: ``""`` for the first, ``naming.SECOND`` for the
+    second (its names and MACs add the slot, see ``naming.SECOND``)."""
+    name = vnf.metadata.name
+    mac_parts = (name, node, slot) if slot else (name, node)
+    return VnfInstance(
+        vnf=vnf,
+        node=node,
+        in_port=naming.vnf_port(name, node, "in", slot),
+        out_port=naming.vnf_port(name, node, "out", slot),
+        mac_in=naming.mac_for(*mac_parts, "in"),
+        mac_out=naming.mac_for(*mac_parts, "out"),
+        ip=backend.vnf_address(name, node, subnet),
+        subnet=subnet,
+        slot=slot,
+    )
 
 
 def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetBuilder) -> None:
@@ -275,7 +298,7 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
     spec = inst.vnf.spec
     namespace = spec.namespace
     prefix = spec.dataNetwork or vnf_name
-    nads = {side: naming.nad_name(prefix, node, side) for side in ("in", "out")}
+    nads = {side: naming.nad_name(prefix, node, side, inst.slot) for side in ("in", "out")}
     labels = {
         own.MANAGED_BY_LABEL: own.MANAGED_BY_VALUE,
         own.OWNER: out.instance,
@@ -309,7 +332,7 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
     out.kube(
         "VirtualMachine",
         namespace,
-        naming.vm_name(vnf_name, node),
+        naming.vm_name(vnf_name, node, inst.slot),
         origin,
         node,
         {

@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reconciler.core import naming
 from reconciler.core import ownership as own
 from reconciler.core.compile import members_by_group_and_node
+from reconciler.core.gating import HELD_META, held_idents
 from reconciler.core.health import HEALTHY, UNKNOWN, Health, InstanceHealth, vnf_health
 from reconciler.core.model import Binding, Desired, Precedence, Redirection
 from reconciler.core.observed import Observed, Pod, PodPort
@@ -55,13 +56,14 @@ __all__ = [
     "explain_pod",
 ]
 
-Status = Literal["steered", "not-selected", "no-bindings", "pending", "not-steered"]
+Status = Literal["steered", "not-selected", "no-bindings", "pending", "not-steered", "held"]
 """``steered``: selected, every binding steers on its node and its rows are live as compiled;
 ``not-selected``: no SecurityGroup selects the pod (and nothing of ours steers it);
 ``no-bindings``: selected only by groups no Binding uses; ``pending``: it would be steered, but
 the live rows (or VMs) differ from the compiled ones (apply has not run, or drift);
 ``not-steered``: a binding that applies cannot steer it (no VNF instance on its node, no OVN
-port for the pod, ...)."""
+port for the pod, ...); ``held``: a binding's steering on its node waits until OVN reports the
+VNF instance healthy (``reconciler.core.gating``; the binding's ``held`` says why)."""
 AS_DECLARED: frozenset[str] = frozenset({"steered", "not-selected", "no-bindings"})
 RowState = Literal["ok", "missing", "differs", "stale"]
 """A row as compiled and live: ``ok`` (equal; for a Port_Group: the pod's membership is),
@@ -127,6 +129,9 @@ class BindingView:
     steers: bool
     reason: str
     """Why it does not steer the pod (empty when it does)."""
+    held: str = ""
+    """Why its steering on the pod's node is held (``waiting for fw-node-2 to become healthy``),
+    empty when it is not."""
 
     @property
     def healthy(self) -> bool | None:
@@ -216,6 +221,10 @@ def explain_pod(
     shadowed = common.shadowing(on_node, tiered=tiered)
     health = _health(planned, observed, node, bindings)
     vm_states = _vm_states(planned, node, bindings)
+    held = {
+        (str(h["binding"]), str(h["node"])): str(h["reason"])
+        for h in planned.plan.meta.get(HELD_META) or ()
+    }
     views: list[BindingView] = []
     for binding in bindings:
         spec = binding.spec
@@ -250,13 +259,21 @@ def explain_pod(
                 shadowed=shadowed.get(binding.metadata.name, {}),
                 steers=not reason,
                 reason=reason,
+                held=held.get((binding.metadata.name, node or ""), ""),
             )
         )
 
     rows = _rows(planned, observed, pod, node, bindings)
     warnings += _binding_warnings(views, on_node, tiered, backend.name)
     warnings += _cluster_warnings(desired, observed, pod, node, views, backend.name)
-    status = _status(groups, views, rows)
+    status = _status(groups, views, rows, held_idents(planned.plan))
+    for view in views:
+        if view.held:
+            warnings.append(
+                f"Binding {view.name} on {view.node} is held: {view.held} (steering is switched "
+                "on by the next reconcile after OVN reports it healthy; until then the pod's "
+                "traffic is not steered)"
+            )
     if status == "pending" and any(r.state == "stale" for r in rows) and not views:
         warnings.append(
             "rows of an earlier apply still steer this pod although no Binding applies to it "
@@ -370,7 +387,8 @@ def _health(
 def _vm_states(
     planned: CompiledPlan, node: str | None, bindings: Sequence[Binding]
 ) -> dict[tuple[str, str], RowState]:
-    changes = _changes_by_ident(planned.plan.changes)
+    # what is held back is not live either: compare with the plan before health gating
+    changes = _changes_by_ident((planned.untransitioned or planned.plan).changes)
     states: dict[tuple[str, str], RowState] = {}
     for binding in bindings:
         vnf = binding.spec.vnf
@@ -458,7 +476,7 @@ def _rows(
         for ident, res in compiled.items()
         if res.kind == "Logical_Switch_Port" and res.origin in vnfs and res.node == node
     }
-    changes = _changes_by_ident(planned.plan.changes)
+    changes = _changes_by_ident((planned.untransitioned or planned.plan).changes)
     views: list[RowView] = []
     for ident in sorted(
         {*pgs, *steering, *nfgs, *nfs, *checks, *ports},
@@ -503,16 +521,24 @@ def _row_view(
 
 
 def _status(
-    groups: Sequence[GroupMatch], views: Sequence[BindingView], rows: Sequence[RowView]
+    groups: Sequence[GroupMatch],
+    views: Sequence[BindingView],
+    rows: Sequence[RowView],
+    held: Collection[tuple[str, str]] = (),
 ) -> Status:
-    drift = any(r.state != "ok" for r in rows) or any(b.vm_state not in (None, "ok") for b in views)
+    """``held`` rows (waiting for health) are not drift: apply would not write them now."""
+    drift = any(r.state != "ok" and (r.table, r.name) not in held for r in rows) or any(
+        b.vm_state not in (None, "ok") for b in views
+    )
     if not groups:
         return "pending" if drift else "not-selected"
     if not views:
         return "pending" if drift else "no-bindings"
     if any(not b.steers for b in views):
         return "not-steered"
-    return "pending" if drift else "steered"
+    if drift:
+        return "pending"
+    return "held" if any(b.held for b in views) else "steered"
 
 
 def _binding_warnings(

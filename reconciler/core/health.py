@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from reconciler.core import ownership as own
+from reconciler.core.naming import is_probe_group
 from reconciler.core.observed import Observed, OvnRow
 from reconciler.core.steering.base import MAX_OVN_ID, ids_in_use
 from reconciler.core.target import SVC_MONITOR_OPTIONS, Target
@@ -34,6 +35,7 @@ __all__ = [
     "live_id_budget",
     "plan_report",
     "vnf_health",
+    "why_not_healthy",
 ]
 
 Health = Literal["healthy", "not healthy", "unknown"]
@@ -85,52 +87,63 @@ def vnf_health(
 ) -> dict[tuple[str, str], InstanceHealth]:
     """The health of every VNF instance that has a Network_Function of ours in the NB, plus
     ``instances`` (e.g. the ones a plan creates, ``unknown`` until they exist), by
-    ``(vnf, node)``, sorted.
+    ``(vnf, node)``, sorted. With ``instancesPerNode: 2`` the node's two functions count as one
+    instance here (what the node's traffic sees); ``reconciler.core.gating.member_health`` tells
+    each VM's own health.
 
-    An instance is ``healthy`` when northd made its function the active one of every group of
-    ours that holds it, ``not healthy`` when it did not (none healthy: fail-close groups drop,
-    fail-open ones bypass the VNF), ``unknown`` without a health check, without a group (no
-    binding steers through it) or before it exists."""
-    functions: dict[tuple[str, str], str] = {}
+    An instance is ``healthy`` when northd made one of its functions the active one of every
+    steering group of ours that holds it, ``not healthy`` when it did not (none healthy:
+    fail-close groups drop, fail-open ones bypass the VNF), ``unknown`` without a health check,
+    without a steering group (no binding steers through it; probe groups do not count) or before
+    it exists."""
+    functions: dict[tuple[str, str], list[str]] = defaultdict(list)
     checked: set[str] = set()
     groups: dict[str, list[str]] = defaultdict(list)
     for row in observed.ovn_rows:
         if row.table == _NF:
             where = _instance_of(row)
             if where is not None:
-                functions[where] = str(row.fields.get("name", row.key))
+                functions[where].append(str(row.fields.get("name", row.key)))
         elif row.table == _CHECK:
             nf = row.fields.get("network_function")
             if isinstance(nf, str):
                 checked.add(nf)
         elif row.table == _NFG:
+            name = str(row.fields.get("name", row.key))
+            if is_probe_group(name):
+                continue
             for nf in row.fields.get("network_function") or ():
-                groups[str(nf)].append(str(row.fields.get("name", row.key)))
+                groups[str(nf)].append(name)
     out: dict[tuple[str, str], InstanceHealth] = {}
     for where in sorted({*functions, *instances}):
         vnf, node = where
-        nf = functions.get(where)
-        if nf is None:
+        nfs = functions.get(where) or []
+        steering = sorted({g for nf in nfs for g in groups.get(nf, ())})
+        if not nfs:
             out[where] = InstanceHealth(vnf, node, UNKNOWN, "not in the Northbound DB yet")
-        elif nf not in checked:
+        elif not checked.intersection(nfs):
             out[where] = InstanceHealth(vnf, node, UNKNOWN, "no health check")
-        elif not groups.get(nf):
+        elif not steering:
             out[where] = InstanceHealth(vnf, node, UNKNOWN, "no binding steers through it")
-        elif all(observed.nf_active.get(g) == nf for g in groups[nf]):
+        elif all(observed.nf_active.get(g) in nfs for g in steering):
             out[where] = InstanceHealth(vnf, node, HEALTHY)
         else:
-            out[where] = InstanceHealth(vnf, node, NOT_HEALTHY, _why_not(observed))
+            out[where] = InstanceHealth(vnf, node, NOT_HEALTHY, why_not_healthy(observed))
     return out
 
 
-def _why_not(observed: Observed) -> str:
+def why_not_healthy(observed: Observed) -> str:
+    """Why OVN does not count a checked function healthy, for humans."""
     missing = [k for k in SVC_MONITOR_OPTIONS if k not in observed.nb_global.options]
     if missing:
         return (
             f"NB_Global options:{' and '.join(missing)} not set: OVN never probes, so it "
             "never counts the function healthy"
         )
-    return "OVN's probe gets no answer, or northd has not judged it yet; the failure policy acts"
+    return (
+        "probe failing: OVN's probe gets no answer, or northd has not judged it yet; the "
+        "failure policy acts"
+    )
 
 
 def health_meta(health: Mapping[tuple[str, str], InstanceHealth]) -> list[dict[str, Any]]:

@@ -57,6 +57,7 @@ from reconciler.core.planning import compile_plan
 from reconciler.core.steering import SteeringBackend
 from reconciler.core.steering.base import VnfInstance
 from reconciler.core.target import Resource, Target
+from reconciler.core.transitions import apply_transitions
 
 Mode = Literal["full", "incremental", "cached"]
 Ident = tuple[str, str]
@@ -131,9 +132,11 @@ class IncrementalPlanner:
         if not delta.nodes and not delta.rows:
             memo.observed, memo.ports, memo.pods = observed, delta.ports, delta.pods
             self.last_mode = "cached"
-            return memo.plan
+            return apply_transitions(memo.plan, desired, observed)
         self.last_mode = "incremental"
-        return self._incremental(memo, desired, observed, delta)
+        return apply_transitions(
+            self._incremental(memo, desired, observed, delta), desired, observed
+        )
 
     # ------------------------------------------------------------------ full
 
@@ -142,7 +145,9 @@ class IncrementalPlanner:
     ) -> Plan:
         self._memo = None  # a failing compile must not leave a stale memo behind
         full_plan = compile_plan(desired, observed, options)
-        compiled, the_plan, live = full_plan.compiled, full_plan.plan, dict(full_plan.live)
+        compiled, live = full_plan.compiled, dict(full_plan.live)
+        # remember the plan before the transitions pass, which is redone on every pass
+        the_plan = full_plan.untransitioned or full_plan.plan
         instances: dict[str, list[VnfInstance]] = {}
         for inst in compiled.instances.values():
             instances.setdefault(inst.node, []).append(inst)
@@ -166,7 +171,7 @@ class IncrementalPlanner:
         self.last_mode = "full"
         self.last_full_reason = reason
         self.last_dirty_nodes = frozenset()
-        return the_plan
+        return full_plan.plan
 
     # ------------------------------------------------------------------ incremental
 

@@ -231,6 +231,46 @@ class HealthCheck(_Strict):
     )  # fmt: skip
 
 
+MAX_INSTANCES_PER_NODE = 2
+"""A node's Network_Function_Group is active/standby (northd sends everything to one healthy
+member), so a second VM per node is a standby; a third would add nothing but ids and memory."""
+DEFAULT_PROGRESS_DEADLINE = 600
+"""Seconds a restarted VNF instance may take to be seen healthy before a rolling update halts
+(Kubernetes Deployments' ``progressDeadlineSeconds`` default)."""
+
+
+class UpdateStrategy(_Strict):
+    """How a spec change that needs a VM restart (image, cpu, memory, ...) rolls out: KubeVirt
+    does not restart a running VM when its template changes, so osc-gitops restarts the VMs
+    itself, node by node (the DaemonSet word, ``maxUnavailable``), each one only after the
+    previous ones are seen healthy by OVN again."""
+
+    maxUnavailable: int = Field(
+        default=1, strict=True, le=1000,
+        description=(
+            "Nodes whose VNF instances are restarted at the same time (at least 1). With "
+            "instancesPerNode: 2 a node keeps a healthy instance throughout."
+        ),
+    )  # fmt: skip
+    progressDeadlineSeconds: int = Field(
+        default=DEFAULT_PROGRESS_DEADLINE, ge=1, le=86400, strict=True,
+        description=(
+            "Seconds a restarted instance may take until OVN reports it healthy; past it the "
+            "rollout halts (no further node is restarted) and says so."
+        ),
+    )  # fmt: skip
+
+    @field_validator("maxUnavailable")
+    @classmethod
+    def _at_least_one(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(
+                f"maxUnavailable must be at least 1 (got {value}): with 0 no VM could ever be "
+                "restarted, so a changed image, cpu or memory would never take effect"
+            )
+        return value
+
+
 class VnfDeploymentSpec(_Strict):
     namespace: Name = Field(description="Namespace the VirtualMachines live in.")
     nodeSelector: LabelMap = Field(
@@ -254,6 +294,29 @@ class VnfDeploymentSpec(_Strict):
         default_factory=HealthCheck,
         description="How OVN probes each instance, so a Binding's failurePolicy can act.",
     )
+    instancesPerNode: int = Field(
+        default=1, strict=True,
+        json_schema_extra={"enum": [1, MAX_INSTANCES_PER_NODE]},
+        description=(
+            "VNF VMs per node: 1, or 2 for an active and a standby (both members of the node's "
+            "Network_Function_Group; OVN fails over when the active one fails its probe)."
+        ),
+    )  # fmt: skip
+    updateStrategy: UpdateStrategy = Field(
+        default_factory=UpdateStrategy,
+        description="How a change that needs a VM restart rolls out (node by node).",
+    )
+
+    @field_validator("instancesPerNode")
+    @classmethod
+    def _instances(cls, value: int) -> int:
+        if value not in (1, MAX_INSTANCES_PER_NODE):
+            raise ValueError(
+                f"instancesPerNode must be 1 or {MAX_INSTANCES_PER_NODE} (got {value}): a node's "
+                "Network_Function_Group is active/standby, so one VM serves the traffic and a "
+                "second one stands by; more would never carry traffic"
+            )
+        return value
 
     @field_validator("image")
     @classmethod

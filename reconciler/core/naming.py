@@ -44,29 +44,61 @@ def port_group(instance: str, group: str, node: str) -> str:
     return ovn_ident(instance, group, node)
 
 
-def network_function(instance: str, vnf: str, node: str) -> str:
+SECOND = "b"
+"""The second VNF instance of a node (``instancesPerNode: 2``). The first keeps the names it had
+before a second one existed; the second's names add ``b``: VM ``<vnf>-<node>-b``, NADs
+``<prefix>-<node>-b-in``/``-out``, LSPs ``nf_<vnf>_<node>_b_in``/``_out``, Network_Function
+``osc.<vnf>.<node>._b``. In OVN names the marker is the part ``_b``, after the node: a node name
+is a DNS subdomain, none of whose dot-separated labels can start with ``_`` (nor with ``-``),
+so no first instance of any node is ever named like a second one (the names stay injective)."""
+Slot = str
+"""``""`` for a node's first VNF instance, :data:`SECOND` for its second."""
+SLOTS: tuple[Slot, ...] = ("", SECOND)
+
+
+def network_function(instance: str, vnf: str, node: str, slot: Slot = "") -> str:
+    if slot:
+        return ovn_ident(instance, vnf, node, f"_{slot}")
     return ovn_ident(instance, vnf, node)
+
+
+def probe_group(instance: str, vnf: str, node: str, slot: Slot = "") -> str:
+    """The Network_Function_Group that holds only one function, so that northd reports that
+    function's own health (``network_function_active``) even while it is a standby: with two
+    functions in a group, northd names only the one it made active. No ACL references it.
+    ``probe`` is the last part: the steering groups end with a failure policy instead."""
+    if slot:
+        return ovn_ident(instance, vnf, node, f"_{slot}", "probe")
+    return ovn_ident(instance, vnf, node, "probe")
+
+
+def is_probe_group(name: str) -> bool:
+    """Whether a Network_Function_Group name of ours is a :func:`probe_group`."""
+    return name.endswith(".probe")
 
 
 def network_function_group(instance: str, vnf: str, node: str, fallback: str) -> str:
     return ovn_ident(instance, vnf, node, fallback)
 
 
-def vnf_port(vnf: str, node: str, side: str) -> str:
-    """LSP of a VNF data port: ``nf_<vnf>_<node>_<in|out>``.
+def vnf_port(vnf: str, node: str, side: str, slot: Slot = "") -> str:
+    """LSP of a VNF data port: ``nf_<vnf>_<node>_<in|out>`` (the second instance of a node:
+    ``nf_<vnf>_<node>_b_<in|out>``; neither name part can contain ``_``, so this is unambiguous).
 
     ``_`` never occurs in Kubernetes names, so this can never equal an OVN-Kubernetes pod LSP
     (``<namespace>_<pod>`` would need a pod name containing ``_``).
     """
+    if slot:
+        return f"nf_{vnf}_{node}_{slot}_{side}"
     return f"nf_{vnf}_{node}_{side}"
 
 
-def vm_name(vnf: str, node: str) -> str:
-    return f"{vnf}-{node}"
+def vm_name(vnf: str, node: str, slot: Slot = "") -> str:
+    return f"{vnf}-{node}-{slot}" if slot else f"{vnf}-{node}"
 
 
-def nad_name(prefix: str, node: str, side: str) -> str:
-    return f"{prefix}-{node}-{side}"
+def nad_name(prefix: str, node: str, side: str, slot: Slot = "") -> str:
+    return f"{prefix}-{node}-{slot}-{side}" if slot else f"{prefix}-{node}-{side}"
 
 
 def mac_for(*parts: str) -> str:

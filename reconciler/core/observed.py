@@ -57,6 +57,13 @@ class KubeObject:
     namespace: str
     name: str
     body: dict[str, Any]
+    state: dict[str, str] = field(default_factory=dict)
+    """Annotations the rollout keeps its state in (``rollout.osc.io/*``, see
+    ``reconciler.core.rollout``): never part of ``body``, so the diff never sees them and an
+    update of the managed fields never removes them."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """What a VirtualMachine's ``status`` says of it, when the API has one
+    (``printableStatus``, ``ready``): only to explain why an instance is not healthy."""
 
 
 @dataclass(frozen=True, slots=True)

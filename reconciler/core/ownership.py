@@ -33,6 +33,11 @@ the rows of a central-NB run (``reconciler.core.slicing`` says who owns what).""
 REVISION = "osc.io/revision"
 """Git commit the row was last written from (set by the git source; optional)."""
 
+ROLLOUT_PREFIX = "rollout.osc.io/"
+"""Annotations on our VirtualMachines that hold a rolling update's state
+(``reconciler.core.rollout``). Outside :data:`PREFIX` on purpose: they are not managed fields,
+so an update of the VM from the plan never removes them and the diff never compares them."""
+
 VNF_LABEL = "osc.io/vnf"
 NODE_LABEL = "osc.io/node"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"

@@ -17,6 +17,7 @@ from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan
 from reconciler.core.slicing import AgentOptions, mark_agent_rows
 from reconciler.core.target import Target
+from reconciler.core.transitions import apply_transitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +28,11 @@ class CompiledPlan:
     compiled: Compiled
     live: LiveState
     plan: Plan
+    """What may be applied now: the diff after the transitions pass
+    (``reconciler.core.transitions``)."""
+    untransitioned: Plan | None = None
+    """The diff before that pass (what the incremental planner remembers: the pass depends on
+    health that changes by the second); ``None``: the same as :attr:`plan`."""
 
     @property
     def target(self) -> Target:
@@ -50,7 +56,8 @@ def compile_plan(desired: Desired, observed: Observed, options: CompileOptions) 
         compiled = mark_agent_rows(compiled, options.node)
     live = live_state(observed.ovn_rows, observed.kube_objects)
     meta = plan_meta(compiled, observed, options)
-    return CompiledPlan(compiled, live, diff(compiled.target, live, meta))
+    raw = diff(compiled.target, live, meta)
+    return CompiledPlan(compiled, live, apply_transitions(raw, desired, observed), raw)
 
 
 def make_plan(desired: Desired, observed: Observed, options: CompileOptions) -> Plan:

@@ -88,6 +88,7 @@ from reconciler.engine.reporting.logs import LOGGER, reconcile_id
 from reconciler.engine.reporting.status import StatusBook
 from reconciler.engine.scheduling import Clock, OvnLagRetry, ResyncPlanner, Scheduler, Timing
 from reconciler.engine.sources import ManifestSource, SourceTracker
+from reconciler.engine.transitions import TransitionReport, Transitions, VmActions
 from reconciler.errors import Aborted, OscError, error_cause
 
 log = logging.getLogger(LOGGER)
@@ -204,6 +205,7 @@ class Loop:
         clock: Clock = time.monotonic,
         rng: random.Random | None = None,
         settle: Callable[[], None] = gc_tuning.settle,
+        wall_clock: Clock = time.time,
     ) -> None:
         self.config = config
         self.kube = kube
@@ -237,6 +239,16 @@ class Loop:
         self._slice: tuple[tuple[Any, ...], str | None] | None = None
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
+        self.ovn = ovn
+        writes_kube = config.scope.writes_kubernetes and isinstance(kube, VmActions)
+        self.transitions = Transitions(
+            kube if writes_kube else None,  # type: ignore[arg-type]
+            guard=LoopGuard(self.stopping, lease),
+            clock=wall_clock,
+        )
+        """Rolling updates' steps and held steering, after each pass (``engine.transitions``)."""
+        self.last_transitions = TransitionReport()
+        self._recheck: threading.Timer | None = None
         diff_mod.warm_up()
         self.applied_revision: str | None = None
         """The revision the live state was last reconciled to."""
@@ -328,6 +340,7 @@ class Loop:
                               cause="manifests")  # fmt: skip
         revision = current.revision
         outcome = self.pipeline.run(current.desired, revision, _PassEvents(self, revision, trigger))
+        self._after_transitions(outcome.report.plan, self.last_observed or outcome.observed)
         if outcome.changed:
             result = PassResult("applied", changes=outcome.report.plan.summary())
         else:
@@ -339,6 +352,31 @@ class Loop:
                 f"source unreachable, reconciled last good {revision}: {current.source_error}"
             )
         return result
+
+    def _after_transitions(self, plan: Plan, observed: Observed) -> None:
+        """The rollouts' steps and the held-steering books after a pass; a step written, or a
+        time limit ahead, asks for the next pass (a change of health asks through the NB)."""
+        report = self.transitions.after_pass(plan, observed)
+        self.last_transitions = report
+        self.reporter.transitions(report.held_instances(self.transitions.clock()),
+                                  report.rollouts)  # fmt: skip
+        self.status_book.transitions(report.status_json())
+        if report.steps:
+            self.request("rollout")
+        if self._recheck is not None:
+            self._recheck.cancel()
+            self._recheck = None
+        if report.recheck_at is not None:
+            delay = max(0.0, report.recheck_at - self.transitions.clock()) + 0.05
+            self._recheck = threading.Timer(delay, self.request, args=("rollout",))
+            self._recheck.daemon = True
+            self._recheck.start()
+
+    def _on_ovn_health(self) -> None:
+        """northd changed a function group's active function: a pass, if anything waits for
+        one (held steering, a rollout); otherwise health is only reported by the next pass."""
+        if self.last_transitions.busy:
+            self.request("ovn-health")
 
     def _record(self, result: PassResult, trigger: str) -> None:
         self.passes += 1
@@ -494,6 +532,9 @@ class Loop:
             self._start_thread("source-poller", self._poller)
         if self.config.watch:
             self.start_watches()
+        watch_health = getattr(self.ovn, "watch_health", None)
+        if callable(watch_health):
+            watch_health(self._on_ovn_health)
         self.request("start")
         with self._cond:
             self.schedule.start()
@@ -502,6 +543,8 @@ class Loop:
                 self.reconcile_pass(trigger)
         finally:
             self.stopping.set()
+            if self._recheck is not None:
+                self._recheck.cancel()
             if self.lease is not None:
                 self.lease.release()
             for thread in self._threads:

@@ -33,6 +33,7 @@ from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan
 from reconciler.core.planning import FullPlanner
 from reconciler.core.slicing import CentralScope, Scope
+from reconciler.core.transitions import only_progress
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
@@ -149,6 +150,9 @@ class Reconciled:
 
     report: ApplyReport
     observed: Observed
+    after: Plan | None = None
+    """The verify plan after a write (``None`` when nothing was written): empty, or holding only
+    steering that northd reported ready meanwhile (``core.transitions.only_progress``)."""
 
     @property
     def changed(self) -> bool:
@@ -231,9 +235,9 @@ class Pipeline:
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
         events.settled(after)
-        if not second.empty:
+        if not second.empty and not only_progress(first, second):
             raise NotConverged(second)
-        return Reconciled(report, observed)
+        return Reconciled(report, observed, second)
 
 
 def reconcile(

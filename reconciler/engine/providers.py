@@ -193,6 +193,14 @@ class Reporter(Protocol):
         (ours and everyone else's; at most 255 each). Empty when the NB has no such tables."""
         ...
 
+    def transitions(
+        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
+        seconds it has waited (``reconciler.core.gating``), and the rolling updates under way
+        (the plan's ``meta["rollout"]`` entries, ``reconciler.core.rollout``)."""
+        ...
+
 
 class NoopReporter:
     """A :class:`Reporter` that ignores everything (no metrics wanted)."""
@@ -225,4 +233,9 @@ class NoopReporter:
         pass
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
+        pass
+
+    def transitions(
+        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+    ) -> None:
         pass

@@ -6,7 +6,8 @@ JSON (``-o json``): top-level ``pod`` (``namespace``, ``name``, ``node``, ``port
 (``{name, vnf, order, node, instance, healthy, shadowedBy}`` and ``securityGroup``,
 ``orderDefault``, ``redirection``, ``failurePolicy``, ``precedence``, ``traffic`` (always a
 list of ``{protocol, ports}``), ``vm``, ``health``, ``healthDetail``, ``shadowed``, ``steers``,
-``reason``), ``ovn`` (``{table, name, node, origin, state, changed, fields}``) and ``warnings``.
+``reason``, ``held``: why its steering on the pod's node waits for the VNF instance, or null),
+``ovn`` (``{table, name, node, origin, state, changed, fields}``) and ``warnings``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ _HEADLINE = {
     "pending": "not steered as declared yet: OVN rows or VMs differ from the manifests "
     "(osc-gitops apply fixes them)",
     "not-steered": "selected, but not steered by every Binding that applies (see below)",
+    "held": "selected, but its steering is held until OVN reports the VNF instance healthy",
 }
 
 
@@ -82,6 +84,7 @@ def _binding_json(b: BindingView) -> dict[str, Any]:
         "shadowed": b.shadowed,
         "steers": b.steers,
         "reason": b.reason,
+        "held": b.held or None,
     }
 
 
@@ -139,6 +142,8 @@ def _binding_lines(index: int, b: BindingView) -> list[str]:
         )
     if b.reason:
         lines.append(f"     does not steer this pod: {b.reason}")
+    if b.held:
+        lines.append(f"     ~ held: {b.held}")
     if b.shadowed_by:
         lines.append(f"     shadowed by {b.shadowed_by}: steers nothing of this pod")
     else:

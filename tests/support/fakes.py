@@ -111,6 +111,7 @@ class FakeKube:
         self._owned_tuples: dict[tuple[str, str], tuple[KubeObject, ...]] = {}
         self._watchers: list[tuple[str, WatchCallback, str | None]] = []
         self.reads = 0
+        self.on_restart: list[Callable[[str], None]] = []
 
     # ---------------------------------------------------------------- reads
 
@@ -181,6 +182,34 @@ class FakeKube:
         if gone is not None:
             self._emit(kind, "DELETED", gone)
         return gone
+
+    def annotate(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> object:
+        """Merge-patch annotations (``None`` removes one), as the rollout does."""
+        self.failures.check("annotate")
+        with self._lock:
+            live = self._objects.get((kind, namespace, name))
+            if live is None:
+                raise KubeNotFound(f"fake API: {kind} {namespace}/{name} is gone", status=404)
+            meta = dict(live.get("metadata") or {})
+            merged = {**(meta.get("annotations") or {}), **annotations}
+            meta["annotations"] = {k: v for k, v in merged.items() if v is not None}
+            self._objects[(kind, namespace, name)] = {**live, "metadata": meta}
+            self._owned_tuples.clear()
+        self.journal.add(("kube", "annotate", kind, f"{namespace}/{name}"))
+        self._emit(kind, "MODIFIED", self._objects[(kind, namespace, name)])
+        return self._objects[(kind, namespace, name)]
+
+    def restart_vm(self, namespace: str, name: str) -> object:
+        """KubeVirt's restart: recorded; ``on_restart`` hooks play the guest going down."""
+        self.failures.check("restart_vm")
+        if ("VirtualMachine", namespace, name) not in self._objects:
+            raise KubeNotFound(f"fake API: VirtualMachine {namespace}/{name} is gone", status=404)
+        self.journal.add(("kube", "restart", "VirtualMachine", f"{namespace}/{name}"))
+        for hook in list(self.on_restart):
+            hook(f"{namespace}/{name}")
+        return {}
 
     # ---------------------------------------------------------------- the world changes
 
@@ -262,19 +291,40 @@ class FakeOvn:
         self.transactions = 0
         self.reads = 0
         self.closed = False
+        self.healthy: set[str] | None = None
+        """Functions northd counts healthy (``None``: northd is not playing; no group has an
+        active function). :meth:`read` reports each group's first healthy member active."""
+        self._health_watchers: list[Callable[[], None]] = []
 
     def read(self) -> OvnState:
         self.failures.check("read")
         self.reads += 1
         if self._owned is None:
             self._owned = tuple(OvnRow(t, k, f) for (t, k), f in sorted(self.rows.items()))
+        active: dict[str, str | None] = {}
+        if self.healthy is not None:
+            for (table, key), fields in sorted(self.rows.items()):
+                if table == "Network_Function_Group":
+                    up = [nf for nf in fields.get("network_function") or () if nf in self.healthy]
+                    active[key] = up[0] if up else None
         return OvnState(
             switches=self.switches,
             routers=self.routers,
             pod_ports=self.pod_ports,
             owned=self._owned,
             capabilities=self.capabilities,
+            nf_active=active,
         )
+
+    def set_healthy(self, functions: Iterable[str]) -> None:
+        """northd judged these functions healthy (the others not): health watchers are told."""
+        self.healthy = set(functions)
+        for callback in list(self._health_watchers):
+            callback()
+
+    def watch_health(self, callback: Callable[[], None]) -> None:
+        """``callback()`` whenever northd's verdict changes (as ``OvnNorthbound`` does)."""
+        self._health_watchers.append(callback)
 
     def apply(self, changes: Sequence[Change], revision: str | None = None) -> None:
         """One transaction: checked whole before anything is written."""
@@ -402,6 +452,11 @@ class RecordingReporter:
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
         self.events.append(("nf_ids_used", dict(used)))
+
+    def transitions(
+        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+    ) -> None:
+        self.events.append(("transitions", sorted(held), [dict(r) for r in rollouts]))
 
 
 class FakeSource:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from reconciler.core.compile import CompileError, CompileOptions
 from reconciler.core.incremental import IncrementalPlanner
 from reconciler.core.model import Desired
-from reconciler.core.observed import KubeObject, Observed, OvnRow, Pod, PodPort
+from reconciler.core.observed import KubeObject, NbGlobal, Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
 from reconciler.core.planning import make_plan
 from reconciler.core.target import OVN_TABLES
@@ -116,6 +116,7 @@ event_st = st.one_of(
     st.tuples(st.just("drift"), st.integers(0, 200), st.sampled_from(("ports", "delete"))),
     st.tuples(st.just("steal-vnf-ip"), st.integers(0, 20)),
     st.tuples(st.just("copy")),
+    st.tuples(st.just("northd"), st.integers(0, 3)),
 )
 
 
@@ -177,6 +178,9 @@ def step(observed: Observed, event: Event, current: Plan | None) -> Observed:
         ports[i] = dataclasses.replace(ports[i], ips=(f"10.244.{subnet_octet}.254",))
     elif kind == "copy":  # a relist: equal, but new objects everywhere
         return Observed.from_json(observed.to_json())
+    elif kind == "northd":  # health changes: all healthy, or one node's functions not
+        down = [r.key for r in observed.ovn_rows if r.table == "Network_Function"]
+        return northd_healthy(observed, down[event[1] :: 4] if event[1] else ())
     pods.sort(key=lambda p: (p.namespace, p.name))
     ports.sort(key=lambda p: p.name)
     return dataclasses.replace(observed, pods=tuple(pods), pod_ports=tuple(ports))
@@ -212,3 +216,30 @@ def check_incremental_equals_full(
         assert mine.meta == full.meta
         current = full
     return planner
+
+
+def northd_healthy(observed: Observed, unhealthy: Sequence[str] = ()) -> Observed:
+    """Play northd judging every Network_Function of ours healthy (but ``unhealthy``): each
+    function group's first healthy member is its active function, as the adapter reads it."""
+    active: dict[str, str | None] = {}
+    nb_global = observed.nb_global
+    for row in observed.ovn_rows:
+        if row.table == "Network_Function_Group":
+            up = [nf for nf in row.fields.get("network_function") or () if nf not in unhealthy]
+            active[row.key] = up[0] if up else None
+        elif row.table == "NB_Global":  # the options we set, read back as the adapter does
+            nb_global = NbGlobal(dict(row.fields["options"]), dict(row.fields["external_ids"]))
+    return dataclasses.replace(observed, nf_active=active, nb_global=nb_global)
+
+
+def converge(
+    desired: Desired, observed: Observed, options: CompileOptions, passes: int = 4
+) -> Observed:
+    """``observed`` after ``apply`` passes with every VNF instance healthy (held steering is
+    switched on by the pass after northd reports its group active), until nothing is left."""
+    for _ in range(passes):
+        plan = make_plan(desired, observed, options)
+        if plan.empty and not plan.meta.get("held"):
+            return observed
+        observed = northd_healthy(with_live(observed, apply_to(live_of(observed), plan)))
+    raise AssertionError(f"not converged after {passes} passes")

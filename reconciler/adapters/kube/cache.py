@@ -50,7 +50,7 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -538,6 +538,16 @@ class KubeCache:
         answer = self.kube.replace_managed(kind, namespace, name, body)
         self._write_through(kind, answer)
         return answer
+
+    def annotate(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> Any:
+        answer = self.kube.annotate(kind, namespace, name, annotations)
+        self._write_through(kind, answer)
+        return answer
+
+    def restart_vm(self, namespace: str, name: str) -> Any:
+        return self.kube.restart_vm(namespace, name)
 
     def delete(self, kind: str, namespace: str, name: str) -> Any:
         """Delete through the API; the object leaves the store at once unless finalizers keep

@@ -29,7 +29,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ from reconciler.adapters.kube.errors import (
 )
 from reconciler.adapters.kube.objects import (
     KINDS,
+    VM_SUBRESOURCES,
     WATCHABLE,
     check_writable_kind,
     managed_body,
@@ -448,6 +449,29 @@ class KubeCluster:
             "while we updated it (409 Conflict)",
             status=409,
         )
+
+    def annotate(
+        self, kind: str, namespace: str, name: str, annotations: Mapping[str, str | None]
+    ) -> Any:
+        """Set (``None``: remove) these annotations with one merge patch, nothing else; used
+        for the rolling update's state (``rollout.osc.io/*``), which is not a managed field.
+        Returns the object as the server has it afterwards."""
+        check_writable_kind(kind)
+        patch = {"metadata": {"annotations": dict(annotations)}}
+        return self._request(
+            "PATCH",
+            KINDS[kind].path(namespace, name),
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
+
+    def restart_vm(self, namespace: str, name: str) -> Any:
+        """Restart a VirtualMachine: KubeVirt's ``restart`` subresource, what ``virtctl
+        restart`` calls (``PUT /apis/subresources.kubevirt.io/v1/namespaces/NS/virtualmachines/
+        NAME/restart``): KubeVirt stops the running instance and starts a new one from the VM's
+        current template. A changed template is never applied to a running VM otherwise."""
+        path = f"/apis/{VM_SUBRESOURCES}/namespaces/{namespace}/virtualmachines/{name}/restart"
+        return self._request("PUT", path, body={})
 
     def delete(self, kind: str, namespace: str, name: str) -> Any:
         """Delete; an object already gone (404) is fine (returns ``None`` then).

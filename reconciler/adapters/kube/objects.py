@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import PREFIX
+from reconciler.core.ownership import PREFIX, ROLLOUT_PREFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +43,9 @@ KINDS: dict[str, Kind] = {
     "Lease": Kind("coordination.k8s.io", "v1", "leases"),
 }
 """Kinds the adapter reads or writes, by ``kind``; one line per kind."""
+
+VM_SUBRESOURCES = "subresources.kubevirt.io/v1"
+"""KubeVirt's aggregated API of VM actions (``restart``, ``start``, ``stop``)."""
 
 
 WATCHABLE = frozenset(
@@ -132,8 +135,20 @@ def network_policy_from_object(obj: dict[str, Any]) -> NetworkPolicy:
 
 
 def owned_object(kind: str, obj: dict[str, Any]) -> KubeObject:
-    """An object we own, reduced to the fields we manage (what the diff compares)."""
+    """An object we own, reduced to the fields we manage (what the diff compares), the
+    rollout's state annotations and, for a VirtualMachine, what its status says."""
     meta = obj["metadata"]
+    annotations = meta.get("annotations") or {}
+    state = {k: str(v) for k, v in annotations.items() if k.startswith(ROLLOUT_PREFIX)}
+    status: dict[str, Any] = {}
+    if kind == "VirtualMachine":
+        live = obj.get("status") or {}
+        status = {k: live[k] for k in ("printableStatus", "ready") if k in live}
     return KubeObject(
-        kind=kind, namespace=meta.get("namespace", ""), name=meta["name"], body=managed_body(obj)
+        kind=kind,
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        body=managed_body(obj),
+        state=state,
+        status=status,
     )

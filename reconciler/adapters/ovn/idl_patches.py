@@ -17,6 +17,7 @@ import queue
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ovs import jsonrpc
@@ -163,6 +164,9 @@ class NbIdl(ovsdbapp_connection.OvsdbIdl):
     tables, which the read cache must not try to follow row by row."""
     osc_log: ChangeLog | None = None
     """Where :meth:`notify` records changed rows; ``None`` until the adapter's first read."""
+    osc_health_watchers: tuple[Callable[[], None], ...] = ()
+    """Called (on the connection thread) when northd changes a Network_Function_Group's
+    ``network_function_active``, or a group comes or goes (``OvnNorthbound.watch_health``)."""
 
     def cooperative_yield(self) -> None:
         return None
@@ -183,6 +187,11 @@ class NbIdl(ovsdbapp_connection.OvsdbIdl):
         log = self.osc_log
         if log is not None:
             log.record(event, row, updates)
+        if self.osc_health_watchers and row._table.name == "Network_Function_Group":
+            changed = event != ovs_idl.ROW_UPDATE or updates is None
+            if changed or "network_function_active" in getattr(updates, "_data", {}):
+                for watcher in self.osc_health_watchers:
+                    watcher()
         super().notify(event, row, updates)
 
 

@@ -30,7 +30,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -288,6 +288,15 @@ class OvnNorthbound:
             except BaseException:
                 self._cache = None  # never keep a half-updated cache: rebuild on the next read
                 raise
+
+    def watch_health(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` (on the connection thread: keep it short) whenever northd changes
+        which function of one of the NB's Network_Function_Groups is active, or a group comes
+        or goes: the loop wakes on it while steering waits for a VNF instance to become healthy
+        (``reconciler.engine.transitions``), instead of polling."""
+        idl = self._conn.idl
+        with self._conn.lock:
+            idl.osc_health_watchers = (*idl.osc_health_watchers, callback)
 
     # -- writing -----------------------------------------------------------------------------
     def apply(self, changes: Sequence[OvnChange], revision: str | None = None) -> None:

@@ -80,6 +80,17 @@ class VnfInstance:
     if it needs one."""
     subnet: str | None = None
     """The node switch's ``other_config:subnet`` (OVN-Kubernetes' pod subnet of the node)."""
+    slot: str = ""
+    """``""`` for the node's first instance (the names it always had), ``naming.SECOND`` for
+    the second one of ``instancesPerNode: 2``."""
+    second: VnfInstance | None = None
+    """The node's second instance (``instancesPerNode: 2``, a backend with
+    :attr:`SteeringBackend.active_standby`), on the first one only: both are members of the
+    node's function groups, so OVN fails over from the active one to the other."""
+
+    def members(self) -> tuple[VnfInstance, ...]:
+        """This instance and its second one, if any (the members of its function groups)."""
+        return (self, self.second) if self.second is not None else (self,)
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,10 @@ class SteeringBackend(Protocol):
     """The ``Observed`` fields :meth:`emit_bindings` reads, never ``pods``, ``pod_ports`` or
     ``ovn_rows`` (pods come as :class:`NodePods`, owned rows as :attr:`live_tables`). It sees only
     these; the incremental planner compiles everything when one of them changes."""
+    active_standby: bool
+    """Whether the backend can put two VNF instances of a node behind one steering target and
+    fail over between them (``VnfDeployment.spec.instancesPerNode: 2``); compile places a
+    second instance only then."""
     live_tables: frozenset[str]
     """Owned tables whose live rows :meth:`emit_bindings` reads (e.g. to keep an allocated id);
     its ``Observed.ovn_rows`` hold these tables' rows only, and a change in one of these rows

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from reconciler.core import naming
 from reconciler.core.model import Binding, Desired, HealthCheck
@@ -79,6 +79,8 @@ class NetworkFunction(PortGroupPods):
     observed_fields = frozenset({"switches", "used_ids", "nb_global"})
     live_tables = frozenset({"Network_Function", "Network_Function_Group"})
     """Their ids (1-255 per NB) are kept across passes (``allocate_ids``)."""
+    active_standby = True
+    """A Network_Function_Group is active/standby: a node's second instance is a member too."""
     acl_tiers = True
     """Its rows are ACLs, evaluated tier by tier: ``precedence`` comes before ``order`` in the
     evaluation order (``common.evaluation_key``)."""
@@ -131,8 +133,10 @@ class NetworkFunction(PortGroupPods):
                     node = inst.node
                     pg = naming.port_group(inst_id, group, node)
                     port_groups[pg] = (group, node)
-                    nf = naming.network_function(inst_id, spec.vnf, node)
-                    functions[nf] = inst
+                    for member in inst.members():
+                        functions[naming.network_function(inst_id, spec.vnf, node, member.slot)] = (
+                            member
+                        )
                     nfg = naming.network_function_group(inst_id, spec.vnf, node, fallback)
                     groups[nfg] = (inst, fallback)
                     if node in lb_switches:
@@ -171,7 +175,8 @@ class NetworkFunction(PortGroupPods):
         acls += crossed_acls(desired, instances, inst_id, out.warnings)
         emit_port_groups(port_groups, out)
 
-        nf_ids = allocate_ids("Network_Function", functions, observed)
+        probes = probe_groups(functions.values(), inst_id)
+        nf_ids = _allocate("Network_Function", functions, observed, desired)
         checked = 0
         for nf, inst in sorted(functions.items()):
             origin = f"VnfDeployment/{inst.vnf.metadata.name}"
@@ -189,9 +194,12 @@ class NetworkFunction(PortGroupPods):
                 out.ovn(HEALTH_CHECK, nf, origin, inst.node, probe)
         _unchecked_warnings(desired, out)
         emit_svc_monitor(observed.nb_global, options, needed=checked > 0, out=out)
-        nfg_ids = allocate_ids("Network_Function_Group", groups, observed)
+        nfg_ids = _allocate("Network_Function_Group", [*groups, *probes], observed, desired)
         for nfg, (inst, fallback) in sorted(groups.items()):
-            nf = naming.network_function(inst_id, inst.vnf.metadata.name, inst.node)
+            members = [
+                naming.network_function(inst_id, inst.vnf.metadata.name, inst.node, m.slot)
+                for m in inst.members()
+            ]
             out.ovn(
                 "Network_Function_Group",
                 nfg,
@@ -202,6 +210,20 @@ class NetworkFunction(PortGroupPods):
                     "id": nfg_ids[nfg],
                     "mode": "inline",
                     "fallback": fallback,
+                    "network_function": sorted(members),
+                },
+            )
+        for nfg, (nf, inst) in sorted(probes.items()):
+            out.ovn(
+                "Network_Function_Group",
+                nfg,
+                f"VnfDeployment/{inst.vnf.metadata.name}",
+                inst.node,
+                {
+                    "name": nfg,
+                    "id": nfg_ids[nfg],
+                    "mode": "inline",
+                    "fallback": "fail-close",
                     "network_function": [nf],
                 },
             )
@@ -209,6 +231,43 @@ class NetworkFunction(PortGroupPods):
             out.ovn("ACL", key, origin, node, dict(fields))
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
             _budget_warning(table, len(ours), observed, out)
+
+
+def probe_groups(
+    functions: Iterable[VnfInstance], instance: str
+) -> dict[str, tuple[str, VnfInstance]]:
+    """One probe group per function of a node that has two instances (``naming.probe_group``:
+    the function alone, referenced by no ACL, so ``network_function_active`` says whether that
+    function is healthy even while the other one is active), by group name -> (function name,
+    instance). Measured on OVN 26.03: northd probes every function with a health check and
+    writes ``network_function_active`` of every group, whether an ACL references it or not
+    (docs/datapath.md, "Transitions")."""
+    probes: dict[str, tuple[str, VnfInstance]] = {}
+    for inst in functions:
+        if inst.second is None and not inst.slot:
+            continue  # a node with one instance: its steering groups tell its health
+        vnf = inst.vnf.metadata.name
+        nf = naming.network_function(instance, vnf, inst.node, inst.slot)
+        probes[naming.probe_group(instance, vnf, inst.node, inst.slot)] = (nf, inst)
+    return probes
+
+
+def _allocate(
+    table: str, names: Iterable[str], observed: Observed, desired: Desired
+) -> dict[str, int]:
+    """``allocate_ids``, whose error names the VnfDeployments with a second instance per node
+    (they take two functions and up to two probe groups more per node)."""
+    try:
+        return allocate_ids(table, names, observed)
+    except CompileError as exc:
+        doubled = sorted(n for n, v in desired.vnfs.items() if v.spec.instancesPerNode > 1)
+        if not doubled:
+            raise
+        raise CompileError(
+            f"{exc}; instancesPerNode: 2 of VnfDeployment {', '.join(doubled)} takes a second "
+            "Network_Function and two probe Network_Function_Groups more per node: set it back "
+            "to 1 where no standby is needed"
+        ) from None
 
 
 def crossed_acls(

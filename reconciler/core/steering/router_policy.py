@@ -64,6 +64,9 @@ class RouterPolicy(PortGroupPods):
     name = "router-policy"
     observed_fields = frozenset({"switches", "routers"})
     live_tables: frozenset[str] = frozenset()
+    active_standby = False
+    """A reroute has one next hop per node: no standby (``instancesPerNode: 2`` is ignored,
+    with a warning)."""
     acl_tiers = False
     """Router policies have no tiers: ``order`` alone decides (``common.evaluation_key``)."""
 

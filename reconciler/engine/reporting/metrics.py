@@ -145,6 +145,61 @@ class Metrics:
             registry=r,
         )
 
+        self.held_instances = Gauge(
+            f"{PREFIX}_held_instances",
+            "VNF instances that steering waits for: a binding's traffic is not switched onto "
+            "them until OVN reports them healthy (health-gated steering).",
+            registry=r,
+        )
+        self.held_seconds = Gauge(
+            f"{PREFIX}_held_seconds",
+            "How long steering has waited for this VNF instance to become healthy (since this "
+            "process first saw it held). Absent when nothing waits for it.",
+            ["vnf", "node"],
+            registry=r,
+        )
+        self.rollout_nodes_updated = Gauge(
+            f"{PREFIX}_rollout_nodes_updated",
+            "Nodes whose VNF instances run the VnfDeployment's current template, while a rolling "
+            "update is under way (absent otherwise).",
+            ["vnf"],
+            registry=r,
+        )
+        self.rollout_nodes_total = Gauge(
+            f"{PREFIX}_rollout_nodes_total",
+            "Nodes with an instance of the VnfDeployment, while a rolling update is under way.",
+            ["vnf"],
+            registry=r,
+        )
+        self.rollout_halted = Gauge(
+            f"{PREFIX}_rollout_halted",
+            "1 while the VnfDeployment's rolling update is halted (an upgraded instance did not "
+            "become healthy within progressDeadlineSeconds), 0 while it proceeds.",
+            ["vnf"],
+            registry=r,
+        )
+
+    def set_transitions(
+        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+    ) -> None:
+        """Replace the held-steering and rollout gauges (instances and VNFs no longer waiting
+        or rolling drop out)."""
+        self.held_instances.set(len(held))
+        for labels in list(self.held_seconds._metrics):
+            if labels not in held:
+                self.held_seconds.remove(*labels)
+        for (vnf, node), seconds in held.items():
+            self.held_seconds.labels(vnf, node).set(round(seconds, 3))
+        current = {str(r["vnf"]): r for r in rollouts}
+        for gauge in (self.rollout_nodes_updated, self.rollout_nodes_total, self.rollout_halted):
+            for labels in list(gauge._metrics):
+                if labels[0] not in current:
+                    gauge.remove(*labels)
+        for vnf, rollout in current.items():
+            self.rollout_nodes_updated.labels(vnf).set(int(rollout.get("nodes_updated", 0)))
+            self.rollout_nodes_total.labels(vnf).set(int(rollout.get("nodes_total", 0)))
+            self.rollout_halted.labels(vnf).set(1 if rollout.get("halted") else 0)
+
     def set_managed(self, counts: Mapping[str, int]) -> None:
         """Replace the managed-objects gauge (kinds that dropped to zero are shown as 0)."""
         for (kind,), _ in list(self.managed_objects._metrics.items()):
@@ -213,6 +268,11 @@ class PrometheusReporter:
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
         self.metrics.set_nf_ids(used)
+
+    def transitions(
+        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+    ) -> None:
+        self.metrics.set_transitions(held, rollouts)
 
 
 class _Handler(BaseHTTPRequestHandler):

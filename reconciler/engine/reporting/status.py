@@ -54,6 +54,12 @@ class Status:
     """Each VNF instance's health as OVN reported it at the end of the last pass:
     ``{vnf, node, health ("healthy" | "not healthy" | "unknown"), detail}``
     (``reconciler.core.health``)."""
+    held: list[dict[str, Any]] = field(default_factory=list)
+    """Steering held until OVN reports its VNF instance healthy, after the last pass:
+    ``{binding, node, reason, since}`` (``reconciler.core.gating``; ``since``: epoch seconds)."""
+    rollouts: list[dict[str, Any]] = field(default_factory=list)
+    """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
+    (``reconciler.core.rollout``; ``halted``: why it stopped, or null)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,7 +136,30 @@ def render_text(status: Status) -> str:
         for inst in status.vnf_instances:
             detail = f" ({inst['detail']})" if inst.get("detail") else ""
             lines.append(f"  {inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
+    lines.extend(transition_lines(status))
     return "\n".join(lines) + "\n"
+
+
+def transition_lines(status: Status) -> list[str]:
+    """``status``'s held steering and rolling updates, for humans."""
+    lines: list[str] = []
+    if status.held:
+        lines.append("Held steering (switched on once OVN reports the VNF instance healthy):")
+        now = time.time()
+        for hold in status.held:
+            since = hold.get("since")
+            age = f", for {now - float(since):.0f} s" if since else ""
+            lines.append(f"  ~ held: Binding/{hold['binding']} on {hold['node']}: "
+                         f"{hold['reason']}{age}")  # fmt: skip
+    if status.rollouts:
+        lines.append("Rolling updates:")
+        lines.extend(f"  {rollout['summary']}" for rollout in status.rollouts)
+    return lines
+
+
+def halted(status: Status) -> list[str]:
+    """Why each halted rolling update stopped (``osc-gitops status`` exits 1 for them)."""
+    return [str(r["halted"]) for r in status.rollouts if r.get("halted")]
 
 
 def record_apply(
@@ -142,6 +171,7 @@ def record_apply(
     source: str,
     ref: str | None,
     vnf_instances: list[dict[str, Any]] | None = None,
+    transitions: dict[str, Any] | None = None,
 ) -> None:
     """After ``osc-gitops apply`` converged: the live state matches ``revision``, and its VNF
     instances were as ``vnf_instances`` says (none given: none known). Raises ``OSError`` when
@@ -158,6 +188,8 @@ def record_apply(
     st.ref = ref
     st.changes = plan.summary()
     st.vnf_instances = list(vnf_instances or [])
+    st.held = list((transitions or {}).get("held") or [])
+    st.rollouts = list((transitions or {}).get("rollouts") or [])
     write(path, st)
 
 
@@ -183,6 +215,11 @@ class StatusBook:
     def vnf_health(self, instances: list[dict[str, Any]]) -> None:
         """Each VNF instance's health at the end of a pass (written with the pass's outcome)."""
         self.status.vnf_instances = instances
+
+    def transitions(self, report: dict[str, Any]) -> None:
+        """Held steering and rolling updates after a pass (written with its outcome)."""
+        self.status.held = list(report.get("held") or [])
+        self.status.rollouts = list(report.get("rollouts") or [])
 
     def refused(self, revision: str | None, errors: list[str]) -> None:
         """A revision's manifests are invalid: shown until a pass says otherwise."""

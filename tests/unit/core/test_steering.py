@@ -78,6 +78,7 @@ class AddressList:
     name = "address-list"
     observed_fields = frozenset({"routers"})
     live_tables: frozenset[str] = frozenset()
+    active_standby = False
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True

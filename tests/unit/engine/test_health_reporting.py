@@ -92,6 +92,13 @@ def test_the_loop_reports_health_without_writing_or_recompiling(tmp_path: Path) 
         )
 
     h.ovn.read = northd_says_healthy  # type: ignore[method-assign]
+    # the first pass after it switches on the steering held for node-1 (and only that: health
+    # gating, reconciler.core.gating), without a full compile
+    assert h.loop.reconcile_pass("interval").result == "applied"
+    assert h.loop.planner.last_mode != "full"
+    written = h.reporter.of("changes_applied")[-1][0]
+    assert set(written) == {("ACL", "create")}
+    assert [held["node"] for held in h.status()["held"]] == ["node-2"]
     transactions = h.ovn.transactions
     assert h.loop.reconcile_pass("interval").result == "unchanged"
     assert h.ovn.transactions == transactions

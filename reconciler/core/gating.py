@@ -1,0 +1,371 @@
+"""Health-gated steering: traffic is never switched onto a VNF instance OVN has not seen healthy.
+
+A new VNF instance (a new VnfDeployment, a new node, a VM recreated) is dead to OVN until its
+first health probe passes; a ``fail-close`` binding switched onto it at once drops its pods'
+traffic until then (tens of seconds for a real VM), and a ``fail-open`` one sends it around the
+VNF. So a plan's *transitions onto a new path* wait: the VM, its NADs, LSPs, Network_Function,
+health check and function groups are written at once, but the ACL changes that would steer a
+binding's traffic to a function group that northd has not yet reported active
+(``Network_Function_Group.network_function_active``) are held. The next pass after northd
+reports the group active (the loop wakes on that NB change) switches them on.
+
+What is held, and why it is safe:
+
+- **Per (binding, node).** Every steering ACL carries ``osc.io/resource`` = ``Binding/<name>``
+  and ``osc.io/node``; the unit of holding is that pair, so a binding whose traffic crosses
+  several VNFs on a node (a chain, one ACL per hop) is held whole until every hop's group is
+  active, and a crossed-traffic twin ACL waits with its steering ACL.
+- **Only transitions onto a new path.** An ACL change is a transition when it creates an ACL
+  with a function group, or moves one to another group. Traffic already steered keeps its
+  failure policy: a live ACL whose group is (or becomes) unhealthy is never touched here, so
+  holding is never a way around ``fail-close`` of a path in service.
+- **The old path stays whole.** While a unit is held its live ACLs stay as they are; a function
+  group they reference that the plan would delete is kept too, with its functions and their
+  health checks (deleted once the unit switched). When the VNF instance itself goes in the same
+  plan (its ports are deleted: the VnfDeployment or the node is gone) the old path cannot be
+  kept: the unit is not held and the plan warns.
+- **Northd's word, not ours.** A group counts as ready only when it exists in the NB and northd
+  wrote an active function for it that the plan does not take out of it. Measured on OVN 26.03:
+  northd probes every function with a health check and fills ``network_function_active`` of
+  every group, whether an ACL references the group or not, so holding never deadlocks
+  (docs/datapath.md, "Transitions").
+
+The security trade-off (docs/operations.md): a pod that was not steered stays unsteered (with
+``fail-close``: delivered, not dropped) until its VNF instance is healthy; a steered pod is
+never dropped by a rollout.
+
+This is a pure pass over a finished plan (no I/O, no clock), applied the same way to every
+plan however it was made (``reconciler.core.transitions``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from reconciler.core import naming
+from reconciler.core import ownership as own
+from reconciler.core.health import HEALTHY, NOT_HEALTHY, UNKNOWN, Health, why_not_healthy
+from reconciler.core.observed import Observed, OvnRow
+from reconciler.core.plan import Change, Plan
+
+__all__ = [
+    "HELD_META",
+    "Hold",
+    "MemberHealth",
+    "gate",
+    "held_idents",
+    "member_health",
+]
+
+HELD_META = "held"
+"""The plan's ``meta`` key listing what is held (:meth:`Hold.to_json` each)."""
+
+_NF, _NFG, _CHECK, _ACL = (
+    "Network_Function",
+    "Network_Function_Group",
+    "Network_Function_Health_Check",
+    "ACL",
+)
+Ident = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class MemberHealth:
+    """One VNF VM (one Network_Function) as OVN reports it. With two instances on a node the
+    node's steering groups name only the active one; each function's probe group
+    (``naming.probe_group``) tells the other's health."""
+
+    vnf: str
+    node: str
+    slot: str
+    function: str
+    """The Network_Function's name."""
+    health: Health
+    detail: str = ""
+    checkable: bool = True
+    """OVN will judge it: it has a health check and a group holds it. When not, ``unknown`` is
+    all there will ever be (a rollout cannot wait for OVN's word then)."""
+
+    @property
+    def vm(self) -> str:
+        """The VirtualMachine's name (``naming.vm_name``)."""
+        return naming.vm_name(self.vnf, self.node, self.slot)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The steering of one binding on one node, held until its function groups are active."""
+
+    binding: str
+    node: str
+    waiting_for: tuple[str, ...]
+    """The VNF VMs (names) any of which, once healthy, would let the unit switch on."""
+    groups: tuple[str, ...]
+    """The function groups the held ACLs steer to that northd has not reported active."""
+    changes: tuple[Ident, ...]
+    """The held changes (``(kind, key)``): the unit's ACL changes, and the deletes of function
+    groups its live ACLs still steer to."""
+    why: str = ""
+    vnfs: tuple[str, ...] = ()
+    """The VnfDeployments of those VMs (labels of the held-steering metric)."""
+
+    @property
+    def reason(self) -> str:
+        """``waiting for firewall-node-2 to become healthy`` (what the plan, explain and status
+        say)."""
+        names = " or ".join(self.waiting_for) or ", ".join(self.groups)
+        why = f" ({self.why})" if self.why else ""
+        return f"waiting for {names} to become healthy{why}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["changes"] = [list(i) for i in self.changes]
+        data["waiting_for"] = list(self.waiting_for)
+        data["groups"] = list(self.groups)
+        data["vnfs"] = list(self.vnfs)
+        data["reason"] = self.reason
+        return data
+
+
+def _ids(fields: Mapping[str, Any]) -> Mapping[str, Any]:
+    ids = fields.get("external_ids")
+    return ids if isinstance(ids, Mapping) else {}
+
+
+def _vnf_node(fields: Mapping[str, Any]) -> tuple[str, str] | None:
+    ids = _ids(fields)
+    kind, _, vnf = str(ids.get(own.RESOURCE, "")).partition("/")
+    node = ids.get(own.NODE)
+    if kind != "VnfDeployment" or not vnf or not isinstance(node, str):
+        return None
+    return vnf, node
+
+
+def _slot_of(name: str, owner: str, vnf: str, node: str) -> str:
+    """Which instance of its node a Network_Function of ours is (from its name)."""
+    for slot in naming.SLOTS:
+        try:
+            if naming.network_function(owner, vnf, node, slot) == name:
+                return slot
+        except naming.NameError_:
+            break
+    return ""
+
+
+def member_health(observed: Observed) -> dict[str, MemberHealth]:
+    """Every Network_Function of ours by name, with its own health as OVN reports it.
+
+    Evidence, best first: the function's probe group (only function in it, so its active
+    function is exactly this one's health); a steering group that has it active (healthy); a
+    steering group with only this function and none active (not healthy). A standby without a
+    probe group, or a function no group holds, is ``unknown``."""
+    checked: set[str] = set()
+    groups: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
+    functions: list[tuple[str, str, str, str]] = []
+    for row in observed.ovn_rows:
+        if row.table == _NF:
+            where = _vnf_node(row.fields)
+            if where is not None:
+                name = str(row.fields.get("name", row.key))
+                owner = str(_ids(row.fields).get(own.OWNER, own.DEFAULT_INSTANCE))
+                functions.append((name, *where, _slot_of(name, owner, *where)))
+        elif row.table == _CHECK:
+            nf = row.fields.get("network_function")
+            if isinstance(nf, str):
+                checked.add(nf)
+        elif row.table == _NFG:
+            members = [str(nf) for nf in row.fields.get("network_function") or ()]
+            for nf in members:
+                groups[nf].append((str(row.fields.get("name", row.key)), members))
+    out: dict[str, MemberHealth] = {}
+    for name, vnf, node, slot in sorted(functions):
+        health: Health = UNKNOWN
+        detail = ""
+        held_by = groups.get(name, [])
+        probes = [g for g, _ in held_by if naming.is_probe_group(g)]
+        checkable = name in checked and bool(held_by)
+        if name not in checked:
+            detail = "no health check: OVN counts it healthy whenever its ports are bound"
+        elif probes:
+            healthy = all(observed.nf_active.get(g) == name for g in probes)
+            health = HEALTHY if healthy else NOT_HEALTHY
+        elif any(observed.nf_active.get(g) == name for g, _ in held_by):
+            health = HEALTHY
+        elif any(members == [name] and observed.nf_active.get(g) is None for g, members in held_by):
+            health = NOT_HEALTHY
+        elif not held_by:
+            detail = "no binding steers through it"
+        else:
+            detail = "standby: northd names only the active function of a group"
+        if health == NOT_HEALTHY:
+            detail = why_not_healthy(observed)
+        out[name] = MemberHealth(vnf, node, slot, name, health, detail, checkable)
+    return out
+
+
+# ------------------------------------------------------------------------------------ gating
+
+
+def _unit(change: Change) -> tuple[str, str] | None:
+    kind, _, name = change.origin.partition("/")
+    if change.kind != _ACL or kind != "Binding" or not name or change.node is None:
+        return None
+    return name, change.node
+
+
+def _new_path(change: Change) -> str | None:
+    """The function group a change switches traffic onto, if it is a transition."""
+    if change.action == "delete" or change.after is None:
+        return None
+    group = change.after.get("network_function_group")
+    if not isinstance(group, str) or not group:
+        return None
+    if change.before is not None and change.before.get("network_function_group") == group:
+        return None
+    return group
+
+
+def _planned_members(plan: Plan) -> dict[str, list[str] | None]:
+    """Function groups the plan creates, updates (their new members) or deletes (None)."""
+    out: dict[str, list[str] | None] = {}
+    for change in plan.changes:
+        if change.kind != _NFG:
+            continue
+        if change.action == "delete" or change.after is None:
+            out[change.key] = None
+        else:
+            out[change.key] = [str(nf) for nf in change.after.get("network_function") or ()]
+    return out
+
+
+def gate(plan: Plan, observed: Observed) -> Plan:
+    """``plan`` without the steering transitions whose function groups are not ready, and with
+    ``meta["held"]`` saying what waits and why (absent when nothing does). See the module
+    docstring for the rules."""
+    units: dict[tuple[str, str], list[Change]] = defaultdict(list)
+    for change in plan.changes:
+        unit = _unit(change)
+        if unit is not None:
+            units[unit].append(change)
+    candidates = {
+        unit: sorted({g for c in changes if (g := _new_path(c)) is not None})
+        for unit, changes in units.items()
+    }
+    candidates = {u: gs for u, gs in candidates.items() if gs}
+    if not candidates:
+        return plan
+
+    live_groups: dict[str, list[str]] = {}
+    live_acls: dict[tuple[str, str], list[OvnRow]] = defaultdict(list)
+    for row in observed.ovn_rows:
+        if row.table == _NFG:
+            live_groups[str(row.fields.get("name", row.key))] = [
+                str(nf) for nf in row.fields.get("network_function") or ()
+            ]
+        elif row.table == _ACL:
+            ids = _ids(row.fields)
+            kind, _, name = str(ids.get(own.RESOURCE, "")).partition("/")
+            node = ids.get(own.NODE)
+            if kind == "Binding" and isinstance(node, str):
+                live_acls[(name, node)].append(row)
+    planned = _planned_members(plan)
+    deleted = {(c.kind, c.key) for c in plan.changes if c.action == "delete"}
+    deleted_ports = {key for kind, key in deleted if kind == "Logical_Switch_Port"}
+    live_ports = {
+        r.key: {str(r.fields.get("inport")), str(r.fields.get("outport"))}
+        for r in observed.ovn_rows
+        if r.table == _NF
+    }
+    members = {**live_groups, **{g: m for g, m in planned.items() if m is not None}}
+    health = member_health(observed)
+    known = _functions(plan, observed)
+
+    def ready(group: str) -> bool:
+        active = observed.nf_active.get(group)
+        if group not in live_groups or active is None:
+            return False
+        after = planned.get(group, live_groups[group])
+        return after is not None and active in after
+
+    held: list[Hold] = []
+    dropped: set[Ident] = set()
+    warnings: list[str] = []
+    for unit, groups in sorted(candidates.items()):
+        waiting = [g for g in groups if not ready(g)]
+        if not waiting:
+            continue
+        binding, node = unit
+        old_groups = {
+            str(g)
+            for row in live_acls.get(unit, ())
+            if isinstance(g := row.fields.get("network_function_group"), str) and g
+        }
+        kept = sorted(g for g in old_groups if g in planned and planned[g] is None)
+        old_functions = sorted({nf for g in kept for nf in live_groups.get(g, ())})
+        lost = sorted({nf for nf in old_functions if live_ports.get(nf, set()) & deleted_ports})
+        if lost:
+            warnings.append(
+                f"Binding {binding} on node {node} is switched onto "
+                f"{', '.join(waiting)} before OVN reported it healthy: the VNF it steered "
+                f"through until now ({', '.join(lost)}) is removed in the same plan, so its "
+                "steering cannot be kept until then (the failure policy acts meanwhile)"
+            )
+            continue
+        keep = {(_NFG, g) for g in kept}
+        keep |= {(t, nf) for nf in old_functions for t in (_NF, _CHECK) if (t, nf) in deleted}
+        idents = tuple(sorted({(c.kind, c.key) for c in units[unit]} | keep))
+        dropped.update(idents)
+        functions = [nf for g in waiting for nf in members.get(g) or ()]
+        vms = sorted({known[nf][2] if nf in known else nf for nf in functions})
+        vnfs = sorted({known[nf][0] for nf in functions if nf in known})
+        whys = sorted({health[nf].detail if nf in health else _NEW for nf in functions} - {""})
+        held.append(
+            Hold(binding, node, tuple(vms), tuple(waiting), idents, "; ".join(whys), tuple(vnfs))
+        )
+    if not held and not warnings:
+        return plan
+    changes = tuple(c for c in plan.changes if (c.kind, c.key) not in dropped)
+    meta = dict(plan.meta)
+    if held:
+        meta[HELD_META] = [h.to_json() for h in held]
+    return replace(plan, changes=changes, warnings=(*plan.warnings, *warnings), meta=meta)
+
+
+_NEW = "new: OVN has not probed it yet"
+
+
+def _functions(plan: Plan, observed: Observed) -> dict[str, tuple[str, str, str]]:
+    """``(vnf, node, VirtualMachine name)`` of every Network_Function of ours, live or
+    planned."""
+    rows = [(r.key, r.fields) for r in observed.ovn_rows if r.table == _NF]
+    rows += [(c.key, c.after) for c in plan.changes if c.kind == _NF and c.after is not None]
+    out: dict[str, tuple[str, str, str]] = {}
+    for name, fields in rows:
+        where = _vnf_node(fields)
+        if where is None:
+            continue
+        owner = str(_ids(fields).get(own.OWNER, own.DEFAULT_INSTANCE))
+        out[name] = (*where, naming.vm_name(*where, _slot_of(name, owner, *where)))
+    return out
+
+
+def held_idents(plan: Plan) -> set[Ident]:
+    """The changes ``plan`` holds back (``meta["held"]``)."""
+    return {
+        (str(kind), str(key))
+        for hold in plan.meta.get(HELD_META) or ()
+        for kind, key in hold.get("changes") or ()
+    }
+
+
+def holds_of(plan: Plan) -> list[dict[str, Any]]:
+    """``meta["held"]`` of a plan (an empty list when nothing is held)."""
+    return list(plan.meta.get(HELD_META) or ())
+
+
+def nodes_held(holds: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """``(binding, node)`` of every hold."""
+    return {(str(h["binding"]), str(h["node"])) for h in holds}

@@ -1,0 +1,237 @@
+"""Health-gated steering (``reconciler.core.gating``): transitions onto a function group northd
+has not reported active are held per (binding, node); paths in service are never touched."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from reconciler.core.compile import CompileOptions
+from reconciler.core.gating import held_idents, member_health
+from reconciler.core.health import HEALTHY, NOT_HEALTHY, UNKNOWN
+from reconciler.core.model import Desired
+from reconciler.core.observed import NbGlobal, Observed
+from reconciler.core.plan import Plan
+from reconciler.core.planning import make_plan
+from reconciler.core.transitions import only_progress
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import apply_to, live_of, with_live
+
+NF = CompileOptions(steering="network-function")
+PODS = [
+    ("shop", "web-1", "node-1", {"app": "web"}),
+    ("shop", "web-2", "node-2", {"app": "web"}),
+    ("shop", "db-1", "node-1", {"app": "db"}),
+]
+FW = desired(
+    sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10, redirection="both")
+)
+
+
+def observed() -> Observed:
+    return cluster(PODS)
+
+
+def plan(want: Desired, obs: Observed) -> Plan:
+    return make_plan(want, obs, NF)
+
+
+def applied(obs: Observed, the_plan: Plan) -> Observed:
+    return with_live(obs, apply_to(live_of(obs), the_plan))
+
+
+def northd(obs: Observed, healthy: set[str]) -> Observed:
+    """Play northd: every group of ours gets its first healthy function as the active one (and
+    the NB_Global row we wrote is read back as the adapter reads it)."""
+    active: dict[str, str | None] = {}
+    nb_global = obs.nb_global
+    for row in obs.ovn_rows:
+        if row.table == "Network_Function_Group":
+            members = [nf for nf in row.fields["network_function"] if nf in healthy]
+            active[row.key] = members[0] if members else None
+        elif row.table == "NB_Global":
+            nb_global = NbGlobal(dict(row.fields["options"]), dict(row.fields["external_ids"]))
+    return dataclasses.replace(obs, nf_active=active, nb_global=nb_global)
+
+
+def kinds(the_plan: Plan, kind: str) -> set[str]:
+    return {c.key for c in the_plan.changes if c.kind == kind}
+
+
+def test_a_first_apply_writes_the_vnf_but_holds_the_steering_per_binding_and_node() -> None:
+    first = plan(FW, observed())
+    assert kinds(first, "ACL") == set()  # nothing steered before OVN saw an instance healthy
+    assert kinds(first, "Network_Function") == {"osc.fw.node_1", "osc.fw.node_2"}
+    assert kinds(first, "Network_Function_Group") == {
+        "osc.fw.node_1.fail_close",
+        "osc.fw.node_2.fail_close",
+    }
+    assert kinds(first, "VirtualMachine") == {"security/fw-node-1", "security/fw-node-2"}
+    assert kinds(first, "Port_Group") == {"osc.web.node_1", "osc.web.node_2"}
+    held = {(h["binding"], h["node"]): h for h in first.meta["held"]}
+    assert set(held) == {("web-fw", "node-1"), ("web-fw", "node-2")}
+    one = held[("web-fw", "node-1")]
+    assert (
+        one["reason"] == "waiting for fw-node-1 to become healthy (new: OVN has not probed it yet)"
+    )
+    # the unit is whole: both directions and the twin of the same-switch crossing
+    assert {key for _, key in map(tuple, one["changes"])} == {
+        "osc.web_fw.node_1.from",
+        "osc.web_fw.node_1.to",
+        "osc.web_fw.node_1.to.crossed",
+    }
+
+
+def test_held_steering_is_switched_on_node_by_node_as_northd_reports_each_active() -> None:
+    obs = northd(applied(observed(), plan(FW, observed())), set())  # probing, nobody answers
+    again = plan(FW, obs)
+    assert again.empty and len(again.meta["held"]) == 2  # converged for now: nothing may change
+    # the reason names the VM once its function is in the NB
+    assert again.meta["held"][0]["waiting_for"] == ["fw-node-1"]
+    assert "probe failing" in again.meta["held"][0]["reason"]
+    obs = northd(obs, {"osc.fw.node_1"})
+    released = plan(FW, obs)
+    assert kinds(released, "ACL") == {
+        "osc.web_fw.node_1.from",
+        "osc.web_fw.node_1.to",
+        "osc.web_fw.node_1.to.crossed",
+    }
+    assert [(h["binding"], h["node"]) for h in released.meta["held"]] == [("web-fw", "node-2")]
+    obs = northd(applied(obs, released), {"osc.fw.node_1", "osc.fw.node_2"})
+    last = plan(FW, obs)
+    assert kinds(last, "ACL") == {
+        "osc.web_fw.node_2.from",
+        "osc.web_fw.node_2.to",
+        "osc.web_fw.node_2.to.crossed",
+    }
+    assert "held" not in last.meta
+    assert plan(FW, applied(obs, last)).empty
+
+
+def steady(want: Desired = FW) -> Observed:
+    """Everything applied, every function healthy."""
+    obs = observed()
+    healthy = {"osc.fw.node_1", "osc.fw.node_2", "osc.ips.node_1", "osc.ips.node_2"}
+    for _ in range(3):
+        obs = northd(applied(obs, plan(want, obs)), healthy)
+    assert plan(want, obs).empty and "held" not in plan(want, obs).meta
+    return obs
+
+
+def test_a_path_in_service_keeps_its_failure_policy_when_its_vnf_fails() -> None:
+    obs = northd(steady(), set())  # both firewalls stop answering the probe
+    again = plan(FW, obs)
+    assert again.empty and "held" not in again.meta  # fail-close acts; nothing is taken away
+    health = member_health(obs)
+    assert health["osc.fw.node_1"].health == NOT_HEALTHY
+    assert "probe failing" in health["osc.fw.node_1"].detail
+
+
+def test_moving_a_binding_to_another_vnf_waits_for_it_and_keeps_the_old_path() -> None:
+    both = desired(sg("web", "app=web"), vnf("fw"), vnf("ips"), binding("web-fw", "web", "fw", 10))
+    obs = steady(both)
+    moved = desired(
+        sg("web", "app=web"), vnf("fw"), vnf("ips"), binding("web-fw", "web", "ips", 10)
+    )
+    first = plan(moved, obs)
+    # the ips groups are new: the ACL updates wait, the fw groups they still use are kept
+    assert kinds(first, "ACL") == set()
+    assert kinds(first, "Network_Function_Group") == {
+        "osc.ips.node_1.fail_close",
+        "osc.ips.node_2.fail_close",
+    }
+    assert all(c.action == "create" for c in first.changes if c.kind == "Network_Function_Group")
+    held = {tuple(i) for h in first.meta["held"] for i in h["changes"]}
+    assert {  # kept while the ACLs still use them
+        ("Network_Function_Group", "osc.fw.node_1.fail_close"),
+        ("Network_Function", "osc.fw.node_1"),
+        ("Network_Function_Health_Check", "osc.fw.node_1"),
+    } <= held
+    assert not any(c.action == "delete" for c in first.changes if c.is_ovn)
+    obs = northd(applied(obs, first), {"osc.fw.node_1", "osc.fw.node_2", "osc.ips.node_1"})
+    second = plan(moved, obs)
+    assert {(c.action, c.kind, c.key) for c in second.changes} == {
+        ("update", "ACL", "osc.web_fw.node_1.to"),  # node-1 switches; its old path goes after
+        ("delete", "Network_Function_Group", "osc.fw.node_1.fail_close"),
+        ("delete", "Network_Function", "osc.fw.node_1"),
+        ("delete", "Network_Function_Health_Check", "osc.fw.node_1"),
+    }
+
+
+def test_when_the_old_vnf_goes_in_the_same_plan_the_switch_is_not_held_and_the_plan_says_so() -> (
+    None
+):
+    obs = steady()
+    swapped = desired(sg("web", "app=web"), vnf("ips"), binding("web-fw", "web", "ips", 10))
+    first = plan(swapped, obs)
+    assert "held" not in first.meta
+    assert any(c.kind == "ACL" and c.action == "update" for c in first.changes)
+    assert any("cannot be kept" in w for w in first.warnings)
+
+
+def test_a_new_failure_policy_group_on_a_healthy_vnf_waits_one_pass_for_northd() -> None:
+    obs = steady()
+    open_ = desired(
+        sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10, redirection="both",
+                                                 failurePolicy="fail-open")
+    )  # fmt: skip
+    first = plan(open_, obs)
+    assert kinds(first, "ACL") == set()
+    assert {(c.action, c.key) for c in first.changes if c.kind == "Network_Function_Group"} == {
+        ("create", "osc.fw.node_1.fail_open"),
+        ("create", "osc.fw.node_2.fail_open"),
+    }  # the fail-close groups are kept while the ACLs still use them
+    obs = northd(applied(obs, first), {"osc.fw.node_1", "osc.fw.node_2"})
+    second = plan(open_, obs)
+    assert {c.key for c in second.changes if c.kind == "ACL"} == {
+        "osc.web_fw.node_1.from",
+        "osc.web_fw.node_1.to",
+        "osc.web_fw.node_2.from",
+        "osc.web_fw.node_2.to",
+    }
+    assert {(c.action, c.key) for c in second.changes if c.kind == "Network_Function_Group"} == {
+        ("delete", "osc.fw.node_1.fail_close"),
+        ("delete", "osc.fw.node_2.fail_close"),
+    }
+
+
+def test_a_verify_plan_that_only_switches_on_what_was_held_is_progress_not_drift() -> None:
+    obs = observed()
+    first = plan(FW, obs)
+    obs = northd(applied(obs, first), {"osc.fw.node_1"})
+    second = plan(FW, obs)
+    assert only_progress(first, second)
+    drifted = dataclasses.replace(
+        second, changes=(*second.changes, *plan(FW, observed()).changes[:1])
+    )
+    assert not only_progress(first, drifted)
+    assert not only_progress(second, second)  # nothing held before: any change is drift
+    assert held_idents(first) >= {(c.kind, c.key) for c in second.changes}
+
+
+def test_member_health_sees_each_of_two_instances_through_its_probe_group() -> None:
+    two = desired(sg("web", "app=web"), vnf("fw", instancesPerNode=2),
+                  binding("web-fw", "web", "fw", 10))  # fmt: skip
+    obs = observed()
+    obs = northd(applied(obs, plan(two, obs)), {"osc.fw.node_1._b"})
+    health = member_health(obs)
+    assert (health["osc.fw.node_1"].health, health["osc.fw.node_1._b"].health) == (
+        NOT_HEALTHY,
+        HEALTHY,
+    )
+    assert health["osc.fw.node_1._b"].vm == "fw-node-1-b"
+    # the node's steering group has a healthy member: its steering is switched on
+    released = plan(two, obs)
+    assert "osc.web_fw.node_1.to" in kinds(released, "ACL")
+    assert ("web-fw", "node-1") not in {(h["binding"], h["node"]) for h in released.meta["held"]}
+
+
+def test_without_a_health_check_a_function_is_unknown_but_northd_still_switches_it_on() -> None:
+    unchecked = desired(sg("web", "app=web"), vnf("fw", healthCheck={"enabled": False}),
+                        binding("web-fw", "web", "fw", 10))  # fmt: skip
+    obs = observed()
+    obs = applied(obs, plan(unchecked, obs))
+    assert member_health(obs)["osc.fw.node_1"].health == UNKNOWN
+    assert not member_health(obs)["osc.fw.node_1"].checkable
+    # northd counts an unchecked function healthy at once
+    obs = northd(obs, {"osc.fw.node_1", "osc.fw.node_2"})
+    assert len(kinds(plan(unchecked, obs), "ACL")) == 2
