@@ -23,6 +23,7 @@ from typing import Any
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.distributions import HOST, SID, Distribution
 from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubevirt import KubeVirt, restart_path
 from osc_gitops_sandbox.ovn import (
     NF_SCHEMA,
     OWN_SCHEMA,
@@ -227,6 +228,24 @@ class KubeUserActions:
         """What a user does with ``kubectl delete vm``."""
         self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
 
+    def annotate_vm(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """``kubectl annotate vm --overwrite`` (``None`` removes the key)."""
+        self._http(
+            "PATCH", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}",
+            {"metadata": {"annotations": dict(annotations)}},
+        )  # fmt: skip
+
+    def restart_vm(self, namespace: str, name: str) -> None:
+        """What ``virtctl restart`` does: PUT the VM's ``restart`` subresource (KubeVirt then
+        replaces the VMI; the data path's guest goes down and boots again)."""
+        self._http("PUT", restart_path(namespace, name), {})
+
+    def delete_vmi(self, namespace: str, name: str) -> None:
+        """``kubectl delete vmi``: a ``runStrategy: Always`` VM gets a new instance."""
+        self._http(
+            "DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+        )
+
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         return api_request(self.kube, method, path, body)
 
@@ -250,6 +269,7 @@ class SandboxCluster(KubeUserActions):
         distribution: str | Distribution = "auto",
         northd: bool = True,
         tcp: bool = False,
+        kubevirt: bool = True,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
@@ -265,6 +285,8 @@ class SandboxCluster(KubeUserActions):
             distribution=chosen,
         )
         self.kube = KubeApiServer()
+        self.kubevirt = KubeVirt(self.kube) if kubevirt else None
+        """KubeVirt played behind the emulator (VMIs, status, the restart subresource)."""
         self.kubeconfig = str(self.workdir / "kubeconfig")
         self._addresses = PodAddresses()
 

@@ -52,6 +52,7 @@ from osc_gitops_sandbox.cluster import (
 )
 from osc_gitops_sandbox.distributions import Distribution
 from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubevirt import KubeVirt
 from osc_gitops_sandbox.ovn import (
     CLUSTER_ROUTER,
     OWN_SCHEMA,
@@ -310,6 +311,7 @@ class ZonedCluster(KubeUserActions):
         distribution: str | Distribution = "auto",
         northd: bool = False,
         timeout: float = 10.0,
+        kubevirt: bool = True,
     ) -> None:
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
@@ -323,6 +325,8 @@ class ZonedCluster(KubeUserActions):
         self.northd = northd
         self.timeout = timeout
         self.kube = KubeApiServer()
+        self.kubevirt = KubeVirt(self.kube) if kubevirt else None
+        """KubeVirt played behind the emulator (VMIs, status, the restart subresource)."""
         self.kubeconfig = str(self.workdir / "kubeconfig")
         self._initial_nodes = list(nodes)
         self._zones: dict[str, Zone] = {}
