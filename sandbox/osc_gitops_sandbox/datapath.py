@@ -69,16 +69,14 @@ import re
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from osc_gitops_sandbox import distributions, ovsdb_rpc
 from osc_gitops_sandbox.distributions import HOST, Distribution
+from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.netns import (
     NETNS_PREFIX,
     DatapathError,
@@ -173,7 +171,7 @@ def _subnet_of_node(node: dict[str, Any]) -> ipaddress.IPv4Network:
 # the data path
 
 
-class Datapath:
+class Datapath(Lifecycle):
     """OVS + ``ovn-controller`` on top of a started :class:`SandboxCluster`.
 
     Usage::
@@ -191,12 +189,7 @@ class Datapath:
         timeout: float = 15, boot_delay: float = 0.0,
     ) -> None:  # fmt: skip
         self.cluster = cluster
-        self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._own_tmp = tempfile.TemporaryDirectory(prefix="osc-dp-")
-            workdir = self._own_tmp.name
-        self.workdir = Path(workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._own_workdir(workdir, "osc-dp-")
         self.timeout = timeout
         self.token = secrets.token_hex(3)
         self.ovsdb: Daemon | None = None
@@ -263,17 +256,6 @@ class Datapath:
         assert isinstance(dist, Distribution)
         return dist
 
-    def start(self) -> Datapath:
-        reason = datapath_unavailable_reason(self.distribution)
-        if reason:
-            raise DatapathError(f"cannot start the data path: {reason}")
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
     def _vsctl(self, *args: str) -> str:
         return run_tool(
             self.distribution, "ovs-vsctl", f"--db={self.ovs_remote}", "--timeout=10", *args,
@@ -281,6 +263,9 @@ class Datapath:
         )  # fmt: skip
 
     def _start(self) -> None:
+        reason = datapath_unavailable_reason(self.distribution)
+        if reason:
+            raise DatapathError(f"cannot start the data path: {reason}")
         sweep_stale_namespaces()
         nodes = sorted(n["metadata"]["name"] for n in self.cluster.kube.objects("Node"))
         if not nodes or len(nodes) > 2:
@@ -358,7 +343,7 @@ class Datapath:
         ], timeout=2)[0]["rows"]  # fmt: skip
         return bool(rows)
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """Remove every namespace/veth we made, then stop ovn-controller, vswitchd, ovsdb."""
         self._handler.close()
         for ep in self.pods.values():
@@ -371,20 +356,6 @@ class Datapath:
         if self._host_created:
             delete_netns(self.host_netns)
             self._host_created = False
-        if self._own_tmp is not None:
-            self._own_tmp.cleanup()
-            self._own_tmp = None
-
-    def __enter__(self) -> Datapath:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def check_alive(self) -> None:
         for daemon in (self.ovsdb, self.vswitchd, self.controller):

@@ -43,12 +43,12 @@ the answers above; a failed guest never makes a VMI ``Failed``.
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from osc_gitops_sandbox.kubeapi import ApiError, KubeApiServer
+from osc_gitops_sandbox.lifecycle import Worker
 
 __all__ = [
     "AGENT_CONNECTED",
@@ -141,65 +141,27 @@ class KubeVirt:
         self.external_handler = False
         """Whether a virt-handler of its own (a data path) runs new VMIs; else they are
         ``Running`` at once."""
-        self._cond = threading.Condition()
-        self._dirty = True
-        self._busy = False
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._controller = Worker("kubevirt-controller", self.reconcile)
         server.subscribe((VM_KIND, VMI_KIND), self._changed)
         server.add_extension(self)
 
     # -- lifecycle (with the API server) ---------------------------------------------------
     def start(self) -> None:
-        with self._cond:
-            if self._thread is not None:
-                return
-            self._stopping = False
-            self._dirty = True
-        self._thread = threading.Thread(target=self._run, name="kubevirt-controller", daemon=True)
-        self._thread.start()
+        self._controller.start()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._controller.stop()
 
     def _changed(self, event: str, kind: str, obj: dict[str, Any]) -> None:
-        with self._cond:
-            self._dirty = True
-            self._cond.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._dirty or self._stopping)
-                if self._stopping:
-                    return
-                self._dirty = False
-                self._busy = True
-            try:
-                self.reconcile()
-            except Exception as exc:  # keep serving; wait_settled reports it
-                self._error = exc
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+        self._controller.wake()
 
     def wait_settled(self, timeout: float = 10.0) -> None:
         """Until the controller has acted on every VM/VMI change made so far (what a test
         waits for instead of sleeping); raises what the controller last failed with."""
-        with self._cond:
-            if not self._cond.wait_for(
-                lambda: (not self._dirty and not self._busy) or self._stopping, timeout
-            ):
-                raise TimeoutError(f"KubeVirt's controller still busy after {timeout} s")
-        if self._error is not None:
-            error, self._error = self._error, None
+        if not self._controller.wait_idle(timeout):
+            raise TimeoutError(f"KubeVirt's controller still busy after {timeout} s")
+        error = self._controller.take_error()
+        if error is not None:
             raise RuntimeError(f"KubeVirt's controller failed: {error}") from error
 
     # -- virt-controller ---------------------------------------------------------------------

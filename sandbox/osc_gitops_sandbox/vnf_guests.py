@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.kubevirt import BOOT_DELAY_ANNOTATION, KubeVirt
+from osc_gitops_sandbox.lifecycle import Worker
 from osc_gitops_sandbox.netns import DatapathError, Endpoint, FrameCounter, delete_netns, ip, sysctl
 
 __all__ = ["PORTS_ANNOTATION", "GuestHost", "VirtHandler", "Vnf"]
@@ -173,30 +174,21 @@ class VirtHandler:
         self._failed: dict[str, tuple[DatapathError, float]] = {}
         """VMI uid -> (why its guest could not start, when to try again)."""
         self._sync_lock = threading.RLock()
-        self._cond = threading.Condition()
-        self._woken = False
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-        self.error: BaseException | None = None
-        """What the handler thread last failed with (re-raised by :meth:`sync`)."""
+        self._worker = Worker(
+            "virt-handler", lambda: self.sync_once(retry_now=False), self._next_timer
+        )
 
     # -- the thread ------------------------------------------------------------------------
     def start(self) -> None:
         self.kubevirt.external_handler = True
         self.kube.subscribe(("VirtualMachine", "VirtualMachineInstance"), self._changed)
-        self._thread = threading.Thread(target=self._run, name="virt-handler", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def stop(self) -> None:
         """Stop following (the guests stay until :meth:`close`)."""
         self.kube.unsubscribe(self._changed)
         self.kubevirt.external_handler = False
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
+        self._worker.stop()
 
     def close(self) -> None:
         """Stop following and take every guest down."""
@@ -209,12 +201,7 @@ class VirtHandler:
                     delete_netns(endpoint.netns)
 
     def _changed(self, event: str, kind: str, obj: dict[str, Any]) -> None:
-        self.wake()
-
-    def wake(self) -> None:
-        with self._cond:
-            self._woken = True
-            self._cond.notify_all()
+        self._worker.wake()
 
     def _next_timer(self) -> float | None:
         """Seconds until the next boot ends or a failed guest is retried (None: no timer)."""
@@ -222,25 +209,13 @@ class VirtHandler:
         times += [retry for _, retry in self._failed.values()]
         return max(0.0, min(times) - time.monotonic()) if times else None
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: self._woken or self._stopping, self._next_timer())
-                if self._stopping:
-                    return
-                self._woken = False
-            try:
-                self.sync_once(retry_now=False)
-            except Exception as exc:  # kept for sync() to raise in the test's thread
-                self.error = exc
-
     # -- one pass ---------------------------------------------------------------------------
     def sync(self) -> list[str]:
         """Catch up now (after KubeVirt's controller has): plug every VMI's guest, retry those
         that failed, raise what still fails. Returns the OVN ports of every running guest."""
         self.kubevirt.wait_settled()
         self.sync_once(retry_now=True)
-        error, self.error = self.error, None
+        error = self._worker.take_error()
         if self._failed:
             raise next(iter(self._failed.values()))[0]
         if error is not None:
