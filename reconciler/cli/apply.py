@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cli.common import (
+    EXIT_ERROR,
     EXIT_OK,
     Command,
     add_compile_args,
@@ -19,9 +20,9 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
+from reconciler.core.observed import Observed
 
 if TYPE_CHECKING:
-    from reconciler.core.observed import Observed
     from reconciler.engine.apply import ApplyReport
 
 
@@ -40,6 +41,31 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
         help="allow an empty manifest set to delete everything this instance owns",
     )
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="after the writes, keep reconciling until every VNF instance is healthy, no "
+        "steering is held and no rolling update is under way (Helm's --wait)",
+    )
+    parser.add_argument(
+        "--wait-timeout", type=parse_duration, default=300.0, metavar="DURATION",
+        help="how long --wait waits: 90, 90s, 5m, 1h30m (default 5m); exit 1 after it",
+    )  # fmt: skip
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``5m``, ``1h30m``, ``1.5m`` -> seconds (argparse type)."""
+    import re
+
+    parts = re.fullmatch(
+        r"\s*(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?\s*", text
+    )
+    if not text.strip() or parts is None or not any(parts.groups()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration (examples: 90, 90s, 5m, 1h30m)"
+        )
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in parts.groups())
+    return hours * 3600 + minutes * 60 + seconds
 
 
 class _Settled:
@@ -71,22 +97,95 @@ def run_apply(args: argparse.Namespace) -> int:
     options = compile_options(args)
     scope = scope_of(args)
     settled = _Settled()
-    with connections(args, one_shot=True, scope=scope) as (kube, ovn):
+    waited = None
+    # --wait reconciles again and again: the IDL mirror reads the NB cheaply each time and tells
+    # when northd changes a group's active function
+    with connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
+        wake = None
+        planner = None
+        if args.wait:  # passes again and again: the warm loop's planner, woken by the NB
+            from reconciler.core.incremental import IncrementalPlanner
+            from reconciler.engine.wait import health_wake
+
+            wake, planner = health_wake(ovn), IncrementalPlanner()
         pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
-                            scope=scope)  # fmt: skip
-        report = pipeline.run(desired, revision, settled).report
+                            scope=scope, planner=planner)  # fmt: skip
+        outcome = pipeline.run(desired, revision, settled)
+        report = outcome.report
+        sys.stdout.write(render(report.plan, args.output))
+        sys.stdout.flush()
+        for error in report.notification_errors:
+            print(f"warning: {error}", file=sys.stderr)
+        if report.plan.changes:
+            print(
+                f"Apply complete: {report.applied} change(s) applied, converged "
+                f"(OVN transaction {report.seconds.get('ovn_transaction', 0) * 1000:.0f} ms).",
+                file=sys.stderr,
+            )
+        if args.wait:
+            waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
+    transitions = waited.transitions if waited is not None else _transitions(report.plan)
     if args.repo or args.cache_dir:
-        _record_apply(args, revision, report, settled.last)
-    sys.stdout.write(render(report.plan, args.output))
-    for error in report.notification_errors:
-        print(f"warning: {error}", file=sys.stderr)
-    if report.plan.changes:
-        print(
-            f"Apply complete: {report.applied} change(s) applied, converged "
-            f"(OVN transaction {report.seconds.get('ovn_transaction', 0) * 1000:.0f} ms).",
-            file=sys.stderr,
-        )
+        _record_apply(args, revision, report, settled.last, transitions)
+    if waited is not None and not waited.done:
+        return EXIT_ERROR
     return EXIT_OK
+
+
+def _transitions(plan: object) -> dict[str, object]:
+    """The held steering and rollouts a plan reports (for the status file)."""
+    from reconciler.engine.transitions import Transitions
+
+    return Transitions(None).after_pass(plan, Observed()).status_json()  # type: ignore[arg-type]
+
+
+class _Waited:
+    def __init__(self, done: bool, transitions: dict[str, object]) -> None:
+        self.done = done
+        self.transitions = transitions
+
+
+def _wait(
+    args: argparse.Namespace, pipeline: Any, desired: Any, revision: str | None, kube: Any,
+    wake: Any, scope: Any, outcome: Any, settled: _Settled,
+) -> _Waited:  # fmt: skip
+    """``--wait``: reconcile until ready (``reconciler.engine.wait``), with a progress line on a
+    terminal; prints what is not ready when the timeout passes."""
+    from reconciler.engine.transitions import Transitions, VmActions
+    from reconciler.engine.wait import wait_until_ready
+
+    writes = scope.writes_kubernetes and isinstance(kube, VmActions)
+    transitions = Transitions(kube if writes else None)
+    tty = sys.stderr.isatty()
+    shown: list[str] = []
+
+    def progress(elapsed: float, lines: list[str]) -> None:
+        if tty:
+            head = lines[0] if lines else "ready"
+            more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
+            text = f"waiting {elapsed:5.1f}s: {head}{more}"
+            sys.stderr.write("\r\033[K" + text[:150])
+            sys.stderr.flush()
+        elif lines != shown:
+            shown[:] = lines
+            for line in lines:
+                print(f"waiting {elapsed:.1f}s: {line}", file=sys.stderr)
+
+    result = wait_until_ready(
+        pipeline, desired, revision, transitions, outcome, settled.last or outcome.observed,
+        settled, timeout=args.wait_timeout, wake=wake, progress=progress,
+    )  # fmt: skip
+    if tty:
+        sys.stderr.write("\r\033[K")
+    last = result.report
+    if result.done:
+        print(f"Ready after {result.seconds:.1f} s: every VNF instance healthy, nothing held "
+              f"({result.passes} pass(es)).", file=sys.stderr)  # fmt: skip
+        return _Waited(True, last.status_json())
+    print(f"error: not ready after {args.wait_timeout:.0f} s (--wait-timeout):", file=sys.stderr)
+    for line in result.unready:
+        print(f"  {line}", file=sys.stderr)
+    return _Waited(False, last.status_json())
 
 
 def _record_apply(
@@ -94,6 +193,7 @@ def _record_apply(
     revision: str | None,
     report: ApplyReport,
     observed: Observed | None,
+    transitions: dict[str, Any] | None = None,
 ) -> None:
     """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir),
     with each VNF instance's health as OVN reported it when the apply ended."""
@@ -111,6 +211,7 @@ def _record_apply(
             source=args.repo or args.path,
             ref=args.ref if args.repo else None,
             vnf_instances=instances,
+            transitions=transitions,
         )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
@@ -136,9 +237,11 @@ COMMAND = Command(
         "Kubernetes deletes; finally a fresh plan must be empty."
     ),
     epilog=(
-        "exit codes: 0 applied and converged (or nothing to do), 1 error or not converged\n\n"
+        "exit codes: 0 applied and converged (or nothing to do; with --wait: and ready), 1 error "
+        "or not converged (--wait: not ready within --wait-timeout)\n\n"
         "examples:\n"
         "  osc-gitops apply examples/policies --ovn-nb tcp:10.0.0.5:6641\n"
+        "  osc-gitops apply policies/ --wait --wait-timeout 10m  # until every VNF is healthy\n"
         "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03\n"
         "  osc-gitops apply policies/ --kubernetes-only          # interconnect: VMs, NADs\n"
         "  osc-gitops apply policies/ --node node-1 --ovn-nb unix:/var/run/ovn/ovnnb_db.sock"

@@ -16,16 +16,22 @@ What is held, and why it is safe:
   several VNFs on a node (a chain, one ACL per hop) is held whole until every hop's group is
   active, and a crossed-traffic twin ACL waits with its steering ACL.
 - **Only transitions onto a new path.** An ACL change is a transition when it creates an ACL
-  with a function group, or moves one to another group. Traffic already steered keeps its
-  failure policy: a live ACL whose group is (or becomes) unhealthy is never touched here, so
-  holding is never a way around ``fail-close`` of a path in service.
+  with a function group, or moves one to a group with a function the binding's traffic did not
+  go through before (another VNF, a new instance). Traffic already steered keeps its failure
+  policy: a live ACL whose group is (or becomes) unhealthy is never touched here, and a new
+  failure policy on the same functions applies at once, so holding is never a way around
+  ``fail-close`` of a path in service.
 - **The old path stays whole.** While a unit is held its live ACLs stay as they are; a function
   group they reference that the plan would delete is kept too, with its functions and their
   health checks (deleted once the unit switched). When the VNF instance itself goes in the same
   plan (its ports are deleted: the VnfDeployment or the node is gone) the old path cannot be
   kept: the unit is not held and the plan warns.
-- **Northd's word, not ours.** A group counts as ready only when it exists in the NB and northd
-  wrote an active function for it that the plan does not take out of it. Measured on OVN 26.03:
+- **Northd's word, not ours.** A group counts as ready when northd wrote an active function for
+  it that the plan does not take out of it, or when it (a new group, e.g. another failure
+  policy on the same VNF) holds a function northd already reports healthy in another group:
+  northd judges a function by its own probe, so such a group is active from the first
+  computation that also builds its ACLs' flows. A function northd has never reported healthy
+  (a new VNF instance, a new node, a recreated VM's) is what waits. Measured on OVN 26.03:
   northd probes every function with a health check and fills ``network_function_active`` of
   every group, whether an ACL references the group or not, so holding never deadlocks
   (docs/datapath.md, "Transitions").
@@ -250,12 +256,7 @@ def gate(plan: Plan, observed: Observed) -> Plan:
         unit = _unit(change)
         if unit is not None:
             units[unit].append(change)
-    candidates = {
-        unit: sorted({g for c in changes if (g := _new_path(c)) is not None})
-        for unit, changes in units.items()
-    }
-    candidates = {u: gs for u, gs in candidates.items() if gs}
-    if not candidates:
+    if not any(_new_path(c) for changes in units.values() for c in changes):
         return plan
 
     live_groups: dict[str, list[str]] = {}
@@ -273,6 +274,11 @@ def gate(plan: Plan, observed: Observed) -> Plan:
                 live_acls[(name, node)].append(row)
     planned = _planned_members(plan)
     deleted = {(c.kind, c.key) for c in plan.changes if c.action == "delete"}
+    live_ids = {(r.table, r.key): r.fields.get("id") for r in observed.ovn_rows if "id" in r.fields}
+    new_ids: dict[str, set[Any]] = defaultdict(set)
+    for c in plan.changes:
+        if c.after is not None and "id" in c.after and (c.before or {}).get("id") != c.after["id"]:
+            new_ids[c.kind].add(c.after["id"])
     deleted_ports = {key for kind, key in deleted if kind == "Logical_Switch_Port"}
     live_ports = {
         r.key: {str(r.fields.get("inport")), str(r.fields.get("outport"))}
@@ -280,15 +286,40 @@ def gate(plan: Plan, observed: Observed) -> Plan:
         if r.table == _NF
     }
     members = {**live_groups, **{g: m for g, m in planned.items() if m is not None}}
+
+    def onto(change: Change) -> str | None:
+        """The group a change switches the unit's traffic onto, when that brings a VNF
+        function the unit did not go through before (a new instance, another VNF); a new
+        failure policy on the same functions is not a transition: it applies at once."""
+        group = _new_path(change)
+        if group is None:
+            return None
+        before = (change.before or {}).get("network_function_group")
+        old = set(live_groups.get(str(before), ())) if before else set()
+        return group if set(members.get(group) or ()) - old else None
+
+    candidates = {
+        unit: sorted({g for c in changes if (g := onto(c)) is not None})
+        for unit, changes in units.items()
+    }
+    candidates = {u: gs for u, gs in candidates.items() if gs}
+    if not candidates:
+        return plan
     health = member_health(observed)
     known = _functions(plan, observed)
 
     def ready(group: str) -> bool:
-        active = observed.nf_active.get(group)
-        if group not in live_groups or active is None:
+        """northd made a function of the group active, or the group (new, or with new
+        members) holds a function northd already counts healthy elsewhere: northd judges the
+        function by its own Service_Monitor, so the group is active from its first
+        computation (the one that also builds the ACL's flows)."""
+        after = planned.get(group, live_groups.get(group))
+        if not after:
             return False
-        after = planned.get(group, live_groups[group])
-        return after is not None and active in after
+        active = observed.nf_active.get(group)
+        if group in live_groups and active is not None and active in after:
+            return True
+        return any(health[nf].health == HEALTHY for nf in after if nf in health)
 
     held: list[Hold] = []
     dropped: set[Ident] = set()
@@ -316,6 +347,14 @@ def gate(plan: Plan, observed: Observed) -> Plan:
             continue
         keep = {(_NFG, g) for g in kept}
         keep |= {(t, nf) for nf in old_functions for t in (_NF, _CHECK) if (t, nf) in deleted}
+        clash = sorted(key for table, key in keep if live_ids.get((table, key)) in new_ids[table])
+        if clash:  # only when the ids ran out: a new row of the plan takes the kept row's id
+            warnings.append(
+                f"Binding {binding} on node {node} is switched onto {', '.join(waiting)} before "
+                f"OVN reported it healthy: {', '.join(clash)} cannot be kept until then (its id "
+                "is given to a new row; the ids are nearly exhausted)"
+            )
+            continue
         idents = tuple(sorted({(c.kind, c.key) for c in units[unit]} | keep))
         dropped.update(idents)
         functions = [nf for g in waiting for nf in members.get(g) or ()]

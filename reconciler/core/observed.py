@@ -62,8 +62,11 @@ class KubeObject:
     ``reconciler.core.rollout``): never part of ``body``, so the diff never sees them and an
     update of the managed fields never removes them."""
     status: dict[str, Any] = field(default_factory=dict)
-    """What a VirtualMachine's ``status`` says of it, when the API has one
-    (``printableStatus``, ``ready``): only to explain why an instance is not healthy."""
+    """What a VirtualMachine's ``status`` says of it, when the API has one (empty otherwise):
+    ``printableStatus``, ``ready``, ``desiredGeneration`` (the VM's generation KubeVirt has
+    seen), ``observedGeneration`` (the one its running instance was started from: lower while
+    a restart is required), ``stateChangeRequests`` (how many are pending) and the VM's
+    ``metadata.generation`` as ``generation``. For rollouts and for explaining health only."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ __all__ = [
     "hold_updates",
     "next_steps",
     "template_hash",
+    "why_unready",
 ]
 
 PHASE = f"{own.ROLLOUT_PREFIX}phase"
@@ -431,7 +432,7 @@ def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -
                 if not state.get(HALTED):
                     message = (
                         f"{vm.name} not healthy {rollout.deadline:.0f} s after its {phase} "
-                        f"began ({_why(member, obj)})"
+                        f"began ({why_unready(member, obj)})"
                     )
                     steps.append(Step(vm.key, "annotate", {HALTED: message}, "deadline passed"))
             else:
@@ -465,16 +466,35 @@ def _advance(
             return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "drained")], ""
         return None, "draining (northd has not moved its traffic to the other instance yet)"
     if phase == RESTARTING:
-        if not vm.outdated or vm.released:
-            return [
-                Step(vm.key, "restart", why="its new template is written"),
-                Step(vm.key, "annotate", _phase(BOOTING, now, target)),
-            ], ""
-        return None, "restarting (its new template is not written yet)"
+        if vm.outdated and not vm.released:
+            return None, "restarting (its new template is not written yet)"
+        need = restart_needed(obj)
+        if need is None:
+            return None, "restarting (KubeVirt has not seen its new template yet)"
+        booting = Step(vm.key, "annotate", _phase(BOOTING, now, target))
+        if need:
+            return [Step(vm.key, "restart", why="its new template is written"), booting], ""
+        return [booting], ""  # restarted already (before a crash of ours, or by someone)
     since = parse_time(state.get(SINCE)) or now
     if _up(member) and now - since >= rollout.window:
         return [Step(vm.key, "annotate", _phase(None, now, ""), "upgraded and healthy")], ""
-    return None, f"booting for {now - since:.0f} s ({_why(member, obj)})"
+    return None, f"booting for {now - since:.0f} s ({why_unready(member, obj)})"
+
+
+def restart_needed(vm: KubeObject) -> bool | None:
+    """Whether the VM's running instance is older than its template, as KubeVirt's status says
+    (``observedGeneration`` below ``desiredGeneration``); ``None`` while KubeVirt has not seen
+    the VM's latest generation yet (ask again later). No status at all (an API without
+    KubeVirt's controller): True. A restart already requested and pending: False."""
+    status = vm.status
+    if "desiredGeneration" not in status or "observedGeneration" not in status:
+        return True
+    generation = status.get("generation")
+    if isinstance(generation, int) and int(status["desiredGeneration"]) < generation:
+        return None
+    if status.get("stateChangeRequests"):
+        return False
+    return int(status["observedGeneration"]) < int(status["desiredGeneration"])
 
 
 def _phase(phase: str | None, now: float, template: str) -> dict[str, str | None]:
@@ -491,7 +511,7 @@ def _up(member: MemberHealth | None) -> bool:
     return member.health == HEALTHY or not member.checkable
 
 
-def _why(member: MemberHealth | None, obj: KubeObject | None) -> str:
+def why_unready(member: MemberHealth | None, obj: KubeObject | None) -> str:
     """Why a VM is not (yet) counted healthy, for humans."""
     if obj is None:
         return "VM not found"

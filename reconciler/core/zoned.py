@@ -208,9 +208,11 @@ def zoned_plan(
         instances.extend(report.get("vnf_instances", ()))
         schemas.add(str(plan.meta.get("nb_schema") or ""))
         steering.add(str(plan.meta.get("steering") or ""))
+    zone_plans = list(plans)
+    central_plan: Plan | None = None
     if node is None:
-        central, _ = _plan_of(KubernetesScope(), desired, snapshot.central, options)
-        plans.append(central)
+        central_plan, _ = _plan_of(KubernetesScope(), desired, snapshot.central, options)
+        plans.append(central_plan)
     changes = sorted((c for p in plans for c in p.changes), key=lambda c: c.sort_key)
     for plan in plans:
         warnings.extend(plan.warnings)
@@ -228,4 +230,10 @@ def zoned_plan(
     }
     if instances:
         meta["vnf_instances"] = instances
+    # steering held in each zone; the rollouts as the central owner (who restarts VMs) sees them
+    held = [entry for plan in zone_plans for entry in plan.meta.get("held") or ()]
+    if held:
+        meta["held"] = held
+    if central_plan is not None and central_plan.meta.get("rollout"):
+        meta["rollout"] = central_plan.meta["rollout"]
     return Plan(tuple(changes), tuple(dict.fromkeys(warnings)), meta)

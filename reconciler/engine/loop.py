@@ -341,6 +341,8 @@ class Loop:
         revision = current.revision
         outcome = self.pipeline.run(current.desired, revision, _PassEvents(self, revision, trigger))
         self._after_transitions(outcome.report.plan, self.last_observed or outcome.observed)
+        if outcome.after is not None and not outcome.after.empty:
+            self.request("ovn-health")  # northd reported held steering ready meanwhile
         if outcome.changed:
             result = PassResult("applied", changes=outcome.report.plan.summary())
         else:
@@ -374,8 +376,9 @@ class Loop:
 
     def _on_ovn_health(self) -> None:
         """northd changed a function group's active function: a pass, if anything waits for
-        one (held steering, a rollout); otherwise health is only reported by the next pass."""
-        if self.last_transitions.busy:
+        one (held steering, a rollout) or a pass is running (its plan may be holding what
+        this makes ready); otherwise health is only reported by the next pass."""
+        if self.last_transitions.busy or self._in_pass_since is not None:
             self.request("ovn-health")
 
     def _record(self, result: PassResult, trigger: str) -> None:

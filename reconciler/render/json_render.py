@@ -16,6 +16,16 @@
 ```
 ``kind`` is an OVN table or a Kubernetes kind; ``name`` is the row's name / ``osc.io/key`` or
 ``namespace/name``. Fields are added, never renamed or removed, within a format version.
+
+``meta.held`` (absent when nothing is held): steering that apply does not write yet because OVN
+has not reported its VNF instance healthy, one entry per (binding, node): ``{binding, node,
+reason, waiting_for (VM names), groups (Network_Function_Groups not active), vnfs, why,
+changes ([kind, name] of the changes held back: they are not in ``changes``)}``.
+``meta.rollout`` (absent without one): a rolling update per VnfDeployment whose VMs need a
+restart: ``{vnf, summary ("VnfDeployment/fw: 1 of 3 nodes updated ..."), nodes_updated,
+nodes_total, halted (why, or null), max_unavailable, deadline, window, instances_per_node, vms:
+[{key, node, slot, function, outdated, released, template, phase, since, rolling_to, halted,
+peer}]}``; VM template updates not ``released`` are held back (not in ``changes``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from reconciler.core.plan import Plan
 from reconciler.render.text import SYMBOL, budget_line, render_text, summary_line
+from reconciler.render.transitions import held_lines, rollout_lines
 
 MARKER = "<!-- osc-gitops-plan -->"
 """Lets the PR workflow find and update its one sticky comment."""
@@ -28,6 +29,13 @@ def render_markdown(plan: Plan) -> str:
     if plan.warnings:
         lines += ["", "**Warnings**", ""]
         lines += [f"- ⚠️ {w}" for w in plan.warnings]
+    held, rollouts = held_lines(plan.meta), rollout_lines(plan.meta)
+    if held:
+        lines += ["", "**Held** until OVN reports the VNF instance healthy", ""]
+        lines += [f"- ⏳ {line.removeprefix('~ held: ')}" for line in held]
+    if rollouts:
+        lines += ["", "**Rolling updates**", ""]
+        lines += [f"- 🔄 {line}" for line in rollouts]
     instances = plan.meta.get("vnf_instances") or ()
     if instances:
         lines += ["", "**VNF instances** (health as OVN reports it)", ""]

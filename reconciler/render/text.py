@@ -7,6 +7,7 @@ from itertools import groupby
 from typing import Any
 
 from reconciler.core.plan import Change, Plan
+from reconciler.render.transitions import transition_lines
 
 SYMBOL = {"create": "+", "update": "~", "delete": "-"}
 _MAX_LIST = 8
@@ -134,6 +135,7 @@ def render_text(plan: Plan) -> str:
         out.append("")
         out.append("Warnings:")
         out.extend(f"  ! {w}" for w in plan.warnings)
+    out.extend(transition_lines(meta))
     health = health_lines(meta)
     if health:
         out.append("")

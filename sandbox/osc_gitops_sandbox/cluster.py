@@ -33,6 +33,7 @@ from osc_gitops_sandbox.ovn import (
     ovn_unavailable_reason,
     seed_ovn_kubernetes,
 )
+from osc_gitops_sandbox.vnf_health import ForwardingVnfs
 
 POD_NETWORKS = "k8s.ovn.org/pod-networks"
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
@@ -285,6 +286,12 @@ class SandboxCluster(KubeUserActions, Lifecycle):
         """KubeVirt played behind the emulator (VMIs, status, the restart subresource)."""
         self.kubeconfig = str(self.workdir / "kubeconfig")
         self._addresses = PodAddresses()
+        self.forwarding_vnfs: ForwardingVnfs | None = None
+        """While no chassis runs here, every VNF answers OVN's health probe
+        (:mod:`osc_gitops_sandbox.vnf_health`); a data path stops it and measures instead."""
+        if kubevirt and self.ovn.network_function:
+            remote = self.ovn.sb_remote if northd else self.ovn.nb_remote
+            self.forwarding_vnfs = ForwardingVnfs(remote, northd=northd)
 
     @property
     def distribution(self) -> Distribution:
@@ -301,9 +308,13 @@ class SandboxCluster(KubeUserActions, Lifecycle):
         self.ovn.start()
         self.kube.start()
         self.kube.write_kubeconfig(self.kubeconfig)
+        if self.forwarding_vnfs is not None:
+            self.forwarding_vnfs.start()
 
     def _stop(self) -> None:
         try:
+            if self.forwarding_vnfs is not None:
+                self.forwarding_vnfs.stop()
             self.kube.stop()
         finally:
             self.ovn.stop()

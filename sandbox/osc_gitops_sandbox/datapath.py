@@ -266,6 +266,9 @@ class Datapath(Lifecycle):
         reason = datapath_unavailable_reason(self.distribution)
         if reason:
             raise DatapathError(f"cannot start the data path: {reason}")
+        forwarding = getattr(self.cluster, "forwarding_vnfs", None)
+        if forwarding is not None:
+            forwarding.stop()  # a real chassis and real guests answer OVN's probes from now on
         sweep_stale_namespaces()
         nodes = sorted(n["metadata"]["name"] for n in self.cluster.kube.objects("Node"))
         if not nodes or len(nodes) > 2:

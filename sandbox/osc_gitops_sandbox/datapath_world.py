@@ -293,8 +293,19 @@ class World:
         self.dp.sync_vnfs()
         if wait:
             self.wait_all_active()
+            self.switch_on(text)
             self.dp.wait_hv()
         return text
+
+    def switch_on(self, text: str) -> str | None:
+        """Apply again when ``text`` (a plan just applied) held steering until OVN reported its
+        VNF instance healthy (issue 22), as ``apply --wait`` or the loop's next pass does; the
+        plan text of that apply, or ``None`` when nothing was held."""
+        if "~ held:" not in text:
+            return None
+        again = self.applier.apply(self.manifests)
+        self.outputs.append(again)
+        return again
 
     def restart_vm(self, node: str, name: str = "firewall") -> None:
         """``virtctl restart`` of VnfDeployment ``name``'s VM on ``node`` (KubeVirt's
@@ -356,10 +367,11 @@ class World:
         self.write_manifests()
         for name in PODS:
             self.label(name, None)
-        self.apply(wait=False)
+        text = self.apply(wait=False)
         for vnf in self.dp.vnfs.values():
             self.dp.set_forwarding(vnf, True)
         self.wait_all_active()
+        self.switch_on(text)
         self.dp.wait_hv()
 
     def close(self) -> None:

@@ -65,6 +65,7 @@ def run(
     from reconciler.core.planning import make_plan
     from reconciler.core.steering import default_backend
     from reconciler.engine.pipeline import observe, reconcile
+    from reconciler.engine.wait import reconcile_until_ready
     from reconciler.manifests.load import load_path
     from reconciler.render import render
 
@@ -119,20 +120,37 @@ def run(
             _say(f"(exit code {2 if the_plan.changes else 0})")
             return the_plan
 
-        def apply() -> None:
-            _say(f"$ {cmd.format('apply')}")
-            report = reconcile(load_path(policies_copy), kube, ovn, options)
+        def apply(wait: bool = False) -> None:
+            _say(f"$ {cmd.format('apply --wait' if wait else 'apply')}")
+            if wait:
+                first, waited = reconcile_until_ready(load_path(policies_copy), kube, ovn,
+                                                      options, timeout=60)  # fmt: skip
+                report = first.report
+            else:
+                report = reconcile(load_path(policies_copy), kube, ovn, options)
             s = report.plan.summary()
+            held = len(report.plan.meta.get("held") or ())
             _say(
                 f"Apply complete: {s['create']} created, {s['update']} changed, {s['delete']} "
-                f"deleted in {sum(report.seconds.values()) * 1000:.0f} ms; re-plan is empty."
-            )
+                f"deleted in {sum(report.seconds.values()) * 1000:.0f} ms; re-plan is empty"
+                + (f" ({held} binding(s) x node held until their VNF is healthy)." if held
+                   else ".")
+            )  # fmt: skip
+            if wait:
+                ready = (
+                    f"Ready after {waited.seconds:.1f} s ({waited.passes} pass(es)): OVN reported "
+                    "every new VNF instance healthy, the held steering is switched on."
+                )
+                _say(ready if waited.done else "not ready: " + "; ".join(waited.unready))
 
         try:
             _step("1. Plan from an empty NB: VNF VMs, their OVN ports, port groups, steering")
             show_plan(brief=True)
-            _step("2. Apply (Kubernetes first, then ONE OVN transaction, then verify)")
-            apply()
+            _step(
+                "2. Apply --wait (Kubernetes first, then ONE OVN transaction, then verify; the "
+                "steering onto the new VNFs once OVN reports them healthy)"
+            )
+            apply(wait=True)
             _step("3. Plan again: nothing to do (idempotent)")
             show_plan()
 

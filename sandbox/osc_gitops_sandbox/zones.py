@@ -64,6 +64,7 @@ from osc_gitops_sandbox.ovn import (
     run_tool,
     seed_ovn_kubernetes,
 )
+from osc_gitops_sandbox.vnf_health import ForwardingVnfs
 
 TRANSIT_SWITCH = "transit_switch"
 """The default network's transit switch (OVN-Kubernetes' ``types.TransitSwitch``)."""
@@ -226,6 +227,7 @@ class Zone:
         northd: bool = False,
         timeout: float = 10.0,
         template: Path | None = None,
+        forwarding_vnfs: bool = False,
     ) -> None:
         socket = workdir.resolve() / "nb.sock"
         if len(str(socket)) > SOCKET_PATH_MAX:
@@ -239,6 +241,12 @@ class Zone:
             workdir, northd=northd, southbound=northd, distribution=distribution, timeout=timeout
         )
         self._pending: list[Callable[[str], None]] = []
+        self.forwarding_vnfs: ForwardingVnfs | None = None
+        """Every VNF answers OVN's health probe (no chassis runs here): see
+        :mod:`osc_gitops_sandbox.vnf_health`."""
+        if forwarding_vnfs:
+            remote = self.ovn.sb_remote if northd else self.ovn.nb_remote
+            self.forwarding_vnfs = ForwardingVnfs(remote, northd=northd)
 
     @property
     def workdir(self) -> Path:
@@ -263,9 +271,13 @@ class Zone:
         if self._template is not None and not database.exists():
             shutil.copyfile(self._template, database)  # what `ovsdb-tool create` would write
         self.ovn.start()
+        if self.forwarding_vnfs is not None:
+            self.forwarding_vnfs.start()
         return self
 
     def stop(self) -> None:
+        if self.forwarding_vnfs is not None:
+            self.forwarding_vnfs.stop()
         self.ovn.stop()
 
     def stop_nb(self) -> None:
@@ -431,6 +443,7 @@ class ZonedCluster(KubeUserActions, Lifecycle):
             zone = Zone(
                 zone_node, self.workdir / "zones" / zone_node.name, self.distribution,
                 northd=self.northd, timeout=self.timeout, template=self._template,
+                forwarding_vnfs=self.kubevirt is not None and self.network_function,
             )  # fmt: skip
             self._zones[zone_node.name] = zone
             zone.start()

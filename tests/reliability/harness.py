@@ -27,6 +27,11 @@ kind: VnfDeployment
 metadata: {name: fw}
 spec: {namespace: osc-vnfs, image: quay.io/example/fw:1, cpu: 1, memory: 1Gi}
 """
+WAIT = ("--wait", "--wait-timeout", "30s")
+"""``apply`` until the steering onto new VNF instances is switched on: the sandbox's VNFs
+answer OVN's probe at once, so a first apply with it is one deterministic end state (later
+applies onto the then healthy instances are switched on in their own transaction)."""
+
 SET_A = (
     VNF
     + """---

@@ -25,6 +25,9 @@ OWNED_TABLES = (
     "Network_Function_Group",
 )
 ALL_TABLES = (*OWNED_TABLES, "Logical_Switch", "Logical_Router", "Logical_Router_Policy")
+IGNORED = ("_uuid", "_version", "network_function_active")
+"""Not part of what we write: northd's verdict on a group changes on its own time (here the
+sandbox plays VNFs answering OVN's probe, osc_gitops_sandbox.vnf_health)."""
 OWNER = "osc.io/owner"
 KEY = "osc.io/key"
 
@@ -75,7 +78,7 @@ def owned(
         for row in data.get(table, []):
             if not _is_ours(row, instance):
                 continue
-            clean = {k: resolve(v) for k, v in row.items() if k not in ("_uuid", "_version")}
+            clean = {k: resolve(v) for k, v in row.items() if k not in IGNORED}
             ext = dict(clean.get("external_ids") or {})
             ext.pop("osc.io/revision", None)
             clean["external_ids"] = ext

@@ -20,7 +20,7 @@ from osc_gitops_sandbox.ovn import (
 
 from tests.reliability import nbstate
 from tests.reliability.figures import record
-from tests.reliability.harness import cli, conn
+from tests.reliability.harness import WAIT, cli, conn
 from tests.support.gitops import Remote, git
 from tests.support.ovn import require_ovn_or_fail
 from tests.support.paths import CLUSTER
@@ -142,7 +142,7 @@ def _apply_repo(remote: Remote, cluster, cache: Path, *extra: str):
 def test_git_force_push_empty_commit_invalid_commit_and_unreachable_remote(gitworld):
     remote, _, cluster, cache = gitworld
     before_foreign = nbstate.foreign(cluster.nb_remote)
-    first = _apply_repo(remote, cluster, cache)
+    first = _apply_repo(remote, cluster, cache, *WAIT)  # the new VNFs' steering switched on
     assert first.code == 0, first.err
     good = nbstate.owned(cluster.nb_remote)
     faults = 0
@@ -199,7 +199,7 @@ def test_git_force_push_empty_commit_invalid_commit_and_unreachable_remote(gitwo
     shutil.move(str(remote.bare) + ".gone", str(remote.bare))
     remote.copy_examples()
     remote.commit("fixed")
-    fixed = _apply_repo(remote, cluster, cache)
+    fixed = _apply_repo(remote, cluster, cache, *WAIT)
     assert fixed.code == 0, fixed.err
     assert nbstate.owned(cluster.nb_remote) == good
     assert nbstate.problems(cluster.nb_remote) == []

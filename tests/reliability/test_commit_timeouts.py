@@ -22,7 +22,7 @@ from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.cluster import SandboxCluster
 
 from tests.reliability import nbstate
-from tests.reliability.harness import Worker, cli, conn, record
+from tests.reliability.harness import WAIT, Worker, cli, conn, record
 from tests.reliability.nbproc import kill_nb, start_nb
 from tests.reliability.nbproxy import NbProxy
 
@@ -33,7 +33,7 @@ def _targets(cluster: SandboxCluster, a: Path, b: Path) -> dict[str, dict[str, l
     """The owned NB state a finished apply of each set leaves; ends with ``a`` applied."""
     states = {}
     for name, path in (("b", b), ("a", a)):
-        result = cli("apply", path, *conn(cluster))
+        result = cli("apply", path, *conn(cluster), *WAIT)
         assert result.code == 0, result.err
         states[name] = nbstate.owned(cluster.nb_remote)
     return states

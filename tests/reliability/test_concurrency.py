@@ -88,7 +88,7 @@ def test_two_reconcilers_at_once_never_duplicate(
 
 def test_manual_edits_are_reported_and_repaired(nf_cluster: SandboxCluster, policy_sets) -> None:
     a, _b = policy_sets
-    assert cli("apply", a, *conn(nf_cluster)).code == 0
+    assert cli("apply", a, *conn(nf_cluster), "--wait", "--wait-timeout", "30s").code == 0
     target = nbstate.owned(nf_cluster.nb_remote)
     remote = nf_cluster.nb_remote
     # an operator edits our rows by hand: ACL priority and match, a port removed, a row deleted

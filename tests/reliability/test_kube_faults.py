@@ -16,7 +16,8 @@ from reconciler.core.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
 from tests.reliability import nbstate
-from tests.reliability.harness import cli, conn, record
+from tests.reliability.harness import WAIT, cli, conn, record
+from tests.support.transitions import wait_groups_active
 
 
 @pytest.mark.parametrize(
@@ -27,7 +28,7 @@ def test_transient_errors_are_retried(
 ) -> None:
     a, _b = policy_sets
     nf_cluster.kube.faults.fail(2, status, retry_after=retry_after, path_contains="/pods")
-    result = cli("apply", a, *conn(nf_cluster))
+    result = cli("apply", a, *conn(nf_cluster), *WAIT)
     assert result.code == 0, result.err
     assert nf_cluster.kube.faults.take_failure("GET", "/api/v1/pods") is None  # both consumed
     assert cli("plan", a, *conn(nf_cluster)).code == 0
@@ -39,7 +40,7 @@ def test_persistent_error_exits_1_clearly_then_converges(
     nf_cluster: SandboxCluster, policy_sets, status: int
 ) -> None:
     a, b = policy_sets
-    assert cli("apply", a, *conn(nf_cluster)).code == 0
+    assert cli("apply", a, *conn(nf_cluster), *WAIT).code == 0
     before = nbstate.owned(nf_cluster.nb_remote)
     nf_cluster.kube.faults.fail(1000, status, retry_after=0 if status == 429 else None,
                                 path_contains="/pods")  # fmt: skip
@@ -54,7 +55,7 @@ def test_persistent_error_exits_1_clearly_then_converges(
     )
     assert nbstate.owned(nf_cluster.nb_remote) == before  # nothing half-applied on OVN
     nf_cluster.kube.faults.clear()
-    assert cli("apply", b, *conn(nf_cluster)).code == 0
+    assert cli("apply", b, *conn(nf_cluster), *WAIT).code == 0
     assert cli("plan", b, *conn(nf_cluster)).code == 0
     record("kubernetes API faults", faults=1, converged=True)
 
@@ -65,6 +66,13 @@ def _reconcile(cluster: SandboxCluster, path: Any, **kube: Any) -> Any:
         setattr(kc, name, value)
     with OvnNorthbound.connect(OvnSettings(remote=cluster.nb_remote)) as nb:
         return reconcile(load_path(path), kc, nb, CompileOptions())
+
+
+def _switched_on(cluster: SandboxCluster, path: Any) -> None:
+    """The reconcile after the new VNF instances were reported healthy (the sandbox's VNFs
+    answer OVN's probe): it switches on the steering the first one held."""
+    wait_groups_active(cluster.nb_remote)
+    _reconcile(cluster, path)
 
 
 def test_slow_responses_beyond_the_timeout(nf_cluster: SandboxCluster, policy_sets) -> None:
@@ -78,6 +86,7 @@ def test_slow_responses_beyond_the_timeout(nf_cluster: SandboxCluster, policy_se
     nf_cluster.kube.faults.clear()
     report = _reconcile(nf_cluster, a, settings={"timeout": 0.3})
     assert report.plan.changes
+    _switched_on(nf_cluster, a)
     assert cli("plan", a, *conn(nf_cluster)).code == 0
     record("kubernetes API faults", faults=1, converged=True)
 
@@ -89,6 +98,7 @@ def test_410_on_paginated_list_continuation(nf_cluster: SandboxCluster, policy_s
     report = _reconcile(nf_cluster, a, page_size=2)
     assert report.plan.changes
     assert nf_cluster.kube.faults.take_failure("GET", "/api/v1/pods?continue=x") is None
+    _switched_on(nf_cluster, a)
     assert cli("plan", a, *conn(nf_cluster)).code == 0
     record("kubernetes API faults", faults=2, converged=True)
 

@@ -17,7 +17,7 @@ import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
 
 from tests.reliability import nbstate
-from tests.reliability.harness import Worker, cli, conn, record
+from tests.reliability.harness import WAIT, Worker, cli, conn, record
 from tests.reliability.nbproc import kill_nb, start_nb
 
 SEED = int(os.environ.get("OSC_FAULT_SEED", "20260508"))
@@ -27,7 +27,7 @@ def _targets(cluster: SandboxCluster, a, b) -> dict[str, dict[str, list[str]]]:
     """The owned NB state a finished apply of each set leaves (deterministic)."""
     states = {}
     for name, path in (("a", a), ("b", b), ("a2", a)):
-        result = cli("apply", path, *conn(cluster))
+        result = cli("apply", path, *conn(cluster), *WAIT)
         assert result.code == 0, result.err
         states[name] = nbstate.owned(cluster.nb_remote)
     assert states["a"] == states["a2"], "an apply of the same set must leave the same rows"
@@ -69,7 +69,7 @@ def test_reconciler_killed_at_random_points_of_200_applies(
         assert nbstate.problems(nf_cluster.nb_remote) == [], f"run {i} (seed {SEED})"
     # both outcomes happened, so kills really landed before and after the commit
     assert outcomes["before"] > 0 and outcomes["after"] > 0, outcomes
-    final = cli("apply", a, *conn(nf_cluster))
+    final = cli("apply", a, *conn(nf_cluster), *WAIT)
     assert final.code == 0, final.err
     assert cli("plan", a, *conn(nf_cluster)).code == 0
     assert nbstate.owned(nf_cluster.nb_remote) == targets["a"]

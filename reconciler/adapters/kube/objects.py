@@ -143,7 +143,11 @@ def owned_object(kind: str, obj: dict[str, Any]) -> KubeObject:
     status: dict[str, Any] = {}
     if kind == "VirtualMachine":
         live = obj.get("status") or {}
-        status = {k: live[k] for k in ("printableStatus", "ready") if k in live}
+        keys = ("printableStatus", "ready", "desiredGeneration", "observedGeneration")
+        status = {k: live[k] for k in keys if k in live}
+        if live:
+            status["generation"] = meta.get("generation")
+            status["stateChangeRequests"] = len(live.get("stateChangeRequests") or ())
     return KubeObject(
         kind=kind,
         namespace=meta.get("namespace", ""),

@@ -271,7 +271,11 @@ def directions(redirection: Redirection) -> list[str]:
 
 
 def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[str, int]:
-    """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones."""
+    """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones,
+    where an id one of our live rows still holds (a row this plan deletes) is taken last: the
+    old row may outlive the plan (health gating keeps a path in service until its successor is
+    healthy, ``reconciler.core.gating``), and a group id lives on in conntrack entries
+    (``ct_label``), so it is better not handed to a new group at once."""
     wanted = sorted(set(names))
     existing = {
         r.fields.get("name"): r.fields.get("id") for r in observed.ovn_rows if r.table == table
@@ -283,7 +287,9 @@ def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[s
         if isinstance(old, int) and old not in taken:
             ids[name] = old
             taken.add(old)
-    free = (i for i in range(1, MAX_OVN_ID + 1) if i not in taken)
+    leaving = {i for i in existing.values() if isinstance(i, int)} - taken
+    fresh = [i for i in range(1, MAX_OVN_ID + 1) if i not in taken and i not in leaving]
+    free = iter([*fresh, *sorted(leaving)])
     for name in wanted:
         if name in ids:
             continue

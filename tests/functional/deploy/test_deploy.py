@@ -108,6 +108,8 @@ def request_attributes(method: str, target: str) -> tuple[str, str, str, str | N
     if rest[0] == "namespaces" and len(rest) > 2:
         namespace, rest = rest[1], rest[2:]
     resource, name = rest[0], (rest[1] if len(rest) > 1 else None)
+    if len(rest) > 2:  # a subresource: RBAC names it "<resource>/<subresource>"
+        resource = f"{resource}/{rest[2]}"
     verb = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method)
     if verb is None:
         verb = "get" if name else ("watch" if query.get("watch") == ["true"] else "list")

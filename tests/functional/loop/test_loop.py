@@ -28,6 +28,7 @@ from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
 from reconciler.engine.sources import GitManifestSource, LocalSource
 from tests.support.gitops import Remote, git, owned_rows, wait_for
+from tests.support.transitions import wait_groups_active
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(120)]
 
@@ -118,6 +119,8 @@ def test_git_commits_drive_the_loop(
 
     # create: the first commit is applied and every row records it
     wait_for(lambda: run.status().get("revision") == first, what="first commit applied")
+    # the steering follows once the new VNF instances are reported healthy (the loop wakes on it)
+    wait_for(lambda: not run.status().get("held"), what="held steering switched on")
     full = owned_rows(cluster.nb_remote)
     assert full and revisions(full) == {first}
     assert run.status()["result"] in ("applied", "unchanged")
@@ -140,6 +143,7 @@ def test_git_commits_drive_the_loop(
     git(remote.work, "push", "-q", "origin", "HEAD:main")
     third = git(remote.work, "rev-parse", "HEAD")
     wait_for(lambda: run.status().get("revision") == third, what="revert applied")
+    wait_for(lambda: not run.status().get("held"), what="held steering switched on")
     restored = owned_rows(cluster.nb_remote)
     assert set(restored) == set(full)
     assert third in revisions(restored)
@@ -310,6 +314,8 @@ def test_warm_passes_plan_only_what_changed(
     loop = Loop(config, LocalSource(policies), kube, ovn)
 
     assert loop.reconcile_pass("start").result == "applied"
+    wait_groups_active(cluster.nb_remote)  # the sandbox's VNFs answer OVN's probe
+    assert loop.reconcile_pass("ovn-health").result == "applied"  # the held steering
     desired = loop.sources.desired
     assert loop.reconcile_pass("periodic").result == "unchanged"
     assert loop.sources.desired is desired  # the folder was not loaded again

@@ -47,6 +47,7 @@ from reconciler.core.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
 from tests.support.ovn import NODES, OVN_MARKS, Change, connect, creates, ext
+from tests.support.transitions import wait_groups_active
 
 pytestmark = OVN_MARKS
 
@@ -501,12 +502,15 @@ def test_snapshot_after_reconcile(tmp_path: Path, schema: str, steering: str) ->
         kube = KubeCluster(KubeSettings(kubeconfig=cluster.kubeconfig))
         try:
             with OvnNorthbound.connect(OvnSettings(remote=cluster.nb_remote)) as nb:
-                reconcile(
-                    load_path(REPO / "examples" / "policies"),
-                    kube,
-                    nb,
-                    CompileOptions(steering=steering),
-                )
+                for _ in range(2):  # steering is switched on once its VNFs are reported healthy
+                    reconcile(
+                        load_path(REPO / "examples" / "policies"),
+                        kube,
+                        nb,
+                        CompileOptions(steering=steering),
+                    )
+                    if steering == "network-function":
+                        wait_groups_active(cluster.nb_remote)
         finally:
             kube.close()
         state = assert_same(cluster.nb_remote)

@@ -1,5 +1,6 @@
 """Property: from whatever state the previous example left, ONE apply of random manifests over
-random pod labels converges (the next plan is empty) on a real ovsdb-server."""
+random pod labels converges (the next plan is empty) on a real ovsdb-server (``--wait``: the
+steering onto new VNF instances is switched on once the sandbox's VNFs answer OVN's probe)."""
 
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_random_states_converge_in_one_apply(nf_cluster, tmp_path, keep, relabel
     for (namespace, name), labels in relabel:
         nf_cluster.label_pod(namespace, name, labels)
     args = [*conn(nf_cluster), "--steering", steering, "--allow-empty"]
-    applied = cli("apply", folder, *args)
+    applied = cli("apply", folder, *args, "--wait", "--wait-timeout", "30s")
     assert applied.code == 0, applied.err
     after = cli("plan", folder, *args[:-1])
     assert after.code == 0, after.out

@@ -1,8 +1,9 @@
 """``osc-gitops explain`` and traffic lists on the sandbox: OVN 26.03 (sid) with ovn-northd running,
 the Kubernetes API emulator, the example policies (issue #16 items 1-3).
 
-No ovn-controller runs here, so no health probe is ever answered: OVN reports every
-health-checked instance ``not healthy``, and ``explain`` says so. ``ovn-trace`` (26.03) reads the
+No ovn-controller runs here: the sandbox plays VNFs that answer OVN's health probe
+(``osc_gitops_sandbox.vnf_health``), so northd reports every instance healthy and ``apply
+--wait`` switches the steering on. ``ovn-trace`` (26.03) reads the
 logical flows northd made from our rows: it parses every match (and warns about any it cannot)
 and shows which ACL a packet hits, so the OR of a traffic list is checked by OVN itself.
 """
@@ -66,9 +67,9 @@ def test_explain_before_and_after_apply(
     ]
     assert bindings == [
         {"name": "web-ips", "vnf": "ips", "order": 5, "node": "node-1",
-         "instance": "osc-vnfs/ips-node-1", "healthy": False, "shadowedBy": None},
+         "instance": "osc-vnfs/ips-node-1", "healthy": True, "shadowedBy": None},
         {"name": "web-firewall", "vnf": "firewall", "order": 10, "node": "node-1",
-         "instance": "osc-vnfs/firewall-node-1", "healthy": False, "shadowedBy": None},
+         "instance": "osc-vnfs/firewall-node-1", "healthy": True, "shadowedBy": None},
     ]  # fmt: skip
     assert {r["state"] for r in data["ovn"]} == {"ok"}
     acl = next(r for r in data["ovn"] if r["name"] == "osc.web_ips.node_1.to")
@@ -76,7 +77,7 @@ def test_explain_before_and_after_apply(
     tables = {r["table"] for r in data["ovn"]}
     assert {"Port_Group", "ACL", "Network_Function_Group", "Network_Function",
             "Network_Function_Health_Check"} <= tables  # fmt: skip
-    assert any("is not healthy as OVN reports it" in w for w in data["warnings"])
+    assert not any("is not healthy as OVN reports it" in w for w in data["warnings"])
 
     # a binding without order: the default, said so
     db = explain_json(cluster, policies, "shop-backend/db-0")

@@ -30,7 +30,9 @@ def plan_json(cluster: SandboxCluster, policies: Path, *extra: str) -> dict:
 
 
 def apply(cluster: SandboxCluster, policies: Path, *extra: str) -> None:
-    result = cli("apply", policies, *conn(cluster), *extra)
+    """``apply --wait``: steering onto a VNF instance is switched on once OVN reports it
+    healthy (the sandbox's VNFs answer the probe at once), so one apply converges fully."""
+    result = cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "30s", *extra)
     assert result.code == 0, result.err
 
 
@@ -60,9 +62,10 @@ def ext(row: dict) -> dict:
 def test_plan_apply_then_nothing_to_do(nf_cluster, policies):
     first = cli("plan", policies, *conn(nf_cluster))
     assert first.code == 2
-    assert (
-        "Plan: 47 to create, 0 to change, 0 to delete." in first.out
-    )  # 3 health checks + NB_Global, 4 ACLs letting through what crossed the firewall
+    # 3 health checks + NB_Global; the 14 steering ACLs (4 of them letting through what
+    # crossed the firewall) wait until OVN reports the new VNF instances healthy
+    assert "Plan: 33 to create, 0 to change, 0 to delete." in first.out
+    assert first.out.count("~ held: Binding/") == 8  # one per (binding, node)
     apply(nf_cluster, policies)
     again = cli("plan", policies, *conn(nf_cluster))
     assert again.code == 0, again.out

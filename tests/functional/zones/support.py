@@ -15,6 +15,7 @@ from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.snapshot import OvnSnapshot
 from reconciler.core import ownership as own
 from tests.support.cli import CliResult, cli
+from tests.support.transitions import wait_groups_active
 
 AGENTS_NS, CENTRAL_NS = "osc-gitops-agents", "osc-gitops"
 NB_TABLES = (
@@ -28,10 +29,16 @@ def kubeconfig(zones: ZonedCluster) -> list[str]:
     return ["--kubeconfig", zones.kubeconfig]
 
 
+WAIT = ("--wait", "--wait-timeout", "30s")
+"""``apply`` until its steering is switched on (the zones' VNFs answer OVN's probe at once)."""
+
+
 def agent(zones: ZonedCluster, command: str, policies: Path, node: str, *args: object) -> CliResult:
-    """``osc-gitops COMMAND POLICIES --node NODE --ovn-nb <its zone's NB>``."""
+    """``osc-gitops COMMAND POLICIES --node NODE --ovn-nb <its zone's NB>`` (``apply``:
+    with ``--wait``)."""
+    wait = WAIT if command == "apply" else ()
     return cli(command, policies, "--node", node, "--ovn-nb", zones.nb_remote(node),
-               *kubeconfig(zones), *args)  # fmt: skip
+               *kubeconfig(zones), *wait, *args)  # fmt: skip
 
 
 def central(zones: ZonedCluster, command: str, policies: Path, *args: object) -> CliResult:
@@ -48,12 +55,18 @@ def run_once(zones: ZonedCluster, policies: Path, node: str | None, revision: st
 
 
 def converge(zones: ZonedCluster, policies: Path, revision: str = "r1") -> None:
-    """The central owner, then every agent, one pass each; all must succeed."""
+    """The central owner, then every agent, one pass each; all must succeed. An agent whose
+    steering waited for its VNF instance to be reported healthy (the zone plays it answering
+    OVN's probe) runs a second pass once its function groups are active."""
     done = run_once(zones, policies, None, revision)
     assert done.code == 0, done.err
     for node in zones.nodes:
         done = run_once(zones, policies, node, revision)
         assert done.code == 0, f"{node}: {done.err}"
+        if zones.network_function:
+            wait_groups_active(zones.nb_remote(node))
+            done = run_once(zones, policies, node, revision)
+            assert done.code == 0, f"{node}: {done.err}"
 
 
 def owned(

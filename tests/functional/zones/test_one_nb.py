@@ -13,7 +13,7 @@ from osc_gitops_sandbox.zones import ZonedCluster
 
 from reconciler.adapters.ovn.northbound import write_lock_name
 from reconciler.core import ownership as own
-from tests.functional.zones.support import LockHolder, acl_keys, agent, dump, owned
+from tests.functional.zones.support import WAIT, LockHolder, acl_keys, agent, dump, owned
 from tests.reliability.harness import Worker
 from tests.support.cli import cli
 from tests.support.ovn import OVN_MARKS
@@ -88,10 +88,10 @@ def test_a_central_nb_run_and_agents_on_that_nb_never_fight(
     nodes = ("node-1", "node-2")
 
     def whole(path: Path, command: str = "plan") -> int:
-        return cli(command, path, *nb).code
+        return cli(command, path, *nb, *(WAIT if command == "apply" else ())).code
 
     def node(name: str, path: Path, command: str = "plan") -> int:
-        return cli(command, path, "--node", name, *nb).code
+        return cli(command, path, "--node", name, *nb, *(WAIT if command == "apply" else ())).code
 
     assert whole(policies, "apply") == 0
     central_rows = owned(central_nb.nb_remote)

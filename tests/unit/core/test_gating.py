@@ -168,30 +168,32 @@ def test_when_the_old_vnf_goes_in_the_same_plan_the_switch_is_not_held_and_the_p
     assert any("cannot be kept" in w for w in first.warnings)
 
 
-def test_a_new_failure_policy_group_on_a_healthy_vnf_waits_one_pass_for_northd() -> None:
+def test_a_new_failure_policy_on_the_same_vnf_is_switched_on_at_once() -> None:
+    # northd judges the function by its own probe: a new group holding a function it already
+    # counts healthy is active from its first computation, so nothing waits
     obs = steady()
     open_ = desired(
         sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10, redirection="both",
                                                  failurePolicy="fail-open")
     )  # fmt: skip
     first = plan(open_, obs)
-    assert kinds(first, "ACL") == set()
-    assert {(c.action, c.key) for c in first.changes if c.kind == "Network_Function_Group"} == {
-        ("create", "osc.fw.node_1.fail_open"),
-        ("create", "osc.fw.node_2.fail_open"),
-    }  # the fail-close groups are kept while the ACLs still use them
-    obs = northd(applied(obs, first), {"osc.fw.node_1", "osc.fw.node_2"})
-    second = plan(open_, obs)
-    assert {c.key for c in second.changes if c.kind == "ACL"} == {
+    assert "held" not in first.meta
+    assert {c.key for c in first.changes if c.kind == "ACL"} == {
         "osc.web_fw.node_1.from",
         "osc.web_fw.node_1.to",
         "osc.web_fw.node_2.from",
         "osc.web_fw.node_2.to",
     }
-    assert {(c.action, c.key) for c in second.changes if c.kind == "Network_Function_Group"} == {
+    assert {(c.action, c.key) for c in first.changes if c.kind == "Network_Function_Group"} == {
+        ("create", "osc.fw.node_1.fail_open"),
+        ("create", "osc.fw.node_2.fail_open"),
         ("delete", "osc.fw.node_1.fail_close"),
         ("delete", "osc.fw.node_2.fail_close"),
     }
+    # it is not a transition onto another instance at all: even with the firewall down, the
+    # new failure policy applies at once (holding would keep the old policy in force)
+    down = plan(open_, northd(obs, set()))
+    assert "held" not in down.meta and len(kinds(down, "ACL")) == 4
 
 
 def test_a_verify_plan_that_only_switches_on_what_was_held_is_progress_not_drift() -> None:

@@ -1,0 +1,164 @@
+"""``apply --wait``: reconcile until every VNF instance is healthy and nothing waits.
+
+Helm's ``--wait`` and ``kubectl rollout status`` for osc-gitops: after the writes, run the same
+pipeline again whenever something that could let the apply go further changed (northd changed
+a function group's active function, a rollout step was written, a rollout's time limit came)
+until
+
+- no steering is held (``reconciler.core.gating``),
+- no rolling update is under way (``reconciler.core.rollout``), and
+- every VNF instance OVN can judge (a health check, a function group) is healthy,
+
+or the timeout passes. Between passes it waits on the NB (``OvnNorthbound.watch_health``),
+never longer than a second (a VM's status or a change nobody announces is seen then).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from reconciler.core.compile import CompileOptions
+from reconciler.core.gating import member_health
+from reconciler.core.health import HEALTHY
+from reconciler.core.incremental import IncrementalPlanner
+from reconciler.core.model import Desired
+from reconciler.core.observed import Observed
+from reconciler.core.rollout import why_unready
+from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
+from reconciler.engine.providers import KubeProvider, OvnProvider
+from reconciler.engine.transitions import TransitionReport, Transitions, VmActions
+
+__all__ = ["WaitOutcome", "reconcile_until_ready", "unready", "wait_until_ready"]
+
+POLL = 1.0
+"""Longest wait between passes when nothing is announced."""
+
+
+@dataclass
+class WaitOutcome:
+    done: bool
+    seconds: float
+    passes: int
+    last: Reconciled
+    """The last pass."""
+    report: TransitionReport
+    """What waited after it."""
+    unready: list[str] = field(default_factory=list)
+    """What is not ready, one line each (``firewall-node-2: probe failing ...``)."""
+
+
+def unready(report: TransitionReport, observed: Observed) -> list[str]:
+    """Everything that keeps an apply from being done, for humans: each VNF VM OVN does not
+    count healthy (and why: VM not running, probe failing), each held binding, each rollout."""
+    lines: list[str] = []
+    vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
+    for member in member_health(observed).values():
+        if member.checkable and member.health != HEALTHY:
+            lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
+    for hold in report.held:
+        lines.append(f"Binding/{hold['binding']} on {hold['node']}: held, {hold['reason']}")
+    for rollout in report.rollouts:
+        lines.append(str(rollout.get("summary")))
+    lines.extend(f"  {line}" for line in report.waiting)
+    return lines
+
+
+def wait_until_ready(
+    pipeline: Pipeline,
+    desired: Desired,
+    revision: str | None,
+    transitions: Transitions,
+    first: Reconciled,
+    observed: Observed,
+    listener: PassListener,
+    *,
+    timeout: float,
+    wake: threading.Event | None = None,
+    progress: Callable[[float, list[str]], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> WaitOutcome:
+    """Run ``pipeline`` until ready or ``timeout`` seconds passed (module docstring).
+
+    ``first``/``observed``: the apply that was just made and the live state it ended with.
+    ``wake``: set when the NB changed (:func:`health_wake`, made before ``first`` so that no
+    change is missed). ``progress(elapsed, unready lines)`` is called after every pass."""
+    started = clock()
+    wake = wake if wake is not None else threading.Event()
+    outcome, live, passes = first, observed, 1
+    while True:
+        report = transitions.after_pass(outcome.report.plan, live)
+        lines = unready(report, live)
+        elapsed = clock() - started
+        if progress is not None:
+            progress(elapsed, lines)
+        if not lines and not report.steps:
+            return WaitOutcome(True, elapsed, passes, outcome, report)
+        if elapsed >= timeout:
+            return WaitOutcome(False, elapsed, passes, outcome, report, lines)
+        if not report.steps:
+            limit = min(POLL, timeout - elapsed)
+            if report.recheck_at is not None:
+                limit = min(limit, max(0.0, report.recheck_at - transitions.clock()) + 0.05)
+            wake.wait(limit)
+        wake.clear()
+        settled = _Settled(listener)
+        outcome = pipeline.run(desired, revision, settled)
+        live = settled.last or outcome.observed
+        passes += 1
+
+
+class _Settled:
+    """Passes the pipeline's events on, keeping the live state each pass ended with."""
+
+    def __init__(self, inner: PassListener) -> None:
+        self.inner = inner
+        self.last: Observed | None = None
+
+    def observed(self, observed: Observed) -> None:
+        self.inner.observed(observed)
+
+    def applying(self, plan: object) -> None:
+        self.inner.applying(plan)  # type: ignore[arg-type]
+
+    def applied(self, report: object, observed: Observed) -> None:
+        self.inner.applied(report, observed)  # type: ignore[arg-type]
+
+    def settled(self, observed: Observed) -> None:
+        self.last = observed
+        self.inner.settled(observed)
+
+
+def health_wake(ovn: object) -> threading.Event:
+    """An event set whenever northd changes a function group of the NB ``ovn`` reads
+    (``OvnNorthbound.watch_health``); never set for an adapter without it (the wait polls)."""
+    wake = threading.Event()
+    watch = getattr(ovn, "watch_health", None)
+    if callable(watch):
+        watch(wake.set)
+    return wake
+
+
+def reconcile_until_ready(
+    desired: Desired,
+    kube: KubeProvider,
+    ovn: OvnProvider,
+    options: CompileOptions,
+    *,
+    timeout: float = 300.0,
+    revision: str | None = None,
+) -> tuple[Reconciled, WaitOutcome]:
+    """``apply --wait`` as a library call (``reconciler.engine.pipeline.reconcile`` plus the
+    wait): the first pass and how the wait ended."""
+    pipeline = Pipeline(kube, ovn, options, planner=IncrementalPlanner())
+    settled = _Settled(SilentListener())
+    wake = health_wake(ovn)
+    first = pipeline.run(desired, revision, settled)
+    writes = isinstance(kube, VmActions)
+    outcome = wait_until_ready(
+        pipeline, desired, revision, Transitions(kube if writes else None),  # type: ignore[arg-type]
+        first, settled.last or first.observed, settled, timeout=timeout, wake=wake,
+    )  # fmt: skip
+    return first, outcome
