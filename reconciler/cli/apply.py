@@ -154,7 +154,7 @@ def _wait(
     from reconciler.engine.transitions import Transitions, VmActions
     from reconciler.engine.wait import wait_until_ready
 
-    writes = scope.writes_kubernetes and isinstance(kube, VmActions)
+    writes = scope.writes_kubernetes and scope.reads_ovn and isinstance(kube, VmActions)
     transitions = Transitions(kube if writes else None)
     tty = sys.stderr.isatty()
     shown: list[str] = []

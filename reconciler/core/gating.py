@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 HELD_META = "held"
+CHAIN = "osc.io/chain"
+"""``external_ids`` key of a service chain's rows (issue 21): its hops, ``h1,...,hk``."""
 """The plan's ``meta`` key listing what is held (:meth:`Hold.to_json` each)."""
 
 _NF, _NFG, _CHECK, _ACL = (
@@ -308,18 +310,44 @@ def gate(plan: Plan, observed: Observed) -> Plan:
     health = member_health(observed)
     known = _functions(plan, observed)
 
+    group_ids = {r.key: _ids(r.fields) for r in observed.ovn_rows if r.table == _NFG}
+    group_ids.update({c.key: _ids(c.after) for c in plan.changes if c.kind == _NFG and c.after})
+
+    def hops(group: str) -> list[str]:
+        """A chain's group (``osc.io/chain``, issue 21): each hop's own function on the node,
+        whose health decides (the chain's function has no probe of its own: OVN's probe cannot
+        cross the chain's link switches)."""
+        ids = group_ids.get(group) or {}
+        chain, node = ids.get(CHAIN), ids.get(own.NODE)
+        if not isinstance(chain, str) or not chain or not isinstance(node, str):
+            return []
+        owner = str(ids.get(own.OWNER, own.DEFAULT_INSTANCE))
+        return [naming.network_function(owner, hop, node) for hop in chain.split(",")]
+
     def ready(group: str) -> bool:
         """northd made a function of the group active, or the group (new, or with new
         members) holds a function northd already counts healthy elsewhere: northd judges the
         function by its own Service_Monitor, so the group is active from its first
-        computation (the one that also builds the ACL's flows)."""
+        computation (the one that also builds the ACL's flows). A chain's group also needs
+        every hop's own function healthy."""
         after = planned.get(group, live_groups.get(group))
         if not after:
             return False
+        chain = hops(group)
+        for nf in chain:
+            hop = health.get(nf)
+            if hop is None or (hop.checkable and hop.health != HEALTHY):
+                return False
+        if chain:
+            return True  # its function has no probe: northd counts it healthy at once
         active = observed.nf_active.get(group)
         if group in live_groups and active is not None and active in after:
             return True
         return any(health[nf].health == HEALTHY for nf in after if nf in health)
+
+    def needs(group: str) -> list[str]:
+        """The functions whose health a group waits for (a chain's: its hops')."""
+        return hops(group) or list(members.get(group) or ())
 
     held: list[Hold] = []
     dropped: set[Ident] = set()
@@ -357,7 +385,12 @@ def gate(plan: Plan, observed: Observed) -> Plan:
             continue
         idents = tuple(sorted({(c.kind, c.key) for c in units[unit]} | keep))
         dropped.update(idents)
-        functions = [nf for g in waiting for nf in members.get(g) or ()]
+        functions = [
+            nf
+            for g in waiting
+            for nf in needs(g)
+            if nf not in health or health[nf].health != HEALTHY
+        ]
         vms = sorted({known[nf][2] if nf in known else nf for nf in functions})
         vnfs = sorted({known[nf][0] for nf in functions if nf in known})
         whys = sorted({health[nf].detail if nf in health else _NEW for nf in functions} - {""})

@@ -235,6 +235,8 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     rolling = {k: o for k, o in live_vms.items() if o.state.get(PHASE)}
     if not outdated and not rolling:
         return plan
+    if not observed.capabilities.network_function:
+        return _unrolled(plan, outdated)
 
     vms: dict[str, list[VmRollout]] = defaultdict(list)
     dropped: set[tuple[str, str]] = set()
@@ -289,6 +291,22 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     meta = {**plan.meta, ROLLOUT_META: [r.to_json() for r in rollouts]}
     changes.sort(key=lambda c: c.sort_key)
     return replace(plan, changes=tuple(changes), meta=meta)
+
+
+def _unrolled(plan: Plan, outdated: Mapping[str, Change]) -> Plan:
+    """Where OVN cannot report each instance's health (no Network Function tables: OVN before
+    26.03, or a ``--kubernetes-only`` process, which reads no NB), nothing can tell when a
+    restarted VM is back, so there is no rolling update: the new template is written at once
+    and KubeVirt applies it at each VM's next start, as without osc-gitops; the plan says so."""
+    vnfs = sorted({c.origin.partition("/")[2] for c in outdated.values()})
+    warning = (
+        f"VnfDeployment {', '.join(vnfs)}: the new VM template is written now and takes effect "
+        "at each VM's next restart (KubeVirt does not restart a running VM for it); osc-gitops "
+        "rolls restarts node by node only where it reads OVN's health of each instance "
+        "(Network Function steering, not --kubernetes-only): restart them one node at a time "
+        "(virtctl restart)"
+    )
+    return replace(plan, warnings=(*plan.warnings, warning))
 
 
 def _vnf_rollout(

@@ -240,7 +240,13 @@ class Loop:
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         self.ovn = ovn
-        writes_kube = config.scope.writes_kubernetes and isinstance(kube, VmActions)
+        # a rollout restarts a VM only after OVN saw the previous one healthy: a scope that
+        # reads no NB (--kubernetes-only) cannot tell, so it reports rollouts but takes no step
+        writes_kube = (
+            config.scope.writes_kubernetes
+            and config.scope.reads_ovn
+            and isinstance(kube, VmActions)
+        )
         self.transitions = Transitions(
             kube if writes_kube else None,  # type: ignore[arg-type]
             guard=LoopGuard(self.stopping, lease),

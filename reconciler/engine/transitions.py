@@ -125,7 +125,12 @@ class Transitions:
                 for step in steps.steps:
                     self._take(step)
             else:
-                steps = Steps((), steps.recheck_at, steps.waiting)
+                waiting = (
+                    *steps.waiting,
+                    "rolling updates are carried out by a process that reads OVN's health "
+                    "(not a node agent, not --kubernetes-only)",
+                )
+                steps = Steps((), steps.recheck_at, waiting)
         return TransitionReport(
             held=held,
             rollouts=tuple(plan.meta.get("rollout") or ()),

@@ -167,6 +167,13 @@ class FakeKube:
             if live is None:
                 raise KubeNotFound(f"fake API: {kind} {namespace}/{name} is gone", status=404)
             meta = {**(body.get("metadata") or {}), "namespace": namespace, "name": name}
+            # like the real adapter's merge patch: annotations outside osc.io/ are not managed
+            kept = {
+                k: v
+                for k, v in ((live.get("metadata") or {}).get("annotations") or {}).items()
+                if not k.startswith(own.PREFIX)
+            }
+            meta["annotations"] = {**kept, **(meta.get("annotations") or {})}
             self._objects[(kind, namespace, name)] = {**live, **body, "metadata": meta}
             self._owned_tuples.clear()
         self.journal.add(("kube", "update", kind, f"{namespace}/{name}"))

@@ -84,6 +84,9 @@ def status_record(
         "changes": dict(status.changes),
         "rows": owned,
         "vnf_instances": list(status.vnf_instances),
+        # steering held until a VNF instance is healthy (a node agent's), rollouts (central)
+        "held": [{k: h.get(k) for k in ("binding", "node", "reason")} for h in status.held],
+        "rollouts": list(status.rollouts),
     }
 
 

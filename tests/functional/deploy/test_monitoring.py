@@ -51,6 +51,8 @@ REQUIRED_ALERTS = {
     "OscGitopsDriftRepairedRepeatedly",
     "OscGitopsVnfInstanceUnhealthy",
     "OscGitopsNfIdBudgetHigh",
+    "OscGitopsVnfInstanceNotReady",
+    "OscGitopsRolloutHalted",
 }
 TARGET_LABELS = {"job", "instance", "namespace", "pod"}
 """Labels Prometheus adds per scrape target (``namespace``/``pod`` with the PodMonitor), not the
@@ -167,6 +169,12 @@ def scraped_metrics(tmp: Path) -> dict[str, dict[str, set[str]]]:
     assert (failed.result, failed.cause) == ("error", NotConverged.cause)
     ovn.forget = False
     assert loop.reconcile_pass("retry").result == "applied"
+    # a rolling update under way (a new image): its gauges are served too
+    (tmp / "c2").mkdir()
+    (tmp / "c2" / "policies.yaml").write_text(POLICIES.replace("fw:1", "fw:2"), encoding="utf-8")
+    source.publish("c2", tmp / "c2")
+    loop.refresh_source()
+    assert loop.reconcile_pass("git").ok
 
     server = MetricsServer("127.0.0.1:0", metrics, loop.health, loop.readiness).start()
     try:
@@ -289,7 +297,8 @@ def test_promtool_unit_tests_of_the_alerts_pass(tmp_path: Path) -> None:
     shutil.copy(RULE_TESTS, tmp_path / RULE_TESTS.name)
     tested = YAML(typ="safe").load(RULE_TESTS.read_text(encoding="utf-8"))
     covered = {case["alertname"] for test in tested["tests"] for case in test["alert_rule_test"]}
-    assert {"OscGitopsVnfInstanceUnhealthy", "OscGitopsNfIdBudgetHigh"} <= covered
+    assert {"OscGitopsVnfInstanceUnhealthy", "OscGitopsNfIdBudgetHigh",
+            "OscGitopsVnfInstanceNotReady", "OscGitopsRolloutHalted"} <= covered  # fmt: skip
     run_promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
 
 

@@ -63,17 +63,15 @@ def test_a_pull_request_is_planned_per_zone_from_the_agents_published_views(
         live |= changes(agent(zones, "plan", pr, node, "-o", "json").out)
     assert offline == live
     assert {c[3] for c in offline if c[1] == "ACL"} == {"node-1"}  # the IPS runs on node-1
-    # the new image needs a VM restart: it rolls node by node, so no VM changes at once
-    assert {c[1] for c in offline} == {"ACL"}
-    (rollout,) = json.loads(planned.out)["meta"]["rollout"]
-    assert rollout["summary"] == "VnfDeployment/firewall: 0 of 3 nodes updated"
+    assert {c[1] for c in offline} == {"ACL", "VirtualMachine"}
+    # the central owner reads no NB: no rolling restarts, and the plan says so
+    assert any("restart them one node at a time" in w for w in json.loads(planned.out)["warnings"])
 
     # one zone only, and the Kubernetes side only
     one = changes(cli("plan", pr, "--observed", snapshot, "--node", "node-1", "-o", "json").out)
-    assert one == {c for c in offline if c[3] == "node-1"}
+    assert one == {c for c in offline if c[3] == "node-1" and c[1] != "VirtualMachine"}
     kube = cli("plan", pr, "--observed", snapshot, "--kubernetes-only", "-o", "json")
-    assert changes(kube.out) == set()
-    assert json.loads(kube.out)["meta"]["rollout"] == [rollout]
+    assert changes(kube.out) == {c for c in offline if c[1] == "VirtualMachine"}
 
 
 def test_a_zone_whose_agent_never_published_is_named_in_the_plan(

@@ -237,3 +237,48 @@ def test_without_a_health_check_a_function_is_unknown_but_northd_still_switches_
     # northd counts an unchecked function healthy at once
     obs = northd(obs, {"osc.fw.node_1", "osc.fw.node_2"})
     assert len(kinds(plan(unchecked, obs), "ACL")) == 2
+
+
+def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
+    """A chain (issue 21) steers through ONE function without a probe of its own; its group
+    carries ``osc.io/chain``: the unit waits for each hop's own function on that node."""
+    from reconciler.core.gating import gate
+    from reconciler.core.observed import OvnRow
+    from reconciler.core.plan import Change
+
+    def ids(key: str, **extra: str) -> dict[str, str]:
+        return {"osc.io/owner": "osc-gitops", "osc.io/key": key, "osc.io/node": "node-1", **extra}
+
+    chain_group = "osc.chain2_exit.fw.ids.node_1.fail_close"
+    acl_after = {"network_function_group": chain_group, "external_ids": {}}
+    acl = Change(
+        "create", "ACL", "osc.web_chain.node_1.to", "Binding/web-chain", "node-1", None, acl_after
+    )
+    group_after = {
+        "network_function": ["osc.chain2_exit.fw.ids.node_1"],
+        "external_ids": ids(chain_group, **{"osc.io/chain": "fw,ids"}),
+    }
+    group = Change(
+        "create", "Network_Function_Group", chain_group, "Binding/web-chain", "node-1", None,
+        group_after,
+    )  # fmt: skip
+    hop_rows = []
+    for hop in ("fw", "ids"):
+        nf = f"osc.{hop}.node_1"
+        nf_ids = ids(nf, **{"osc.io/resource": f"VnfDeployment/{hop}"})
+        probe = {"name": f"{nf}.probe", "network_function": [nf], "external_ids": ids(nf)}
+        hop_rows += [
+            OvnRow("Network_Function", nf, {"name": nf, "external_ids": nf_ids}),
+            OvnRow("Network_Function_Health_Check", nf, {"network_function": nf}),
+            OvnRow("Network_Function_Group", f"{nf}.probe", probe),
+        ]
+    plan = Plan((acl, group), meta={"instance": "osc-gitops"})
+    one_up = Observed(ovn_rows=tuple(hop_rows), nf_active={"osc.fw.node_1.probe": "osc.fw.node_1"})
+    held = gate(plan, one_up)
+    assert [c.kind for c in held.changes] == ["Network_Function_Group"]
+    (hold,) = held.meta["held"]
+    assert hold["waiting_for"] == ["ids-node-1"]  # the hop that is not healthy yet
+    both_up = dataclasses.replace(
+        one_up, nf_active={**one_up.nf_active, "osc.ids.node_1.probe": "osc.ids.node_1"}
+    )
+    assert [c.kind for c in gate(plan, both_up).changes] == ["ACL", "Network_Function_Group"]

@@ -1,0 +1,106 @@
+"""Transitions through the README's commands on the sandbox (OVN 26.03 with ovn-northd, the
+Kubernetes API emulator with KubeVirt played behind it): ``apply --wait``, held steering in
+``plan``/``explain``/``status``, and a rolling image upgrade through KubeVirt's restart.
+
+No chassis runs here: the sandbox plays VNFs that answer OVN's health probe
+(``osc_gitops_sandbox.vnf_health``); stopping that makes every VNF look dead to northd.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from osc_gitops_sandbox.cluster import SandboxCluster
+
+from tests.support.cli import cli, conn
+
+FAST_PROBE = (
+    "healthCheck:\n    interval: 1\n    timeout: 1\n    successCount: 1\n    failureCount: 1"
+)
+
+
+def test_apply_wait_switches_steering_on_once_ovn_reports_health(
+    nf_northd_cluster: SandboxCluster, policies: Path, tmp_path: Path
+) -> None:
+    cluster = nf_northd_cluster
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    done = cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "30s", *cache)
+    assert done.code == 0, done.err
+    assert "Ready after" in done.err
+    assert cli("plan", policies, *conn(cluster)).code == 0  # nothing held, nothing to do
+    shown = cli("status", *cache)
+    assert shown.code == 0 and "held" not in shown.out.lower()
+
+
+def test_without_healthy_vnfs_the_wait_times_out_naming_each_instance_and_why(
+    nf_northd_cluster: SandboxCluster, policies: Path, tmp_path: Path
+) -> None:
+    cluster = nf_northd_cluster
+    assert cluster.forwarding_vnfs is not None
+    cluster.forwarding_vnfs.stop()  # no VNF answers OVN's probe
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    waited = cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "2s", *cache)
+    assert waited.code == 1
+    report = waited.err.split("error: not ready after 2 s (--wait-timeout):\n", 1)[1]
+    assert "firewall-node-1: probe failing" in report
+    assert "ips-node-1: probe failing" in report
+    assert (
+        "Binding/web-firewall on node-1: held, waiting for firewall-node-1 to become healthy"
+        in report
+    )
+    # the plan says so, and holding is no change: exit 0
+    planned = cli("plan", policies, *conn(cluster))
+    assert planned.code == 0
+    assert (
+        "~ held: Binding/web-firewall on node-2: waiting for firewall-node-2 to become healthy"
+        in planned.out
+    )
+    data = json.loads(cli("plan", policies, *conn(cluster), "-o", "json").out)
+    hold = next(
+        h for h in data["meta"]["held"] if (h["binding"], h["node"]) == ("web-ips", "node-1")
+    )
+    assert hold["waiting_for"] == ["ips-node-1"] and hold["vnfs"] == ["ips"]
+    assert ["ACL", "osc.web_ips.node_1.to"] in hold["changes"]
+    # explain: exit 3, with the reason
+    explained = cli("explain", "shop-frontend/web-1", policies, *conn(cluster))
+    assert explained.code == 3
+    assert "its steering is held until OVN reports the VNF instance healthy" in explained.out
+    assert "~ held: waiting for ips-node-1 to become healthy" in explained.out
+    # status: the held bindings, with how long
+    shown = cli("status", *cache)
+    assert "~ held: Binding/web-firewall on node-1: waiting for firewall-node-1" in shown.out
+
+
+def test_an_image_change_rolls_out_node_by_node_through_kubevirt_restarts(
+    nf_northd_cluster: SandboxCluster, policies: Path
+) -> None:
+    cluster = nf_northd_cluster
+    vnfs = policies / "vnfs.yaml"
+    text = vnfs.read_text()
+    head, _, tail = text.partition("  healthCheck:")
+    tail = tail.split("---", 1)[1]
+    vnfs.write_text(f"{head}  {FAST_PROBE}\n---{tail}")
+    assert cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "30s").code == 0
+    uids = {o["metadata"]["name"]: o["metadata"]["uid"]
+            for o in cluster.kube.objects("VirtualMachineInstance")}  # fmt: skip
+
+    vnfs.write_text(vnfs.read_text().replace("vnf-firewall:1.4.2", "vnf-firewall:1.5.0"))
+    planned = cli("plan", policies, *conn(cluster))
+    assert "VnfDeployment/firewall: 0 of 2 nodes updated" in planned.out
+    assert "VirtualMachine" not in planned.out.split("Warnings:")[0]  # no VM changes at once
+    rolled = cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "60s")
+    assert rolled.code == 0, rolled.err
+    vms = {o["metadata"]["name"]: o for o in cluster.kube.objects("VirtualMachine")}
+    after = {o["metadata"]["name"]: o["metadata"]["uid"]
+             for o in cluster.kube.objects("VirtualMachineInstance")}  # fmt: skip
+    for name in ("firewall-node-1", "firewall-node-2"):
+        spec = vms[name]["spec"]["template"]["spec"]
+        assert spec["volumes"][0]["containerDisk"]["image"].endswith(":1.5.0")
+        assert after[name] != uids[name], f"{name} was not restarted"
+        status = vms[name]["status"]
+        assert status["observedGeneration"] == status["desiredGeneration"]  # runs the new one
+        annotations = vms[name]["metadata"].get("annotations") or {}
+        assert not [k for k in annotations if k.startswith("rollout.osc.io/")]
+    assert after["ips-node-1"] == uids["ips-node-1"]  # the IPS did not change: not restarted
+    assert cli("plan", policies, *conn(cluster)).code == 0

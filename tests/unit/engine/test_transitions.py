@@ -1,0 +1,203 @@
+"""The loop carries transitions out with the in-memory fakes: held steering switched on by the
+pass after northd's verdict, a rolling update node by node through KubeVirt's restart (only
+after the previous VM is healthy again), a halt, reports (metrics, status) and a new loop that
+continues a rollout from the VMs' annotations."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+from reconciler.core.compile import CompileOptions
+from reconciler.core.rollout import HALTED, PHASE
+from reconciler.engine.loop import Loop, LoopConfig
+from reconciler.engine.reporting import status
+from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter
+from tests.support.fakes import FakeClock, FakeSource, RecordingReporter
+from tests.unit.engine.scenario import POLICIES, fake_world, write_policies
+
+FUNCTIONS = {"osc.firewall.node_1", "osc.firewall.node_2"}
+V2 = POLICIES.replace("vnf-firewall:1.4.2", "vnf-firewall:2.0")
+
+
+class World:
+    """Fakes, a wall clock the test moves, a loop; VMs restarted by the rollout go dark to
+    northd until :meth:`boot`."""
+
+    def __init__(self, tmp: Path, policies: str = POLICIES, **config: Any) -> None:
+        self.tmp = tmp
+        self.kube, self.ovn = fake_world()
+        self.source = FakeSource()
+        self.source.publish("c1", write_policies(tmp / "c1", policies))
+        self.wall = FakeClock(1_800_000_000.0)
+        self.reporter = RecordingReporter()
+        self.down: set[str] = set()
+        self.kube.on_restart.append(self._restarted)
+        self.loop = self.new_loop(**config)
+
+    def new_loop(self, reporter: Any = None, **config: Any) -> Loop:
+        settings: dict[str, Any] = {
+            "options": CompileOptions(),
+            "status_file": self.tmp / "status.json",
+            "watch": False,
+            "lag_retries": (),
+            **config,
+        }
+        loop = Loop(LoopConfig(**settings), self.source, self.kube, self.ovn,
+                    reporter=reporter or self.reporter, clock=FakeClock(),
+                    rng=random.Random(7), settle=lambda: None, wall_clock=self.wall)  # fmt: skip
+        loop.refresh_source()
+        return loop
+
+    def _restarted(self, vm: str) -> None:
+        node = vm.partition("/")[2].removeprefix("firewall-")
+        self.down.add(f"osc.firewall.{node.replace('-', '_')}")
+        self.ovn.set_healthy(FUNCTIONS - self.down)
+
+    def boot(self, node: str) -> None:
+        self.down.discard(f"osc.firewall.{node.replace('-', '_')}")
+        self.ovn.set_healthy(FUNCTIONS - self.down)
+
+    def publish(self, revision: str, text: str) -> None:
+        self.source.publish(revision, write_policies(self.tmp / revision, text))
+        self.loop.refresh_source()
+
+    def passes(self, n: int = 1, seconds: float = 0.0) -> None:
+        for _ in range(n):
+            self.wall.advance(seconds)
+            result = self.loop.reconcile_pass("test")
+            assert result.ok, result.error
+
+    def restarts(self) -> list[str]:
+        return [e[3] for e in self.kube.journal.entries if e[1] == "restart"]
+
+    def phases(self) -> dict[str, str]:
+        return {
+            key: (obj["metadata"].get("annotations") or {}).get(PHASE, "")
+            for key, obj in self.kube.objects("VirtualMachine").items()
+        }
+
+    def image(self, vm: str) -> str:
+        spec = self.kube.objects("VirtualMachine")[vm]["spec"]["template"]["spec"]
+        return str(spec["volumes"][0]["containerDisk"]["image"])
+
+    def status(self) -> status.Status:
+        return status.read(self.tmp / "status.json")
+
+
+def test_held_steering_is_switched_on_by_the_pass_after_northd_reports_health(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    w.passes()
+    assert not [r for r in w.ovn.rows if r[0] == "ACL"]  # held: nothing healthy yet
+    assert {h["node"] for h in w.status().held} == {"node-1", "node-2"}
+    held = [("firewall", "node-1"), ("firewall", "node-2")]
+    assert w.reporter.of("transitions")[-1][0] == held
+    # northd says healthy: the loop is asked for a pass (it was waiting for this)
+    requests: list[str] = []
+    w.loop.request = requests.append  # type: ignore[method-assign]
+    w.ovn.watch_health(w.loop._on_ovn_health)
+    w.ovn.set_healthy(FUNCTIONS)
+    assert requests == ["ovn-health"]
+    w.passes()
+    assert sorted(r[1] for r in w.ovn.rows if r[0] == "ACL") == [
+        "osc.web_firewall.node_1.to",
+        "osc.web_firewall.node_2.to",
+    ]
+    assert w.status().held == [] and w.reporter.of("transitions")[-1][0] == []
+
+
+def test_an_image_change_rolls_node_by_node_each_after_health(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes(2)
+    w.publish("c2", V2)
+    w.passes()  # the new template is held, node-1 selected
+    assert w.image("osc-vnfs/firewall-node-1") == "quay.io/example/vnf-firewall:1.4.2"
+    assert w.phases()["osc-vnfs/firewall-node-1"] == "restarting"
+    assert w.status().rollouts[0]["summary"].startswith("VnfDeployment/firewall: 0 of 2 nodes")
+    w.passes()  # its template is written, then KubeVirt's restart
+    assert w.image("osc-vnfs/firewall-node-1").endswith(":2.0")
+    assert w.image("osc-vnfs/firewall-node-2").endswith(":1.4.2")
+    assert w.restarts() == ["osc-vnfs/firewall-node-1"]
+    w.passes(3, seconds=1)  # booting: node-2 waits
+    assert w.restarts() == ["osc-vnfs/firewall-node-1"]
+    assert w.phases()["osc-vnfs/firewall-node-2"] == ""
+    w.boot("node-1")
+    w.passes(1, seconds=10)  # healthy past the detection window: done
+    assert w.phases()["osc-vnfs/firewall-node-1"] == ""
+    w.passes(2)
+    assert w.restarts() == ["osc-vnfs/firewall-node-1", "osc-vnfs/firewall-node-2"]
+    w.boot("node-2")
+    w.passes(2, seconds=10)
+    assert w.image("osc-vnfs/firewall-node-2").endswith(":2.0")
+    assert w.status().rollouts == [] and set(w.phases().values()) == {""}
+
+
+def test_a_rollout_halts_reports_and_a_new_loop_continues_from_the_annotations(
+    tmp_path: Path,
+) -> None:
+    image = "  image: quay.io/example/vnf-firewall:1.4.2"
+    deadline = POLICIES.replace(
+        image, f"{image}\n  updateStrategy: {{progressDeadlineSeconds: 30}}"
+    )
+    w = World(tmp_path, deadline)
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes(2)
+    w.publish("c2", deadline.replace(":1.4.2", ":2.0-broken"))
+    w.passes(2)  # node-1 restarted, and it never comes back
+    w.passes(1, seconds=40)
+    w.passes(1)
+    vm = w.kube.objects("VirtualMachine")["osc-vnfs/firewall-node-1"]
+    assert "not healthy 30 s after its booting began" in vm["metadata"]["annotations"][HALTED]
+    assert w.status().rollouts[0]["halted"]
+    assert status.halted(w.status())
+    assert w.restarts() == ["osc-vnfs/firewall-node-1"]  # node-2 untouched
+    metrics = Metrics()
+    # a new process (a restarted reconciler): it knows the halt from the cluster alone
+    fresh = w.new_loop(reporter=PrometheusReporter(metrics))
+    assert fresh.reconcile_pass("start").ok
+    text = metrics.exposition().decode()
+    assert 'osc_gitops_rollout_halted{vnf="firewall"} 1.0' in text
+    assert 'osc_gitops_rollout_nodes_updated{vnf="firewall"} 0.0' in text
+    assert w.restarts() == ["osc-vnfs/firewall-node-1"]
+    # the VM comes up after all: the rollout resumes by itself
+    w.loop = fresh
+    w.boot("node-1")
+    w.passes(3, seconds=1)
+    assert w.restarts() == ["osc-vnfs/firewall-node-1", "osc-vnfs/firewall-node-2"]
+
+
+def test_a_scope_without_ovn_health_writes_the_template_and_restarts_nothing(tmp_path: Path) -> None:
+    from reconciler.core.slicing import KubernetesScope
+
+    w = World(tmp_path)
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes(2)
+    w.publish("c2", V2)
+    subnets = [(n, f"10.244.{i + 1}.0/24") for i, n in enumerate(w.kube.list_nodes())]
+    w.kube.list_node_subnets = lambda: subnets  # type: ignore[attr-defined]
+    central = w.new_loop(scope=KubernetesScope())
+    assert central.reconcile_pass("test").ok
+    # it cannot tell when a restarted VM is back: the template is written at once (KubeVirt
+    # applies it at the next start), nothing is restarted, and the plan says so
+    assert w.restarts() == [] and set(w.phases().values()) == {""}
+    assert w.image("osc-vnfs/firewall-node-1").endswith(":2.0")
+    assert central.last_transitions.rollouts == ()
+
+
+def test_wait_timeout_durations() -> None:
+    import argparse
+
+    import pytest
+
+    from reconciler.cli.apply import parse_duration
+
+    assert [parse_duration(t) for t in ("90", "90s", "5m", "1h30m", "1.5m")] == [
+        90.0, 90.0, 300.0, 5400.0, 90.0,
+    ]  # fmt: skip
+    for bad in ("", "5x", "m", "-1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not a duration"):
+            parse_duration(bad)
