@@ -170,7 +170,9 @@ def test_a_rollout_halts_reports_and_a_new_loop_continues_from_the_annotations(
     assert w.restarts() == ["osc-vnfs/firewall-node-1", "osc-vnfs/firewall-node-2"]
 
 
-def test_a_scope_without_ovn_health_writes_the_template_and_restarts_nothing(tmp_path: Path) -> None:
+def test_a_scope_without_ovn_health_writes_the_template_and_restarts_nothing(
+    tmp_path: Path,
+) -> None:
     from reconciler.core.slicing import KubernetesScope
 
     w = World(tmp_path)
