@@ -104,7 +104,8 @@ def _introduce(w: World, started: float) -> None:
          f"({dist.name})")  # fmt: skip
     _say("  " + ", ".join(f"{tool} {version}" for tool, version in versions.items()))
     _say(f"  OVN NB {w.cluster.nb_remote}")
-    _say(f"  one chassis ({w.dp.chassis!r}): OVS userspace datapath + ovn-controller, both nodes")
+    (chassis,) = w.dp.chassis
+    _say(f"  one chassis ({chassis!r}): OVS userspace datapath + ovn-controller, both nodes")
     for lsp, ep in sorted(w.dp.pods.items()):
         _say(f"  pod {lsp:<16} {ep.ip:<12} on {ep.node}")
     _say(f"  set up in {time.perf_counter() - started:.2f} s")
