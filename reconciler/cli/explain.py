@@ -34,7 +34,7 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pod", metavar="NAMESPACE/POD", help="the pod to explain")
     add_source_args(parser)
     add_connection_args(parser)
-    add_compile_args(parser)
+    add_compile_args(parser, health=False)
     parser.add_argument(
         "-o",
         "--output",
