@@ -24,7 +24,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from reconciler import __version__
-from reconciler.cli import apply, demo, explain, plan, run, schema, snapshot, status, validate
+from reconciler.cli import (
+    apply,
+    demo,
+    explain,
+    plan,
+    run,
+    sandbox,
+    schema,
+    snapshot,
+    status,
+    validate,
+)
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command
 from reconciler.engine import gc_tuning
 from reconciler.errors import OscError, error_cause
@@ -55,6 +66,7 @@ COMMANDS: list[Command] = [
     snapshot.COMMAND,
     explain.COMMAND,
     demo.COMMAND,
+    sandbox.COMMAND,
 ]
 """Every subcommand, in ``--help`` order."""
 

@@ -77,7 +77,7 @@ def text_section(meta: dict[str, Any]) -> list[str]:
         return [f"Protection changes: unknown ({basis})", ""]
     head = "Protection changes" + (f", compared with {basis}" if basis else "") + ":"
     if not changes:
-        return [f"{head} none: every pod steered before stays steered, none is added.", ""]
+        return [f"{head} none: the manifests steer the same pods as before.", ""]
     lines = [head]
     for change in changes:
         lines.append(f"  {headline(change)}")
@@ -99,7 +99,7 @@ def markdown_section(meta: dict[str, Any]) -> list[str]:
     if basis:
         lines += [f"_Compared with {basis}._", ""]
     if not changes:
-        return [*lines, "None: every pod steered before stays steered, none is added.", ""]
+        return [*lines, "None: the manifests steer the same pods as before.", ""]
     for change in changes:
         icon = "🔴" if change["stop"] else "🟢"
         lines.append(f"- {icon} {headline(change)}")
