@@ -28,9 +28,9 @@ from reconciler.cli import (
     apply,
     demo,
     explain,
+    local_cluster,
     plan,
     run,
-    sandbox,
     schema,
     snapshot,
     status,
@@ -66,7 +66,7 @@ COMMANDS: list[Command] = [
     snapshot.COMMAND,
     explain.COMMAND,
     demo.COMMAND,
-    sandbox.COMMAND,
+    local_cluster.COMMAND,
 ]
 """Every subcommand, in ``--help`` order."""
 
