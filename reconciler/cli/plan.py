@@ -39,6 +39,11 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
     )
     add_base_arg(parser)
     parser.add_argument(
+        "-out", "--out", dest="out", default=None, metavar="FILE",
+        help="also save the plan to FILE: `osc-gitops apply FILE` applies exactly it, and "
+        "refuses when the live state changed since",
+    )  # fmt: skip
+    parser.add_argument(
         "--allow-empty",
         action="store_true",
         help="plan an empty manifest set that deletes everything this instance owns (as apply "
@@ -62,6 +67,11 @@ def run_plan(args: argparse.Namespace) -> int:
             from reconciler.cli.review import merged_zones
             from reconciler.cli.zones import plan_zoned
 
+            if args.out:
+                raise UserError(
+                    "-out: a zoned snapshot's plan is applied zone by zone by the node agents; "
+                    "save plans per node (--node) against its NB instead"
+                )
             the_plan = plan_zoned(args, data, desired, options)
             if revision:
                 the_plan = with_meta(the_plan, revision=revision)
@@ -90,7 +100,12 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
     before, basis = before_of(args, observed, offline=bool(args.observed))
     the_plan = annotate(the_plan, desired, observed, before, basis)
     guard_empty(desired, the_plan, args.allow_empty)
-    return print_plan(the_plan, args.output)
+    code = print_plan(the_plan, args.output)
+    if args.out:
+        from reconciler.cli import saved
+
+        saved.write(args, args.out, desired, the_plan.meta.get("revision"), the_plan)
+    return code
 
 
 def print_plan(the_plan: Any, output: str) -> int:
