@@ -21,7 +21,7 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
-from reconciler.cli.review import add_base_arg
+from reconciler.cli.review import SNAPSHOT_KEY, add_base_arg
 from reconciler.errors import UserError
 
 
@@ -77,6 +77,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 the_plan = with_meta(the_plan, revision=revision)
             return finish_plan(args, desired, the_plan, merged_zones(data))
         observed = parse_snapshot(args.observed, data)
+        args.snapshot_applied = data.get(SNAPSHOT_KEY)  # the protection changes' basis
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
             observed = observe_in(scope, kube, ovn, options.instance)

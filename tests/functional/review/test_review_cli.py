@@ -195,3 +195,19 @@ def test_a_saved_plan_is_applied_exactly_and_refused_when_the_live_state_moved(
     other = run(world, "apply", saved, "--instance", "other")
     assert other.code == 1
     assert "was planned with --instance osc-gitops, this apply gives --instance other" in other.err
+
+
+def test_a_snapshot_carries_the_applied_record_for_offline_plans(
+    world: tuple[SandboxCluster, Path], policies: Path, tmp_path: Path
+) -> None:
+    snapshot = tmp_path / "snapshot.json"
+    assert run(world, "snapshot", "-f", snapshot).code == 0
+    assert "osc_gitops_applied" in json.loads(snapshot.read_text())
+    typo(policies, "app=web", "app=wbe")
+    offline = cli("plan", policies, "--observed", snapshot)
+    assert offline.code == 2
+    assert "Protection changes, compared with the manifests applied from" in offline.out
+    assert (
+        "Binding web-firewall stops steering 1 pod it steered before (shop-backend: 1); likely "
+        "typo: SecurityGroup web: no pod carries app=wbe (did you mean app=web?)"
+    ) in offline.out
