@@ -91,6 +91,17 @@ def _apply(w: World, *, wait: bool = True) -> None:
         w.dp.wait_hv()
 
 
+def answered(dp: Any, src: Any, dst: Any, vnf: str, *, through: bool) -> Callable[[], bool]:
+    """A check for :func:`first_times`: one echo (a new connection) from ``src`` to ``dst``
+    comes back, crossing VNF ``vnf`` (``<namespace>/<vm>``) or not, as ``through`` says."""
+
+    def check() -> bool:
+        probe = dp.probe(src, dst, count=1, timeout=0.03)
+        return probe.replies == 1 and (probe.through == [vnf]) == through
+
+    return check
+
+
 def label(w: World, pod: str, value: str | None) -> None:
     say(f"$ kubectl label pod {pod} app{'=' + value if value else '-'}")
     w.label(pod, value)
@@ -165,19 +176,12 @@ def _network_function_story(w: World) -> None:
     key = f"{vnf.namespace}/{vnf.vm}"
     groups = [g for g in w.active_functions() if "node_1" in g]
 
-    def answered(pod: Any, *, through: bool) -> Callable[[], bool]:
-        def check() -> bool:
-            probe = dp.probe(client_c, pod, count=1, timeout=0.03)
-            return probe.replies == 1 and (probe.through == [key]) == through
-
-        return check
-
     t0 = time.perf_counter()
     dp.set_forwarding(vnf, False)
     if checked:
         seen = first_times({
             "offline": lambda: all(w.active_functions()[g] is None for g in groups),
-            "bypass": answered(other, through=False),
+            "bypass": answered(dp, client_c, other, key, through=False),
         }, t0)  # fmt: skip
         if len(seen) < 2:
             say(f"  ! OVN did not react within {FAILOVER_LIMIT:.0f} s: {seen}")
@@ -194,8 +198,8 @@ def _network_function_story(w: World) -> None:
     if checked:
         back = first_times({
             "online": lambda: all(w.active_functions()[g] is not None for g in groups),
-            "fail-close": answered(web, through=True),
-            "fail-open": answered(other, through=True),
+            "fail-close": answered(dp, client_c, web, key, through=True),
+            "fail-open": answered(dp, client_c, other, key, through=True),
         }, t1)  # fmt: skip
         if len(back) < 3:
             say(f"  ! not steered again within {FAILOVER_LIMIT:.0f} s: {back}")

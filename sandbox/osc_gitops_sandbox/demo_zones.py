@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any
 
 from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, ZoneApply, world
 from osc_gitops_sandbox.demo_datapath import (
     FAILURE_POLICY_MANIFESTS,
+    answered,
     first_times,
     label,
     say,
@@ -90,22 +90,15 @@ def _failure_policy(w: World) -> None:
     vnf = w.vnf("node-1")
     key = f"{VNF_NAMESPACE}/{vnf.vm}"
 
-    def answered(pod: Any, *, through: bool) -> Any:
-        def check() -> bool:
-            probe = dp.probe(client, pod, count=1, timeout=0.03)
-            return probe.replies == 1 and (probe.through == [key]) == through
-
-        return check
-
     t0 = time.perf_counter()
     dp.set_forwarding(vnf, False)
-    seen = first_times({"bypass": answered(other, through=False)}, t0)
+    seen = first_times({"bypass": answered(dp, client, other, key, through=False)}, t0)
     say(f"  fail-open traffic bypasses the dead firewall after {seen.get('bypass', -1):.2f} s")
     show("client-c -> web-a (fail-close)", dp.probe(client, web, count=2, timeout=0.3))
     show("client-c -> other-b (fail-open)", dp.probe(client, other, count=2, timeout=0.3))
     t1 = time.perf_counter()
     dp.set_forwarding(vnf, True)
-    back = first_times({"steered": answered(web, through=True)}, t1)
+    back = first_times({"steered": answered(dp, client, web, key, through=True)}, t1)
     say(f"  it forwards again: steered again after {back.get('steered', -1):.2f} s")
     show("client-c -> web-a (fail-close)", dp.probe(client, web))
 

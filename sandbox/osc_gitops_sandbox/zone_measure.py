@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from osc_gitops_sandbox.datapath_world import (
     vnf_deployment,
     world,
 )
+from osc_gitops_sandbox.demo_datapath import answered, first_times
 
 FAILOVER = (
     security_group("web", ["app=web"]), security_group("api", ["app=api"]),
@@ -62,17 +63,6 @@ def spread(values: Sequence[float], unit: float = 1000, fmt: str = "{:.0f}") -> 
     scaled = [v * unit for v in values]
     return (f"{fmt.format(statistics.median(scaled))} "
             f"({fmt.format(min(scaled))}-{fmt.format(max(scaled))})")  # fmt: skip
-
-
-def first_times(conditions: dict[str, Callable[[], bool]], limit: float = 60) -> dict[str, float]:
-    start = time.perf_counter()
-    seen: dict[str, float] = {}
-    while len(seen) < len(conditions) and time.perf_counter() - start < limit:
-        for name, check in conditions.items():
-            if name not in seen and check():
-                seen[name] = time.perf_counter() - start
-        time.sleep(0.005)
-    return seen
 
 
 def agent_apply(w: World, node: str) -> None:
@@ -106,7 +96,7 @@ def label_latency(w: World, runs: int, *, loop: bool) -> list[float]:
             if agent is None:
                 agent_apply(w, "node-1")
             first_times({"unsteered": lambda: dp.probe(client, web, count=1, timeout=0.05)
-                         .through == []})  # fmt: skip
+                         .through == []}, time.perf_counter())  # fmt: skip
             dp.wait_hv()
             time.sleep(random.uniform(0, 0.2))
             start = time.perf_counter()
@@ -136,28 +126,21 @@ def failover(w: World, node: str, runs: int) -> dict[str, list[float]]:
     key = f"{VNF_NAMESPACE}/{vnf.vm}"
     groups = [g for g in w.active_functions() if node.replace("-", "_") in g]
 
-    def answered(pod: Any, through: bool) -> Callable[[], bool]:
-        def check() -> bool:
-            probe = dp.probe(other, pod, count=1, timeout=0.03)
-            return probe.replies == 1 and (probe.through == [key]) == through
-
-        return check
-
     times: dict[str, list[float]] = {}
     for _ in range(runs):
         time.sleep(random.uniform(0, 1))
         dp.set_forwarding(vnf, False)
         down = first_times({
             "offline": lambda: all(w.active_functions()[g] is None for g in groups),
-            "fail-open bypass": answered(opened, False),
-        })  # fmt: skip
+            "fail-open bypass": answered(dp, other, opened, key, through=False),
+        }, time.perf_counter())  # fmt: skip
         assert dp.probe(other, closed, count=1, timeout=0.2).replies == 0, "fail-close drops"
         dp.set_forwarding(vnf, True)
         up = first_times({
             "online": lambda: all(w.active_functions()[g] is not None for g in groups),
-            "fail-close steered again": answered(closed, True),
-            "fail-open steered again": answered(opened, True),
-        })  # fmt: skip
+            "fail-close steered again": answered(dp, other, closed, key, through=True),
+            "fail-open steered again": answered(dp, other, opened, key, through=True),
+        }, time.perf_counter())  # fmt: skip
         for name, value in {**down, **up}.items():
             times.setdefault(name, []).append(value)
     return times
