@@ -85,6 +85,14 @@ class RawRequest:
         self.done.set()
 
     # -- caller --------------------------------------------------------------------------------
+    def forget(self) -> None:
+        """Take the request out of the IDL's outstanding transactions (connection lock held).
+
+        The IDL drops them itself only when it reconnects; while the server stays down it
+        would keep ours, and ``Idl.set_lock`` (releasing the write lock) asserts there are
+        none."""
+        self.idl._outstanding_txns.pop(self.message.id, None)
+
     def wait(self, seconds: float) -> dict[str, Any] | None:
         """The reply if it arrives within ``seconds`` (``None`` also when the request never
         left: then :meth:`lost` is true)."""

@@ -375,7 +375,11 @@ class OvnNorthbound:
             except (commit.ServerLost, commit.ServerSilent) as exc:
                 silent = isinstance(exc, commit.ServerSilent)
                 why = commit.silence(self.settings) if silent else commit.LOST
-                verdict = self._find_out(changes, request, silent)
+                try:
+                    verdict = self._find_out(changes, request, silent)
+                finally:
+                    with self._conn.lock:
+                        request.forget()
                 if verdict is Outcome.COMMITTED:
                     self.last_commit = time.perf_counter()
                     return
