@@ -19,6 +19,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from reconciler.adapters.ovn.errors import OvnConnectError, connect_error, tls_failure
@@ -32,10 +33,12 @@ __all__ = [
     "Session",
     "host_port",
     "leader_problem",
+    "leader_schema",
     "open_leader",
     "query_leader",
     "rpc_error",
     "ssl_context",
+    "until_readable",
 ]
 
 T = TypeVar("T")
@@ -328,6 +331,12 @@ def _leader_schema(session: Session) -> dict[str, Any]:
     return schema
 
 
+def leader_schema(settings: OvnSettings) -> dict[str, Any]:
+    """The NB schema of the first member of ``settings.remote`` that may be read and written
+    (see :func:`query_leader`): what the IDL adapter registers its columns from."""
+    return query_leader(settings, lambda _session, schema: schema)
+
+
 def open_leader(settings: OvnSettings) -> tuple[Session, dict[str, Any]]:
     """An open session to the first member of ``settings.remote`` that may be read and
     written (see :func:`query_leader`), and its NB schema; the caller closes it."""
@@ -390,3 +399,21 @@ def query_leader(
             if not keep:
                 session.close()
     raise connect_error(remote, reasons, electing=electing)
+
+
+def until_readable(
+    settings: OvnSettings, call: Callable[[OvnSettings], T], deadline: float | None = None
+) -> T:
+    """``call(settings)``, again while the only reason it finds no readable member is a Raft
+    cluster without a connected leader (an election), until ``deadline`` (default: the
+    timeout from now); each try is bounded by what is left. Anything else (unreachable,
+    TLS) fails at once."""
+    until = time.monotonic() + settings.timeout if deadline is None else deadline
+    while True:
+        left = until - time.monotonic()
+        try:
+            return call(replace(settings, timeout=max(0.1, left)))
+        except OvnConnectError as exc:
+            if not exc.electing or left <= 0.5:
+                raise
+            time.sleep(0.25)
