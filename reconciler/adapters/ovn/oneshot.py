@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from reconciler.adapters.ovn import commit
-from reconciler.adapters.ovn.errors import OvnConnectError
+from reconciler.adapters.ovn.errors import OvnConnectError, connect_error
 from reconciler.adapters.ovn.python_ovs import column_types
 from reconciler.adapters.ovn.rpc import Session, open_leader, rpc_error, until_readable
 from reconciler.adapters.ovn.settings import OvnSettings
@@ -127,7 +127,13 @@ class RawChannel:
     def lock(self, name: str, deadline: float) -> bool:
         session = self._open(deadline)
         session.deadline = max(deadline, time.monotonic() + 0.1)
-        reply = session.reply(session.send("lock", [name]))
+        try:
+            reply = session.reply(session.send("lock", [name]))
+        except TimeoutError:
+            raise
+        except (OSError, ValueError) as exc:  # the server went away (or garbled) meanwhile
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise connect_error(self.settings.remote, [f"{session.member}: {detail}"]) from None
         error = rpc_error(reply)
         if error is not None:
             raise LockRefused(error)
