@@ -39,11 +39,9 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from reconciler.core.health import plan_report
-    from reconciler.core.observed import Observed
+    from reconciler.core.plan import with_meta
     from reconciler.core.zoned import is_zoned
-    from reconciler.engine.pipeline import with_meta
-    from reconciler.engine.scoped import observe_in, plan_in
+    from reconciler.engine.pipeline import Pipeline, preview
 
     desired, revision = load_source(args)
     options = compile_options(args)
@@ -58,16 +56,10 @@ def run_plan(args: argparse.Namespace) -> int:
                 the_plan = with_meta(the_plan, revision=revision)
             return print_plan(the_plan, args.output)
         observed = parse_snapshot(args.observed, data)
+        the_plan = preview(desired, observed, options, scope=scope, revision=revision)
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
-            observed = observe_in(scope, kube, ovn, options.instance)
-    assert isinstance(observed, Observed)
-    planned = plan_in(scope, desired, observed, options)
-    # Beside the changes: each VNF instance's health as OVN reports it, and the NF id budget.
-    report = plan_report(planned.compiled.target, planned.view.observed) if scope.reads_ovn else {}
-    the_plan = with_meta(planned.plan, **report)
-    if revision:
-        the_plan = with_meta(the_plan, revision=revision)
+            the_plan = Pipeline(kube, ovn, options, scope=scope).preview(desired, revision)
     return print_plan(the_plan, args.output)
 
 
