@@ -27,7 +27,6 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from types import TracebackType
 from typing import Any
 
 from ovsdbapp import exceptions as ovsdbapp_exceptions
@@ -146,12 +145,7 @@ class OvnNorthbound:
     def __enter__(self) -> OvnNorthbound:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
