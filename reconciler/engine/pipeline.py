@@ -54,6 +54,7 @@ __all__ = [
     "PassListener",
     "Pipeline",
     "Planner",
+    "Preview",
     "Reconciled",
     "guard_empty",
     "observe",
@@ -127,6 +128,15 @@ class _Compiling:
         return self.compiled.plan
 
 
+@dataclass(frozen=True)
+class Preview:
+    """What a pass would change (``osc-gitops plan``), and the live state it was planned from,
+    as the scope sees it."""
+
+    plan: Plan
+    observed: Observed
+
+
 def preview(
     desired: Desired,
     observed: Observed,
@@ -134,7 +144,7 @@ def preview(
     *,
     scope: Scope | None = None,
     revision: str | None = None,
-) -> Plan:
+) -> Preview:
     """What a pass would change, from the live state ``observed`` (``osc-gitops plan``; a
     snapshot file, or :meth:`Pipeline.preview`'s read): always a full compile, with each VNF
     instance's health as OVN reports it and the NF id budget beside the changes (``Plan.meta``,
@@ -148,7 +158,7 @@ def preview(
         the_plan = with_meta(the_plan, **plan_report(planner.compiled.target, view.observed))
     if revision:
         the_plan = with_meta(the_plan, revision=revision)
-    return the_plan
+    return Preview(the_plan, view.observed)
 
 
 class PassListener(Protocol):
@@ -236,7 +246,7 @@ class Pipeline:
         """Read what the scope plans from (the OVN read waits for the initial sync)."""
         return observe_in(self.scope, self.kube, self.ovn, self.options.instance)
 
-    def preview(self, desired: Desired, revision: str | None = None) -> Plan:
+    def preview(self, desired: Desired, revision: str | None = None) -> Preview:
         """What :meth:`run` would change now, nothing written (:func:`preview` of a fresh
         read)."""
         return preview(desired, self.observe(), self.options, scope=self.scope, revision=revision)

@@ -76,11 +76,12 @@ def test_a_preview_is_the_plan_a_run_carries_out_and_writes_nothing() -> None:
     offline = preview(IPS, pipeline.observe(), OPTIONS, revision="rev-2")
 
     assert kube.journal.entries == [], "a preview writes nothing"
-    assert shown == offline and shown.meta["revision"] == "rev-2"
-    assert "vnf_instances" in shown.meta  # the health of the VNF instances it plans
+    assert shown.plan == offline.plan and shown.plan.meta["revision"] == "rev-2"
+    assert shown.observed == pipeline.observe()  # what it was planned from
+    assert "vnf_instances" in shown.plan.meta  # the health of the VNF instances it plans
     done = pipeline.run(IPS, "rev-2").report.plan
-    assert done.changes == shown.changes and done.warnings == shown.warnings
-    assert pipeline.preview(IPS).empty
+    assert done.changes == shown.plan.changes and done.warnings == shown.plan.warnings
+    assert pipeline.preview(IPS).plan.empty
 
 
 def test_rows_and_objects_record_the_revision() -> None:
