@@ -33,7 +33,7 @@ from osc_gitops_sandbox.ovn import (
     ovn_unavailable_reason,
     seed_ovn_kubernetes,
 )
-from osc_gitops_sandbox.vnf_health import ForwardingVnfs
+from osc_gitops_sandbox.vnf_health import FORWARDING_ANNOTATION, ForwardingVnfs
 
 POD_NETWORKS = "k8s.ovn.org/pod-networks"
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
@@ -309,7 +309,24 @@ class SandboxCluster(KubeUserActions, Lifecycle):
         (:mod:`osc_gitops_sandbox.vnf_health`); a data path stops it and measures instead."""
         if kubevirt and self.ovn.network_function:
             remote = self.ovn.sb_remote if northd else self.ovn.nb_remote
-            self.forwarding_vnfs = ForwardingVnfs(remote, northd=northd)
+            self.forwarding_vnfs = ForwardingVnfs(
+                remote, northd=northd, forwarding=self.forwarding_ports
+            )
+
+    def forwarding_ports(self) -> set[str]:
+        """The OVN data ports of the VNF VMs that forward, as this sandbox plays them without a
+        data path: a VM that exists, does not run ``Halted`` and is not annotated
+        ``sandbox.osc.io/forwarding: "false"`` (its ports from the reconciler's
+        ``osc.io/ports`` annotation)."""
+        ports: set[str] = set()
+        for vm in self.kube.objects("VirtualMachine"):
+            annotations = vm["metadata"].get("annotations") or {}
+            halted = (vm.get("spec") or {}).get("runStrategy") == "Halted"
+            if halted or annotations.get(FORWARDING_ANNOTATION) == "false":
+                continue
+            for pair in str(annotations.get("osc.io/ports", "")).split(","):
+                ports.add(pair.partition("=")[2])
+        return ports - {""}
 
     @property
     def distribution(self) -> Distribution:

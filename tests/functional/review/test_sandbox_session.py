@@ -97,7 +97,8 @@ def test_a_pod_created_with_kubectl_gets_its_port_and_is_steered(
         return "shop-frontend_web-new" in out.stdout
 
     wait_for(has_port)
-    applied = cli("apply", POLICIES, "--auto-approve")
+    # --wait: the steering onto the new VNFs follows once the sandbox's VNFs answer OVN's probe
+    applied = cli("apply", POLICIES, "--auto-approve", "--wait", "--wait-timeout", "30s")
     assert applied.code == 0, applied.err
     assert cli("plan", POLICIES).code == 0
     explained = cli("explain", "shop-frontend/web-new", POLICIES)
@@ -137,9 +138,18 @@ def test_explain_trace_reaches_the_vnf_port(user_env: dict[str, str], tmp_path: 
 
 
 def test_explain_trace_says_why_a_packet_does_not_reach_the_vnf(user_env: dict[str, str]) -> None:
-    # The examples' health checks: no VNF answers OVN's probe here, so the fail-close ips
-    # binding drops what it steers.
-    assert cli("apply", POLICIES, "--auto-approve").code == 0
+    # The examples' health checks: once steered, the IPS stops answering OVN's probe (the
+    # sandbox plays it not forwarding), so the fail-close ips binding drops what it steers.
+    assert cli("apply", POLICIES, "--auto-approve", "--wait", "--wait-timeout", "30s").code == 0
+    subprocess.run(["kubectl", "annotate", "vm", "-n", "osc-vnfs", "ips-node-1", "--overwrite",
+                    "sandbox.osc.io/forwarding=false"],
+                   capture_output=True, text=True, timeout=60, check=True, env=os.environ)  # fmt: skip
+
+    def ips_down() -> bool:
+        data = json.loads(cli("explain", "shop-backend/api-1", POLICIES, "-o", "json").out)
+        return any(b["vnf"] == "ips" and b["health"] == "not healthy" for b in data["bindings"])
+
+    wait_for(ips_down)
     subprocess.run([user_env["OSC_OVN_TRACE"].replace("ovn-trace", "ovn-nbctl"), "--wait=sb",
                     "sync"], check=True, timeout=30, capture_output=True)  # fmt: skip
     result = trace("shop-backend/api-1", POLICIES)
