@@ -141,9 +141,9 @@ def test_explain_trace_says_why_a_packet_does_not_reach_the_vnf(user_env: dict[s
     # The examples' health checks: once steered, the IPS stops answering OVN's probe (the
     # sandbox plays it not forwarding), so the fail-close ips binding drops what it steers.
     assert cli("apply", POLICIES, "--auto-approve", "--wait", "--wait-timeout", "30s").code == 0
-    subprocess.run(["kubectl", "annotate", "vm", "-n", "osc-vnfs", "ips-node-1", "--overwrite",
-                    "sandbox.osc.io/forwarding=false"],
-                   capture_output=True, text=True, timeout=60, check=True, env=os.environ)  # fmt: skip
+    annotate = ["kubectl", "annotate", "vm", "-n", "osc-vnfs", "ips-node-1", "--overwrite",
+                "sandbox.osc.io/forwarding=false"]  # fmt: skip
+    subprocess.run(annotate, capture_output=True, text=True, timeout=60, check=True, env=os.environ)
 
     def ips_down() -> bool:
         data = json.loads(cli("explain", "shop-backend/api-1", POLICIES, "-o", "json").out)
