@@ -19,7 +19,8 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler.core import naming
 from reconciler.core import ownership as own
@@ -33,6 +34,7 @@ from reconciler.core.steering.base import (
     CompileOptions,
     Members,
     NodePods,
+    Pair,
     Side,
     TargetBuilder,
     VnfInstance,
@@ -41,6 +43,7 @@ from reconciler.core.steering.base import (
     bindings_by_group,
     directions,
 )
+from reconciler.core.steering.presence import PairState, check_gates, gate_rows, pair_states
 from reconciler.core.target import Resource, Target
 from reconciler.errors import InternalError
 
@@ -61,6 +64,7 @@ __all__ = [
     "compile_target",
     "directions",
     "fill_pods",
+    "live_port_groups",
     "members_by_group_and_node",
     "pods_by_node",
 ]
@@ -68,7 +72,7 @@ __all__ = [
 Ident = tuple[str, str]
 
 COMPILE_READS: frozenset[str] = frozenset(
-    {"pods", "pod_ports", "nodes", "switches", "network_policies", "capabilities"}
+    {"pods", "pod_ports", "nodes", "switches", "network_policies", "capabilities", "observed_at"}
 )
 """The ``Observed`` fields compile itself reads; the chosen backend reads its
 ``observed_fields`` besides. The incremental planner derives from both which changes need a
@@ -103,7 +107,17 @@ class Compiled:
     instances: dict[tuple[str, str], VnfInstance]
     """The VNF instances by ``(vnf, node)``, in compile order (sorted)."""
     pod_dependent: dict[str, list[Ident]]
-    """Node -> the resources whose fields come from that node's pods (:func:`fill_pods`)."""
+    """Node -> the resources whose fields come from that node's pods (:func:`fill_pods`),
+    among :attr:`potential`."""
+    potential: dict[Ident, Resource] = field(default_factory=dict)
+    """Every row the backend emitted, pod fields filled, whether its pair is present or not:
+    what the incremental planner adds when a pair appears."""
+    gates: dict[Ident, Pair] = field(default_factory=dict)
+    """Gated rows (of :attr:`potential`) -> their (group, node) pair."""
+    anchors: dict[Pair, Ident] = field(default_factory=dict)
+    """Each pair's Port_Group, whose live row says whether an empty pair is held."""
+    states: dict[Pair, PairState] = field(default_factory=dict)
+    """Each pair's state (``reconciler.core.steering.presence``)."""
 
 
 def compile_target(
@@ -128,9 +142,33 @@ def compile_full(
         _emit_vnf_instance(inst, backend, out)
     backend.emit_bindings(desired, backend_view(observed, backend), instances, options, out)
     resources, pod_dependent = fill_pods(backend, out.resources, pods, in_place=True)
+    anchors = check_gates(resources, out.gates)
+    live = live_port_groups(observed)
+    states = pair_states(
+        anchors,
+        lambda pair: len(members.get(pair[0], {}).get(pair[1], ())),
+        live.get,
+        observed.observed_at,
+        options.empty_grace,
+    )
+    present = gate_rows(resources, out.gates, states)
     _binding_warnings(desired, members, instances, observed, backend, out)
-    target = Target.of(resources, sorted(set(out.warnings)))
-    return Compiled(target, backend, instances, pod_dependent)
+    target = Target.of(present, sorted(set(out.warnings)))
+    return Compiled(
+        target,
+        backend,
+        instances,
+        pod_dependent,
+        potential={r.ident: r for r in resources},
+        gates=out.gates,
+        anchors={pair: res.ident for pair, res in anchors.items()},
+        states=states,
+    )
+
+
+def live_port_groups(observed: Observed) -> dict[str, dict[str, Any]]:
+    """Our live Port_Groups by name (whether an empty pair is held is read from them)."""
+    return {r.key: r.fields for r in observed.ovn_rows if r.table == "Port_Group"}
 
 
 def backend_view(observed: Observed, backend: SteeringBackend) -> Observed:

@@ -165,6 +165,10 @@ class Observed:
     """What northd reports about our Network_Function_Groups (``OvnState.nf_active``). Read for
     reports only (VNF instance health): compile never reads it, so it never changes a plan and
     a change of it never makes the incremental planner compile."""
+    observed_at: float | None = None
+    """When this was read (epoch seconds, wall clock: it is compared with moments recorded in
+    OVN by other processes). Compile judges the grace period of emptied (group, node) pairs
+    against it (``reconciler.core.steering.presence``); ``None``: no clock, no grace."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, for ``osc-gitops snapshot``."""
@@ -198,4 +202,5 @@ class Observed:
             else OvnCapabilities(schema_version="", network_function=False),
             nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
             nf_active=dict(data.get("nf_active", {})),
+            observed_at=data.get("observed_at"),
         )

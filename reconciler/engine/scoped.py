@@ -15,6 +15,7 @@ it inside its part: read what the scope reads, never write what it may not.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,9 @@ __all__ = ["NO_OVN", "NoOvn", "ReadOnlyKube", "ScopedPlan", "observe", "observe_
 
 
 def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
-    """Read both live systems into one plain snapshot (the OVN read waits for initial sync)."""
+    """Read both live systems into one plain snapshot (the OVN read waits for initial sync),
+    stamped with the wall clock (``Observed.observed_at``: how long an emptied pair is held)."""
+    observed_at = time.time()
     state = ovn.read()
     objects = [
         *kube.list_owned("NetworkAttachmentDefinition", instance),
@@ -51,6 +54,7 @@ def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
         capabilities=state.capabilities,
         nb_global=state.nb_global,
         nf_active=state.nf_active,
+        observed_at=observed_at,
     )
 
 

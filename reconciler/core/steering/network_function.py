@@ -68,8 +68,8 @@ HEALTH_CHECK = "Network_Function_Health_Check"
 FROM_LPORT = "from-lport"
 TO_LPORT = "to-lport"
 
-AclRow = tuple[str, str, str, dict[str, object]]
-"""An ACL as emitted: ``(osc.io/key, origin, node, fields)``."""
+AclRow = tuple[str, str, str, dict[str, object], tuple[str, str]]
+"""An ACL as emitted: ``(osc.io/key, origin, node, fields, (group, node) it is gated by)``."""
 
 
 class NetworkFunction(PortGroupPods):
@@ -165,6 +165,7 @@ class NetworkFunction(PortGroupPods):
                                     "action": "allow-related",
                                     "network_function_group": nfg,
                                 },
+                                (group, node),
                             )
                         )
 
@@ -205,8 +206,8 @@ class NetworkFunction(PortGroupPods):
                     "network_function": [nf],
                 },
             )
-        for key, origin, node, fields in sorted(acls, key=lambda a: a[0]):
-            out.ovn("ACL", key, origin, node, dict(fields))
+        for key, origin, node, fields, pair in sorted(acls, key=lambda a: a[0]):
+            out.ovn("ACL", key, origin, node, dict(fields), gate=pair)
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
             _budget_warning(table, len(ours), observed, out)
 
@@ -284,6 +285,7 @@ def crossed_acls(
                         "action": "allow-related",
                         "network_function_group": None,
                     },
+                    (spec.securityGroup, inst.node),
                 )
             )
     return rows

@@ -110,6 +110,14 @@ class RouterPolicy(PortGroupPods):
             )
             return
         port_groups: dict[str, tuple[str, str]] = {}
+        # A group's entry-lport policies name the address sets of its Port_Groups on every node:
+        # those must exist wherever the VNF runs, members or not. The rows of other groups
+        # exist per (group, node) with members (``presence``).
+        ungated = {
+            group
+            for group, bindings in bindings_by_group(desired).items()
+            if any("from-lport" in directions(b.spec.redirection) for b in bindings)
+        }
         subnets = {s.name: s.subnet for s in observed.switches}
         networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
         for group, bindings in bindings_by_group(desired).items():
@@ -169,5 +177,6 @@ class RouterPolicy(PortGroupPods):
                                 "action": "reroute",
                                 "nexthops": [ip],
                             },
+                            gate=None if group in ungated else (group, node),
                         )
-        emit_port_groups(port_groups, out)
+        emit_port_groups(port_groups, out, ungated)
