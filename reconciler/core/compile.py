@@ -43,6 +43,7 @@ from reconciler.core.steering.base import (
     bindings_by_group,
     directions,
 )
+from reconciler.core.steering.chains import chain_nodes
 from reconciler.core.steering.presence import PairState, check_gates, gate_rows, pair_states
 from reconciler.core.target import Resource, Target
 from reconciler.errors import InternalError
@@ -438,14 +439,42 @@ def _binding_warnings(
                     f"{common.shadow_text(by)} (evaluated first, takes every packet it would "
                     "take): a packet is steered by the first matching binding only"
                 )
-            vnf_nodes = {n for (v, n) in instances if v == binding.spec.vnf}
+            hops = binding.spec.vnfs
             for node, ports in sorted(members.get(group, {}).items()):
-                if node not in vnf_nodes:
+                missing = [vnf for vnf in hops if (vnf, node) not in instances]
+                if not missing:
+                    continue
+                if binding.spec.is_chain:
                     out.warnings.append(
                         f"{len(ports)} pod(s) of SecurityGroup {group} on node {node} are not "
-                        f"steered by Binding {name}: VnfDeployment {binding.spec.vnf} does not "
-                        "run there"
+                        f"steered by Binding {name}: its chain {binding.spec.vnf_text} is "
+                        f"incomplete there (VnfDeployment {', '.join(missing)} does not run "
+                        "there), and a chain steers only where every VNF of it runs"
                     )
+                else:
+                    out.warnings.append(
+                        f"{len(ports)} pod(s) of SecurityGroup {group} on node {node} are not "
+                        f"steered by Binding {name}: VnfDeployment {hops[0]} does not run there"
+                    )
+        for later, earlier, direction, packets, lost in common.first_match_losses(
+            bindings, tiered=tiered
+        ):
+            chain = list(dict.fromkeys((*earlier.spec.vnfs, *later.spec.vnfs)))
+            theirs = set(chain_nodes(earlier.spec.vnfs, instances))
+            mine = set(chain_nodes(later.spec.vnfs, instances))
+            if not theirs & mine:
+                continue  # they never steer on the same node
+            where = "" if mine <= theirs else f" on {', '.join(sorted(theirs & mine))}"
+            out.warnings.append(
+                f"Binding {later.metadata.name} (VNF {later.spec.vnf_text}) never gets "
+                f"{', '.join(common.describe_filters(packets))} of SecurityGroup {group} "
+                f"({direction}){where}: Binding {earlier.metadata.name} (order "
+                f"{earlier.spec.order}, "
+                f"VNF {earlier.spec.vnf_text}) is evaluated first and takes it, and a packet is "
+                f"steered by the first matching binding only, so it never crosses "
+                f"{', '.join(lost)}. To send it through {' and then '.join(chain)}, give "
+                f"Binding {earlier.metadata.name} the chain vnf: [{', '.join(chain)}]"
+            )
     _network_policy_warnings(desired, members, observed, out)
 
 

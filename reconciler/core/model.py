@@ -355,9 +355,37 @@ steered). The discriminator validates only the form written, so an error inside 
 reported once, at the item, not also as "expected a mapping"."""
 
 
+def _vnf_form(value: Any) -> str | None:
+    """Which form of ``vnf`` was written: one name, or a list of them (a chain)."""
+    if isinstance(value, list | tuple):
+        return "chain"
+    if isinstance(value, str):
+        return "name"
+    return None
+
+
+VnfChain = Annotated[
+    Annotated[Name, Tag("name")] | Annotated[list[Name], Tag("chain"), Field(min_length=1)],
+    Discriminator(
+        _vnf_form,
+        custom_error_type="vnf_type",
+        custom_error_message="expected a VnfDeployment name or a list of them (a chain)",
+    ),
+]
+"""``spec.vnf``: one VnfDeployment, or a non-empty list of distinct ones, a chain that a packet
+crosses in list order (``reconciler.core.steering.chains``). A list of one is the single
+form."""
+
+
 class BindingSpec(_Strict):
     securityGroup: Name
-    vnf: Name
+    vnf: VnfChain = Field(
+        description=(
+            "The VnfDeployment to steer through, or a list of them: a chain, crossed in list "
+            "order by traffic to the group's pods and by traffic from them alike (replies take "
+            "the reverse path)."
+        )
+    )
     redirection: Redirection = Redirection.EXIT_LPORT
     failurePolicy: FailurePolicy = FailurePolicy.FAIL_CLOSE
     order: int = Field(
@@ -378,6 +406,21 @@ class BindingSpec(_Strict):
             "any is steered); omitted means all IP traffic."
         ),
     )
+
+    @property
+    def vnfs(self) -> tuple[str, ...]:
+        """The VNFs a packet crosses, in order (one for the single form)."""
+        return (self.vnf,) if isinstance(self.vnf, str) else tuple(self.vnf)
+
+    @property
+    def is_chain(self) -> bool:
+        """Two VNFs or more (a list of one is the single form)."""
+        return len(self.vnfs) > 1
+
+    @property
+    def vnf_text(self) -> str:
+        """The VNF or the chain, for messages: ``firewall``, ``ngfw -> ids``."""
+        return " -> ".join(self.vnfs)
 
     @property
     def order_is_default(self) -> bool:

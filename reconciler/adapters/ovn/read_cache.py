@@ -139,6 +139,8 @@ class SymbolicRows:
                     dangling.update(u for u in uuids if u not in names)
             elif how == "opt":
                 value = first_or_none(value)
+                if value is None and extra:
+                    continue  # a sparse column (``NbTable.sparse``) that is not set
             elif isinstance(value, list):
                 value = sorted(value) if extra else list(value)
             fields[col] = value

@@ -437,7 +437,7 @@ class _Builder:
                 names = self.names.setdefault(ref_table, {})
                 plan.append((col, "refset" if ref_kind == "set" else "ref", read, names))
             elif rule == "opt":
-                plan.append((col, "opt", read, None))
+                plan.append((col, "opt", read, extra))
             elif rule == "map":
                 # ovsdb-server sends a map sorted by key (bytewise, which for UTF-8 is code
                 # point order, Python's): a map of plain strings is already in the order
@@ -471,6 +471,8 @@ class _Builder:
                 value = None if one is None else extra.get(one, one)
             elif kind == "opt":
                 value = _opt(value) if isinstance(value, list) else value
+                if value is None and extra:
+                    continue  # a sparse column (``NbTable.sparse``) that is not set
             fields[col] = value
         parent_spec = NB_TABLES[table].parent
         if parent_spec is not None:

@@ -296,8 +296,30 @@ def directions(redirection: Redirection) -> list[str]:
     return ["from-lport", "to-lport"]
 
 
-def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[str, int]:
-    """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones."""
+def id_need(wanted: Sequence[str], what: Mapping[str, tuple[str, str]]) -> str:
+    """How ``wanted`` rows add up, for a message: nodes x rows per node, and what they are
+    (``what``: name -> (node, what it stands for, e.g. ``firewall``))."""
+    per_node: dict[str, int] = defaultdict(int)
+    kinds: dict[str, int] = defaultdict(int)
+    for name in wanted:
+        node, kind = what.get(name, ("", "other"))
+        per_node[node] += 1
+        kinds[kind] += 1
+    if not per_node:
+        return "none"
+    most = max(per_node.values())
+    listed = ", ".join(f"{kind} x {n}" for kind, n in sorted(kinds.items()))
+    return f"{len(per_node)} node(s) x up to {most} per node ({listed})"
+
+
+def allocate_ids(
+    table: str,
+    names: Iterable[str],
+    observed: Observed,
+    what: Mapping[str, tuple[str, str]] | None = None,
+) -> dict[str, int]:
+    """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones.
+    ``what`` (name -> (node, what it stands for)) makes the error say how the need adds up."""
     wanted = sorted(set(names))
     existing = {
         r.fields.get("name"): r.fields.get("id") for r in observed.ovn_rows if r.table == table
@@ -315,11 +337,13 @@ def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[s
             continue
         nxt = next(free, None)
         if nxt is None:
+            need = f": {id_need(wanted, what)}" if what else ""
             raise CompileError(
                 f"{table} ids exhausted: OVN allows ids 1-{MAX_OVN_ID} per Northbound DB and this "
-                f"target needs {len(wanted)} rows (plus {len(observed.used_ids.get(table, ()))} "
-                "taken by others); bind fewer VNFs per NB, run one NB per node "
-                "(OVN-Kubernetes interconnect), or use --steering router-policy"
+                f"target needs {len(wanted)} rows{need} (plus "
+                f"{len(observed.used_ids.get(table, ()))} taken by others); nothing was written. "
+                "Bind fewer VNFs or chains per NB, run one NB per node (OVN-Kubernetes "
+                "interconnect), or use --steering router-policy"
             )
         ids[name] = nxt
     return ids

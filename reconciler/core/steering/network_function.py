@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from reconciler.core import naming
 from reconciler.core.model import Binding, Desired, HealthCheck
 from reconciler.core.observed import NbGlobal, Observed, OvnCapabilities
-from reconciler.core.steering import common
+from reconciler.core.steering import chains, common
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
@@ -50,7 +50,6 @@ from reconciler.core.steering.base import (
     TargetBuilder,
     VnfInstance,
     allocate_ids,
-    binding_nodes,
     bindings_by_group,
     directions,
     emit_port_groups,
@@ -77,8 +76,9 @@ class NetworkFunction(PortGroupPods):
 
     name = "network-function"
     observed_fields = frozenset({"switches", "used_ids", "nb_global"})
-    live_tables = frozenset({"Network_Function", "Network_Function_Group"})
-    """Their ids (1-255 per NB) are kept across passes (``allocate_ids``)."""
+    live_tables = frozenset({"Network_Function", "Network_Function_Group", "Logical_Switch_Port"})
+    """Their ids (1-255 per NB) are kept across passes (``allocate_ids``), and so are the VLAN
+    tags of a chain's ports (``chains.allocate_tags``)."""
     acl_tiers = True
     """Its rows are ACLs, evaluated tier by tier: ``precedence`` comes before ``order`` in the
     evaluation order (``common.evaluation_key``)."""
@@ -123,18 +123,22 @@ class NetworkFunction(PortGroupPods):
         groups: dict[str, tuple[VnfInstance, str]] = {}
         acls: list[AclRow] = []
 
+        wirings: dict[chains.WireKey, set[str]] = {}  # a chain's wiring -> its fallbacks
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
                 spec = binding.spec
                 fallback = spec.failurePolicy.value
-                for inst in binding_nodes(binding, instances):
-                    node = inst.node
+                for node in chains.chain_nodes(spec.vnfs, instances):
+                    inst = instances[(spec.vnfs[0], node)]
                     pg = naming.port_group(inst_id, group, node)
                     port_groups[pg] = (group, node)
-                    nf = naming.network_function(inst_id, spec.vnf, node)
-                    functions[nf] = inst
-                    nfg = naming.network_function_group(inst_id, spec.vnf, node, fallback)
-                    groups[nfg] = (inst, fallback)
+                    if not spec.is_chain:
+                        nf = naming.network_function(inst_id, inst.vnf.metadata.name, node)
+                        functions[nf] = inst
+                        nfg = naming.network_function_group(
+                            inst_id, inst.vnf.metadata.name, node, fallback
+                        )
+                        groups[nfg] = (inst, fallback)
                     if node in lb_switches:
                         out.warnings.append(
                             f"switch {node} has load balancers (OVN-Kubernetes' Service group?): "
@@ -143,6 +147,10 @@ class NetworkFunction(PortGroupPods):
                             "steer there"
                         )
                     for direction in directions(spec.redirection):
+                        if spec.is_chain:
+                            wiring = (spec.vnfs, chains.wire_direction(direction))
+                            wirings.setdefault(wiring, set()).add(fallback)
+                            nfg = chains.group_name(inst_id, *wiring, node, fallback)
                         side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
                         key = naming.ovn_ident(
@@ -172,7 +180,13 @@ class NetworkFunction(PortGroupPods):
         acls += crossed_acls(desired, instances, inst_id, out.warnings)
         emit_port_groups(port_groups, out)
 
-        nf_ids = allocate_ids("Network_Function", functions, observed)
+        wires = chains.wires(wirings, instances)
+        chain_functions = {w.function(inst_id): w for w in wires}
+        chain_groups = {w.group(inst_id, fb): (w, fb) for w in wires for fb in wirings[w.key]}
+        what = {nf: (inst.node, inst.vnf.metadata.name) for nf, inst in functions.items()}
+        what |= {nf: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction})")
+                 for nf, w in chain_functions.items()}  # fmt: skip
+        nf_ids = allocate_ids("Network_Function", [*functions, *chain_functions], observed, what)
         checked = 0
         for nf, inst in sorted(functions.items()):
             origin = f"VnfDeployment/{inst.vnf.metadata.name}"
@@ -190,7 +204,12 @@ class NetworkFunction(PortGroupPods):
                 out.ovn(HEALTH_CHECK, nf, origin, inst.node, probe)
         _unchecked_warnings(desired, out)
         emit_svc_monitor(observed.nb_global, options, needed=checked > 0, out=out)
-        nfg_ids = allocate_ids("Network_Function_Group", groups, observed)
+        what = {
+            g: (inst.node, f"{inst.vnf.metadata.name} {fb}") for g, (inst, fb) in groups.items()
+        }
+        what |= {g: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction}) {fb}")
+                 for g, (w, fb) in chain_groups.items()}  # fmt: skip
+        nfg_ids = allocate_ids("Network_Function_Group", [*groups, *chain_groups], observed, what)
         for nfg, (inst, fallback) in sorted(groups.items()):
             nf = naming.network_function(inst_id, inst.vnf.metadata.name, inst.node)
             out.ovn(
@@ -206,6 +225,14 @@ class NetworkFunction(PortGroupPods):
                     "network_function": [nf],
                 },
             )
+        if wires:
+            tags = chains.allocate_tags(wirings, wires, observed)
+            origins = _chain_origins(desired)
+            for w in wires:
+                chains.emit_wire(
+                    w, tags[w.key], origins[w.hops], nf_ids, nfg_ids, wirings, inst_id, out
+                )
+            _chain_warnings(desired, out)
         for key, origin, node, fields, pair in sorted(acls, key=lambda a: a[0]):
             out.ovn("ACL", key, origin, node, dict(fields), gate=pair)
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
@@ -239,25 +266,25 @@ def crossed_acls(
     no twin. For such a binding of *another* group, no row can tell which pods are in both
     groups: the plan warns."""
     entered = {
-        b.spec.vnf
+        b.spec.vnfs
         for b in desired.bindings.values()
         if FROM_LPORT in directions(b.spec.redirection)
     }
     rows: list[AclRow] = []
     for name, binding in sorted(desired.bindings.items()):
         spec = binding.spec
-        if spec.vnf not in entered or TO_LPORT not in directions(spec.redirection):
+        if spec.vnfs not in entered or TO_LPORT not in directions(spec.redirection):
             continue
         above = _one_order_above(binding, desired)
         for other in above:
             if other.spec.securityGroup != spec.securityGroup:
                 warnings.append(_tie_warning(other, binding))
-        for inst in binding_nodes(binding, instances):
+        for node in chains.chain_nodes(spec.vnfs, instances):
             chained = [
                 f
                 for b in above
                 if b.spec.securityGroup == spec.securityGroup
-                and (b.spec.vnf, inst.node) in instances
+                and all((vnf, node) in instances for vnf in b.spec.vnfs)
                 for f in b.spec.traffic_filters()
             ]
             traffic: common.TrafficSpec = spec.traffic
@@ -265,16 +292,17 @@ def crossed_acls(
                 traffic = common.subtract(spec.traffic_filters(), chained)
                 if not traffic:
                     continue
-            pg = naming.port_group(instance, spec.securityGroup, inst.node)
+            crossed = _entry_out_port(spec.vnfs, node, instances)
+            pg = naming.port_group(instance, spec.securityGroup, node)
             match = (
-                f"outport == @{pg} && inport == {common.port_literal(inst.out_port)} && "
+                f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
                 f"{common.traffic_match(traffic)}"
             )
             rows.append(
                 (
-                    naming.ovn_ident(instance, name, inst.node, "to", "crossed"),
+                    naming.ovn_ident(instance, name, node, "to", "crossed"),
                     f"Binding/{name}",
-                    inst.node,
+                    node,
                     {
                         "port_group": pg,
                         "name": name,
@@ -285,10 +313,44 @@ def crossed_acls(
                         "action": "allow-related",
                         "network_function_group": None,
                     },
-                    (spec.securityGroup, inst.node),
+                    (spec.securityGroup, node),
                 )
             )
     return rows
+
+
+def _entry_out_port(
+    hops: tuple[str, ...], node: str, instances: Mapping[tuple[str, str], VnfInstance]
+) -> str:
+    """The port a packet leaves the VNF (or the chain) by after it was steered into it
+    from-lport on ``node``: the VNF's out port, or the entry wiring's function out port."""
+    if len(hops) == 1:
+        return instances[(hops[0], node)].out_port
+    insts = tuple(instances[(vnf, node)] for vnf in hops)
+    return chains.Wire(hops, chains.ENTRY, node, insts).port("out")
+
+
+def _chain_origins(desired: Desired) -> dict[tuple[str, ...], str]:
+    """A chain's wiring rows belong to the first Binding (by name) through it."""
+    origins: dict[tuple[str, ...], str] = {}
+    for name, binding in sorted(desired.bindings.items()):
+        if binding.spec.is_chain:
+            origins.setdefault(binding.spec.vnfs, f"Binding/{name}")
+    return origins
+
+
+def _chain_warnings(desired: Desired, out: TargetBuilder) -> None:
+    """A chain cannot fail open: say so for each Binding that asks it to."""
+    for name, binding in sorted(desired.bindings.items()):
+        spec = binding.spec
+        if spec.is_chain and spec.failurePolicy.value == "fail-open":
+            out.warnings.append(
+                f"Binding {name} steers through the chain {spec.vnf_text} with failurePolicy "
+                "fail-open, which cannot act: OVN 26.03 cannot probe a chain (its health "
+                "check cannot cross the link between two VNFs, see docs/upstream/) and counts "
+                "it healthy, so a VNF of the chain that stops forwarding drops the chain's "
+                "traffic as fail-close would"
+            )
 
 
 def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
@@ -301,7 +363,7 @@ def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
         for _, other in sorted(desired.bindings.items())
         if other.spec.order == spec.order - 1
         and other.spec.precedence is spec.precedence
-        and other.spec.vnf != spec.vnf
+        and other.spec.vnfs != spec.vnfs
         and TO_LPORT in directions(other.spec.redirection)
         and common.overlaps(other.spec.traffic_filters(), spec.traffic_filters())
     ]
@@ -309,13 +371,14 @@ def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
 
 def _tie_warning(earlier: Binding, binding: Binding) -> str:
     return (
-        f"Binding {earlier.metadata.name} (order {earlier.spec.order}, VNF {earlier.spec.vnf}) "
-        f"and Binding {binding.metadata.name} (order {binding.spec.order}, VNF "
-        f"{binding.spec.vnf}) are one order apart: the ACL that lets traffic which already "
-        f"crossed {binding.spec.vnf} on a node reach group {binding.spec.securityGroup} without "
-        f"crossing it again has the priority of {earlier.metadata.name}'s, so for a pod in "
-        f"groups {earlier.spec.securityGroup} and {binding.spec.securityGroup} OVN may or may "
-        f"not send such traffic through {earlier.spec.vnf}; leave a gap of at least 2 between "
+        f"Binding {earlier.metadata.name} (order {earlier.spec.order}, VNF "
+        f"{earlier.spec.vnf_text}) and Binding {binding.metadata.name} (order "
+        f"{binding.spec.order}, VNF {binding.spec.vnf_text}) are one order apart: the ACL that "
+        f"lets traffic which already crossed {binding.spec.vnf_text} on a node reach group "
+        f"{binding.spec.securityGroup} without crossing it again has the priority of "
+        f"{earlier.metadata.name}'s, so for a pod in groups {earlier.spec.securityGroup} and "
+        f"{binding.spec.securityGroup} OVN may or may not send such traffic through "
+        f"{earlier.spec.vnf_text}; leave a gap of at least 2 between "
         "their orders"
     )
 
@@ -393,7 +456,9 @@ def _unchecked_warnings(desired: Desired, out: TargetBuilder) -> None:
     """One warning per VNF with health checks off that a binding steers through."""
     bindings: dict[str, list[str]] = defaultdict(list)
     for binding in desired.bindings.values():
-        bindings[binding.spec.vnf].append(
+        if binding.spec.is_chain:
+            continue  # a chain has no health check of its own (_chain_warnings)
+        bindings[binding.spec.vnfs[0]].append(
             f"{binding.metadata.name} ({binding.spec.failurePolicy.value})"
         )
     for vnf_name, vnf in sorted(desired.vnfs.items()):

@@ -104,6 +104,13 @@ class RouterPolicy(PortGroupPods):
     ) -> None:
         inst_id = options.instance
         router = options.cluster_router
+        chained = sorted(n for n, b in desired.bindings.items() if b.spec.is_chain)
+        if chained:
+            raise CompileError(
+                f"router-policy steering cannot carry a chain of VNFs (Binding "
+                f"{', '.join(chained)}): a rerouted packet goes to one VNF's address; service "
+                "chains need Network Function insertion (OVN >= 26.03, the default steering)"
+            )
         if desired.bindings and router not in observed.routers:
             out.warnings.append(
                 f"router-policy: logical router {router} not found: no binding is steered"
