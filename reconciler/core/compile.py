@@ -258,7 +258,7 @@ def _vnf_instances(
     desired: Desired, observed: Observed, backend: SteeringBackend, out: TargetBuilder
 ) -> dict[tuple[str, str], VnfInstance]:
     switches: dict[str, Switch] = {s.name: s for s in observed.switches}
-    instances: dict[tuple[str, str], VnfInstance] = {}
+    placed: dict[str, list[str]] = defaultdict(list)  # node -> VNFs there, sorted
     for vnf_name, vnf in sorted(desired.vnfs.items()):
         selector = vnf.spec.nodeSelector
         for node in sorted(observed.nodes, key=lambda n: n.name):
@@ -276,18 +276,56 @@ def _vnf_instances(
                     f"VnfDeployment {vnf_name} is not deployed there"
                 )
                 continue
-            subnet = switches[node.name].subnet
-            instances[(vnf_name, node.name)] = VnfInstance(
+            placed[node.name].append(vnf_name)
+    live = _live_vnf_addresses(observed)
+    addresses: dict[tuple[str, str], str | None] = {}
+    for where, vnfs in placed.items():
+        subnet = switches[where].subnet
+        # VNFs keep the address they have (a VM's address does not move), then new ones take
+        # free ones: each VNF on a node gets its own (``SteeringBackend.vnf_address``).
+        taken: set[str] = set()
+        for vnf_name in sorted(vnfs, key=lambda v: (live.get((v, where)) is None, v)):
+            ip = backend.vnf_address(
+                vnf_name, where, subnet, live.get((vnf_name, where)), frozenset(taken)
+            )
+            addresses[(vnf_name, where)] = ip
+            if ip is not None:
+                taken.add(ip)
+    instances: dict[tuple[str, str], VnfInstance] = {}
+    for vnf_name, vnf in sorted(desired.vnfs.items()):
+        for name in sorted(n for n, vnfs in placed.items() if vnf_name in vnfs):
+            instances[(vnf_name, name)] = VnfInstance(
                 vnf=vnf,
-                node=node.name,
-                in_port=naming.vnf_port(vnf_name, node.name, "in"),
-                out_port=naming.vnf_port(vnf_name, node.name, "out"),
-                mac_in=naming.mac_for(vnf_name, node.name, "in"),
-                mac_out=naming.mac_for(vnf_name, node.name, "out"),
-                ip=backend.vnf_address(vnf_name, node.name, subnet),
-                subnet=subnet,
+                node=name,
+                in_port=naming.vnf_port(vnf_name, name, "in"),
+                out_port=naming.vnf_port(vnf_name, name, "out"),
+                mac_in=naming.mac_for(vnf_name, name, "in"),
+                mac_out=naming.mac_for(vnf_name, name, "out"),
+                ip=addresses[(vnf_name, name)],
+                subnet=switches[name].subnet,
             )
     return instances
+
+
+def _live_vnf_addresses(observed: Observed) -> dict[tuple[str, str], str]:
+    """(VNF, node) -> the address its data-in port has in OVN now (``mac ip`` in our LSP
+    ``nf_<vnf>_<node>_in``), for the backends that give VNFs addresses."""
+    found: dict[tuple[str, str], str] = {}
+    for row in observed.ovn_rows:
+        if row.table != "Logical_Switch_Port" or not row.key.endswith("_in"):
+            continue
+        ids = row.fields.get("external_ids") or {}
+        kind, _, vnf = str(ids.get(own.RESOURCE, "")).partition("/")
+        node = ids.get(own.NODE)
+        if kind != "VnfDeployment" or not isinstance(node, str):
+            continue
+        if row.key != naming.vnf_port(vnf, node, "in"):
+            continue
+        for entry in row.fields.get("addresses") or ():
+            parts = str(entry).split()
+            if len(parts) == 2:
+                found[(vnf, node)] = parts[1]
+    return found
 
 
 def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetBuilder) -> None:

@@ -191,9 +191,14 @@ class SteeringBackend(Protocol):
         """Why it is not available, and what to do instead (a :class:`CompileError` message)."""
         ...
 
-    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
-        """The address of a VNF instance's data port, or ``None`` when the backend needs none.
-        It must not depend on pods: :meth:`check_pods` refuses an address a pod holds."""
+    def vnf_address(
+        self, vnf: str, node: str, subnet: str | None, live: str | None, taken: frozenset[str]
+    ) -> str | None:
+        """The address of a VNF instance's data port, or ``None`` when the backend needs none:
+        not one of ``taken`` (the other VNFs' on the node), and ``live`` (the one it has in
+        OVN now, if any) when that is still right, so a VNF keeps its address while others
+        come and go. It must not depend on pods: :meth:`check_pods` refuses an address a pod
+        holds."""
         ...
 
     def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:

@@ -69,6 +69,7 @@ __all__ = [
     "emit_wire",
     "function_name",
     "group_name",
+    "port_name",
     "wire_direction",
     "wires",
 ]
@@ -101,6 +102,11 @@ def function_name(instance: str, hops: Sequence[str], direction: str, node: str)
 def group_name(instance: str, hops: Sequence[str], direction: str, node: str, fallback: str) -> str:
     """``<function_name>.<fallback>``: a chain's Network_Function_Group for a failure policy."""
     return naming.ovn_ident(instance, f"chain{len(hops)}_{direction}", *hops, node, fallback)
+
+
+def port_name(hops: Sequence[str], direction: str, node: str, side: str) -> str:
+    """``nfc<k>_<direction>_<h1>_…_<hk>_<node>_<side>``: a chain function's port on a node."""
+    return f"nfc{len(hops)}_{direction}_{'_'.join(hops)}_{node}_{side}"
 
 
 @dataclass(frozen=True)
@@ -136,7 +142,7 @@ class Wire:
 
     def port(self, side: str) -> str:
         """The function's ``in`` or ``out`` port (a child port on the node switch)."""
-        return f"nfc{self._stem}_{side}"
+        return port_name(self.hops, self.direction, self.node, side)
 
     def link(self, i: int) -> str:
         """The link switch between hop ``i`` and hop ``i + 1`` (1-based)."""

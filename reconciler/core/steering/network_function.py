@@ -95,7 +95,9 @@ class NetworkFunction(PortGroupPods):
             "traffic only"
         )
 
-    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
+    def vnf_address(
+        self, vnf: str, node: str, subnet: str | None, live: str | None, taken: frozenset[str]
+    ) -> str | None:
         return None  # OVN forwards to the function's ports by name: no address needed
 
     def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
