@@ -119,6 +119,9 @@ class Compiled:
     """Each pair's Port_Group, whose live row says whether an empty pair is held."""
     states: dict[Pair, PairState] = field(default_factory=dict)
     """Each pair's state (``reconciler.core.steering.presence``)."""
+    health_read: frozenset[str] = frozenset()
+    """Network_Function_Groups whose ``Observed.nf_active`` the target depends on
+    (``TargetBuilder.health_read``)."""
 
 
 def compile_target(
@@ -164,6 +167,7 @@ def compile_full(
         gates=out.gates,
         anchors={pair: res.ident for pair, res in anchors.items()},
         states=states,
+        health_read=frozenset(out.health_read),
     )
 
 

@@ -26,7 +26,8 @@ planner remembers the last full compile and, for a new ``Observed``:
   (``compile.COMPILE_READS``), the backend (``SteeringBackend.observed_fields``) or the diff of
   Kubernetes objects reads, an owned row of a table the backend reads back
   (``SteeringBackend.live_tables``, e.g. ids allocated across nodes), an owned row without a node,
-  pod LSP names or pods that are not unique (see :func:`_delta`), or when the caller asks for it
+  pod LSP names or pods that are not unique (see :func:`_delta`), the health northd reports
+  of a group compile read (a chain leaving out a dead fail-open hop), or when the caller asks for it
   (the loop does every ``--full-resync`` seconds, like controller-runtime's ``SyncPeriod``, as a
   safety net).
 
@@ -71,7 +72,7 @@ Ident = tuple[str, str]
 T = TypeVar("T")
 Rows = list[tuple[OvnRow | None, OvnRow | None]]
 
-_FOLLOWED = frozenset({"pods", "pod_ports", "ovn_rows", "observed_at"})
+_FOLLOWED = frozenset({"pods", "pod_ports", "ovn_rows", "observed_at", "nf_active"})
 """``Observed`` fields this planner follows change by change."""
 _LIVE_FIELDS = frozenset({"ovn_rows", "kube_objects"})
 """``Observed`` fields the diff reads (``live_state``)."""
@@ -112,6 +113,9 @@ class _Memo:
     """Nodes with a pair held from *now* (its marker not live yet): redone on a new clock."""
     expiries: dict[str, float]
     """Node -> the earliest moment one of its held pairs becomes absent."""
+    health_read: frozenset[str]
+    """The groups whose health (``nf_active``) the target depends on (``Compiled.health_read``):
+    a change of one of them, and of no other, makes the next pass compile everything."""
     instances: dict[str, list[VnfInstance]]
     """The VNF instances by node, each list in compile order (for the backend's pod checks)."""
     live: dict[Ident, dict[str, Any]]
@@ -194,6 +198,7 @@ class IncrementalPlanner:
             states=compiled.states,
             clock_nodes=clock_nodes,
             expiries=expiries,
+            health_read=compiled.health_read,
             instances=instances,
             live=live,
             ports=ports,
@@ -338,6 +343,10 @@ def _why_full(
             return f"{name.replace('_', ' ')} changed"
     if not memo.unique:
         return "pod LSP names or pods are not unique"
+    if memo.health_read and observed.nf_active is not memo.observed.nf_active:
+        now, then = observed.nf_active, memo.observed.nf_active
+        if any((g in now, now.get(g)) != (g in then, then.get(g)) for g in memo.health_read):
+            return "the health of a chain's VNF changed"
     return None
 
 

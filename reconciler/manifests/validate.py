@@ -141,10 +141,14 @@ def check_references(
 
 def vnf_paths(spec: BindingSpec) -> list[tuple[str, str]]:
     """``(field path, VNF)`` of each VNF a Binding names: ``spec.vnf`` for the single form,
-    ``spec.vnf[i]`` for the hops of a chain (so an issue lands on the hop)."""
+    ``spec.vnf[i]`` (or ``spec.vnf[i].name``) for the hops of a chain, so an issue lands on
+    the hop."""
     if isinstance(spec.vnf, str):
         return [("spec.vnf", spec.vnf)]
-    return [(f"spec.vnf[{i}]", vnf) for i, vnf in enumerate(spec.vnf)]
+    return [
+        (f"spec.vnf[{i}]", hop) if isinstance(hop, str) else (f"spec.vnf[{i}].name", hop.name)
+        for i, hop in enumerate(spec.vnf)
+    ]
 
 
 def check_chains(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:

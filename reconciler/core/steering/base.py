@@ -130,6 +130,10 @@ class TargetBuilder:
     gates: dict[tuple[str, str], Pair] = field(default_factory=dict)
     """Resource identity -> the (group, node) pair whose presence it needs (rows emitted with
     ``gate``); compile drops the rows of absent pairs."""
+    health_read: set[str] = field(default_factory=set)
+    """Network_Function_Groups whose ``network_function_active`` (``Observed.nf_active``)
+    the rows depend on (a chain that leaves out a dead fail-open hop): the incremental planner
+    compiles everything again when one of them changes."""
 
     def ext_ids(self, origin: str, key: str, node: str | None) -> dict[str, str]:
         ids = {own.OWNER: self.instance, own.RESOURCE: origin, own.KEY: key}

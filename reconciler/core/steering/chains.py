@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from reconciler.core import naming
 from reconciler.core import ownership as own
+from reconciler.core.model import BindingSpec, Desired
 from reconciler.core.observed import Observed
 from reconciler.core.steering.base import CompileError, TargetBuilder, VnfInstance
 
@@ -69,7 +70,13 @@ __all__ = [
     "emit_wire",
     "function_name",
     "group_name",
+    "hop_healthy",
+    "hop_policy",
+    "paths",
     "port_name",
+    "probe_group",
+    "probes",
+    "target_group",
     "wire_direction",
     "wires",
 ]
@@ -79,6 +86,8 @@ EXIT = "exit"
 MAX_TAG = 4094
 WireKey = tuple[tuple[str, ...], str]
 """``(hops, direction)``: one wiring of a chain, the same on every node."""
+WireUse = tuple[tuple[str, ...], str, str]
+"""``(hops, direction, node)``: one wiring of a chain on one node."""
 
 
 def wire_direction(acl_direction: str) -> str:
@@ -124,6 +133,10 @@ class Wire:
         return (self.hops, self.direction)
 
     @property
+    def use(self) -> WireUse:
+        return (self.hops, self.direction, self.node)
+
+    @property
     def _stem(self) -> str:
         return f"{len(self.hops)}_{self.direction}_{'_'.join(self.hops)}_{self.node}"
 
@@ -164,14 +177,110 @@ class Wire:
         return [(insts[i].in_port, insts[i + 1].out_port) for i in range(len(insts) - 1)]
 
 
-def wires(keys: Iterable[WireKey], instances: Mapping[tuple[str, str], VnfInstance]) -> list[Wire]:
-    """Every wiring of ``keys`` on every node where all its hops run, sorted."""
+def wires(uses: Iterable[WireUse], instances: Mapping[tuple[str, str], VnfInstance]) -> list[Wire]:
+    """The wirings ``uses`` names (a chain, a direction, a node), sorted."""
     out: list[Wire] = []
-    for hops, direction in sorted(set(keys)):
-        for node in chain_nodes(hops, instances):
-            insts = tuple(instances[(vnf, node)] for vnf in hops)
-            out.append(Wire(hops, direction, node, insts))
+    for hops, direction, node in sorted(set(uses)):
+        insts = tuple(instances[(vnf, node)] for vnf in hops)
+        out.append(Wire(hops, direction, node, insts))
     return out
+
+
+# --- failure policies: each hop's own health ------------------------------------------------
+
+
+def hop_policy(spec: BindingSpec, hop: VnfInstance) -> str:
+    """The failure policy of one hop of a chain (its own, else the Binding's)."""
+    return spec.hop_policies[spec.vnfs.index(hop.vnf.metadata.name)].value
+
+
+def probes(
+    spec: BindingSpec, instances: Mapping[tuple[str, str], VnfInstance]
+) -> list[tuple[str, VnfInstance]]:
+    """The hop instances (with their node) a chain needs the health of: every hop, on every
+    node where the chain runs, when some hop may fail open (a fail-open hop found dead is
+    left out, and what is left may be a single hop, whose own function then decides); none
+    when every hop fails close (a dead hop then drops the chain's traffic, as it should)."""
+    if not spec.is_chain or not any(p.value == "fail-open" for p in spec.hop_policies):
+        return []
+    return [
+        (node, instances[(vnf, node)])
+        for node in chain_nodes(spec.vnfs, instances)
+        for vnf in spec.vnfs
+    ]
+
+
+def probe_group(instance: str, hop: VnfInstance, policy: str) -> str:
+    """The group holding a hop's own (health-checked) function: the one a single-VNF Binding
+    with that failure policy uses. northd keeps ``network_function_active`` of every group,
+    referenced by an ACL or not, so it reports the hop's health."""
+    return naming.network_function_group(instance, hop.vnf.metadata.name, hop.node, policy)
+
+
+def hop_healthy(instance: str, hop: VnfInstance, observed: Observed, read: set[str]) -> bool:
+    """Whether northd counts the hop's own function active in every group of ours holding it
+    that it has judged (unknown counts healthy: not judged yet, or no group yet). The groups
+    looked at go into ``read`` (the incremental planner compiles again when one changes)."""
+    nf = naming.network_function(instance, hop.vnf.metadata.name, hop.node)
+    healthy = True
+    for policy in ("fail-close", "fail-open"):
+        group = probe_group(instance, hop, policy)
+        read.add(group)
+        if group in observed.nf_active and observed.nf_active[group] != nf:
+            healthy = False
+    return healthy
+
+
+def paths(
+    desired: Desired,
+    instances: Mapping[tuple[str, str], VnfInstance],
+    observed: Observed,
+    instance: str,
+    out: TargetBuilder,
+) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Per (Binding, node where all its VNFs run): the VNFs its traffic crosses there. Its one
+    VNF, or its chain; for a chain with a hop found dead (its own function not healthy as
+    northd reports it, :func:`hop_healthy`) what is left when every dead hop may fail open (a
+    dead fail-close hop keeps the whole chain: the traffic is dropped there, as it should)."""
+    result: dict[tuple[str, str], tuple[str, ...]] = {}
+    for name, binding in sorted(desired.bindings.items()):
+        spec = binding.spec
+        probed = bool(probes(spec, instances))
+        for node in chain_nodes(spec.vnfs, instances):
+            hops = spec.vnfs
+            if probed:
+                dead = [
+                    i
+                    for i, vnf in enumerate(hops)
+                    if not hop_healthy(instance, instances[(vnf, node)], observed, out.health_read)
+                ]
+                if dead and all(spec.hop_policies[i].value == "fail-open" for i in dead):
+                    hops = tuple(vnf for i, vnf in enumerate(hops) if i not in dead)
+                    left = " -> ".join(hops) if hops else "no VNF at all"
+                    out.warnings.append(
+                        f"Binding {name}: VnfDeployment "
+                        f"{', '.join(spec.vnfs[i] for i in dead)} of the chain {spec.vnf_text} is "
+                        f"not healthy on node {node} as OVN reports it and may fail open: the "
+                        f"chain's traffic there crosses {left} until it is healthy again"
+                    )
+            result[(name, node)] = hops
+    return result
+
+
+def target_group(
+    instance: str, spec: BindingSpec, path: tuple[str, ...], direction: str, node: str,
+    fallback: str,
+) -> str | None:  # fmt: skip
+    """The Network_Function_Group an ACL of a chain Binding names on a node: the chain's
+    wiring for that direction; the one hop left's own group (its own failure policy, its own
+    health check); or none when no hop is left (the ACL lets the traffic through unsteered,
+    as a single VNF's fail-open group does when its VNF is dead)."""
+    if len(path) > 1:
+        return group_name(instance, path, wire_direction(direction), node, fallback)
+    if len(path) == 1:
+        policy = spec.hop_policies[spec.vnfs.index(path[0])].value
+        return naming.network_function_group(instance, path[0], node, policy)
+    return None
 
 
 def allocate_tags(
@@ -222,7 +331,7 @@ def emit_wire(
     origin: str,
     nf_ids: Mapping[str, int],
     nfg_ids: Mapping[str, int],
-    fallbacks: Mapping[WireKey, Iterable[str]],
+    fallbacks: Iterable[str],
     instance: str,
     out: TargetBuilder,
 ) -> None:
@@ -253,7 +362,7 @@ def emit_wire(
     nf = wire.function(instance)
     fields = {"name": nf, "id": nf_ids[nf], "inport": nf_in, "outport": nf_out}
     out.ovn("Network_Function", nf, origin, node, fields, extra_ids=ids)
-    for fallback in sorted(fallbacks[wire.key]):
+    for fallback in sorted(fallbacks):
         nfg = wire.group(instance, fallback)
         fields = {"name": nfg, "id": nfg_ids[nfg], "mode": "inline", "fallback": fallback,
                   "network_function": [nf]}  # fmt: skip

@@ -75,7 +75,9 @@ class NetworkFunction(PortGroupPods):
     """The ``network-function`` backend; its only pod-dependent rows are the Port_Groups."""
 
     name = "network-function"
-    observed_fields = frozenset({"switches", "used_ids", "nb_global"})
+    observed_fields = frozenset({"switches", "used_ids", "nb_global", "nf_active"})
+    """``nf_active``: the health of a chain's hops, read only for chains that may fail open
+    (``chains.paths``; ``TargetBuilder.health_read`` says which groups were read)."""
     live_tables = frozenset({"Network_Function", "Network_Function_Group", "Logical_Switch_Port"})
     """Their ids (1-255 per NB) are kept across passes (``allocate_ids``), and so are the VLAN
     tags of a chain's ports (``chains.allocate_tags``)."""
@@ -125,16 +127,27 @@ class NetworkFunction(PortGroupPods):
         groups: dict[str, tuple[VnfInstance, str]] = {}
         acls: list[AclRow] = []
 
-        wirings: dict[chains.WireKey, set[str]] = {}  # a chain's wiring -> its fallbacks
+        paths = chains.paths(desired, instances, observed, inst_id, out)
+        uses: dict[chains.WireUse, set[str]] = {}  # a chain's wiring on a node -> its fallbacks
+        users: dict[tuple[str, ...], str] = {}  # a chain -> the first Binding through it
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
                 spec = binding.spec
                 fallback = spec.failurePolicy.value
+                if spec.is_chain:
+                    for hop_node, hop in chains.probes(spec, instances):
+                        nf = naming.network_function(inst_id, hop.vnf.metadata.name, hop_node)
+                        functions[nf] = hop
+                        policy = chains.hop_policy(spec, hop)
+                        groups[chains.probe_group(inst_id, hop, policy)] = (hop, policy)
                 for node in chains.chain_nodes(spec.vnfs, instances):
                     inst = instances[(spec.vnfs[0], node)]
+                    path = paths[(binding.metadata.name, node)]
                     pg = naming.port_group(inst_id, group, node)
                     port_groups[pg] = (group, node)
+                    nfg: str | None = None
                     if not spec.is_chain:
+                        fallback = spec.hop_policies[0].value  # its own, if written as a list
                         nf = naming.network_function(inst_id, inst.vnf.metadata.name, node)
                         functions[nf] = inst
                         nfg = naming.network_function_group(
@@ -150,9 +163,13 @@ class NetworkFunction(PortGroupPods):
                         )
                     for direction in directions(spec.redirection):
                         if spec.is_chain:
-                            wiring = (spec.vnfs, chains.wire_direction(direction))
-                            wirings.setdefault(wiring, set()).add(fallback)
-                            nfg = chains.group_name(inst_id, *wiring, node, fallback)
+                            nfg = chains.target_group(
+                                inst_id, spec, path, direction, node, fallback
+                            )
+                            if len(path) > 1:
+                                use = (path, chains.wire_direction(direction), node)
+                                uses.setdefault(use, set()).add(fallback)
+                                users.setdefault(path, f"Binding/{binding.metadata.name}")
                         side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
                         key = naming.ovn_ident(
@@ -179,12 +196,12 @@ class NetworkFunction(PortGroupPods):
                             )
                         )
 
-        acls += crossed_acls(desired, instances, inst_id, out.warnings)
+        acls += crossed_acls(desired, instances, paths, inst_id, out.warnings)
         emit_port_groups(port_groups, out)
 
-        wires = chains.wires(wirings, instances)
+        wires = chains.wires(uses, instances)
         chain_functions = {w.function(inst_id): w for w in wires}
-        chain_groups = {w.group(inst_id, fb): (w, fb) for w in wires for fb in wirings[w.key]}
+        chain_groups = {w.group(inst_id, fb): (w, fb) for w in wires for fb in uses[w.use]}
         what = {nf: (inst.node, inst.vnf.metadata.name) for nf, inst in functions.items()}
         what |= {nf: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction})")
                  for nf, w in chain_functions.items()}  # fmt: skip
@@ -228,13 +245,12 @@ class NetworkFunction(PortGroupPods):
                 },
             )
         if wires:
-            tags = chains.allocate_tags(wirings, wires, observed)
-            origins = _chain_origins(desired)
+            tags = chains.allocate_tags({w.key for w in wires}, wires, observed)
             for w in wires:
                 chains.emit_wire(
-                    w, tags[w.key], origins[w.hops], nf_ids, nfg_ids, wirings, inst_id, out
+                    w, tags[w.key], users[w.hops], nf_ids, nfg_ids, uses[w.use], inst_id, out
                 )
-            _chain_warnings(desired, out)
+        _chain_warnings(desired, out)
         for key, origin, node, fields, pair in sorted(acls, key=lambda a: a[0]):
             out.ovn("ACL", key, origin, node, dict(fields), gate=pair)
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
@@ -244,6 +260,7 @@ class NetworkFunction(PortGroupPods):
 def crossed_acls(
     desired: Desired,
     instances: Mapping[tuple[str, str], VnfInstance],
+    paths: Mapping[tuple[str, str], tuple[str, ...]],
     instance: str,
     warnings: list[str],
 ) -> list[AclRow]:
@@ -266,22 +283,28 @@ def crossed_acls(
     its traffic is left out (:func:`common.subtract`: TCP, UDP and ICMP only, OVN cannot negate
     a protocol); when it takes all of it, this binding's to-lport ACL never steers and needs
     no twin. For such a binding of *another* group, no row can tell which pods are in both
-    groups: the plan warns."""
+    groups: the plan warns.
+
+    The VNFs crossed on a node are the binding's path there (``paths``: its VNF, its chain, or
+    what is left of a chain around a dead fail-open hop, ``chains.paths``)."""
     entered = {
-        b.spec.vnfs
-        for b in desired.bindings.values()
-        if FROM_LPORT in directions(b.spec.redirection)
+        (paths[(n, node)], node)
+        for (n, node) in paths
+        if paths[(n, node)] and FROM_LPORT in directions(desired.bindings[n].spec.redirection)
     }
     rows: list[AclRow] = []
     for name, binding in sorted(desired.bindings.items()):
         spec = binding.spec
-        if spec.vnfs not in entered or TO_LPORT not in directions(spec.redirection):
+        if TO_LPORT not in directions(spec.redirection):
             continue
         above = _one_order_above(binding, desired)
         for other in above:
             if other.spec.securityGroup != spec.securityGroup:
                 warnings.append(_tie_warning(other, binding))
         for node in chains.chain_nodes(spec.vnfs, instances):
+            path = paths[(name, node)]
+            if (path, node) not in entered:
+                continue
             chained = [
                 f
                 for b in above
@@ -294,7 +317,7 @@ def crossed_acls(
                 traffic = common.subtract(spec.traffic_filters(), chained)
                 if not traffic:
                     continue
-            crossed = _entry_out_port(spec.vnfs, node, instances)
+            crossed = _entry_out_port(path, node, instances)
             pg = naming.port_group(instance, spec.securityGroup, node)
             match = (
                 f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
@@ -332,26 +355,22 @@ def _entry_out_port(
     return chains.Wire(hops, chains.ENTRY, node, insts).port("out")
 
 
-def _chain_origins(desired: Desired) -> dict[tuple[str, ...], str]:
-    """A chain's wiring rows belong to the first Binding (by name) through it."""
-    origins: dict[tuple[str, ...], str] = {}
-    for name, binding in sorted(desired.bindings.items()):
-        if binding.spec.is_chain:
-            origins.setdefault(binding.spec.vnfs, f"Binding/{name}")
-    return origins
-
-
 def _chain_warnings(desired: Desired, out: TargetBuilder) -> None:
-    """A chain cannot fail open: say so for each Binding that asks it to."""
+    """A hop that may fail open but has no health check can never be found dead."""
     for name, binding in sorted(desired.bindings.items()):
         spec = binding.spec
-        if spec.is_chain and spec.failurePolicy.value == "fail-open":
+        if not spec.is_chain:
+            continue
+        blind = [
+            vnf
+            for vnf, policy in zip(spec.vnfs, spec.hop_policies, strict=True)
+            if policy.value == "fail-open" and not desired.vnfs[vnf].spec.healthCheck.enabled
+        ]
+        if blind:
             out.warnings.append(
-                f"Binding {name} steers through the chain {spec.vnf_text} with failurePolicy "
-                "fail-open, which cannot act: OVN 26.03 cannot probe a chain (its health "
-                "check cannot cross the link between two VNFs, see docs/upstream/) and counts "
-                "it healthy, so a VNF of the chain that stops forwarding drops the chain's "
-                "traffic as fail-close would"
+                f"Binding {name}: VnfDeployment {', '.join(blind)} of the chain "
+                f"{spec.vnf_text} may fail open but has healthCheck.enabled: false, so it is "
+                "never found dead and the chain's traffic is dropped when it stops forwarding"
             )
 
 

@@ -5,19 +5,39 @@ group. The packets are in ``tests/datapath/test_chains.py``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reconciler.core import ownership as own
 from reconciler.core.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.incremental import IncrementalPlanner
+from reconciler.core.observed import Observed
 from reconciler.core.planning import make_plan
 from reconciler.core.steering import common
 from reconciler.core.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
-from tests.support.simulate import apply_to, check_incremental_equals_full, live_of, with_live
+from tests.support.simulate import (
+    DESIRED,
+    Event,
+    apply_to,
+    check_incremental_equals_full,
+    event_st,
+    live_of,
+    plan_or_error,
+    scenario_observed,
+    step,
+    with_live,
+)
+
+EXAMPLES = int(os.environ.get("OSC_HYPOTHESIS_EXAMPLES", "120"))
 
 PODS = [
     ("shop", "pci-1", "node-1", {"app": "pci"}),
@@ -138,15 +158,92 @@ def test_a_chain_steers_only_where_every_vnf_of_it_runs() -> None:
     ) in target.warnings
 
 
-def test_a_fail_open_chain_says_its_policy_cannot_act() -> None:
-    target = _target(binding("pci-chain", "pci", ["ngfw", "ids"], 10, failurePolicy="fail-open"))
-    prefix = (
-        "Binding pci-chain steers through the chain ngfw -> ids with failurePolicy fail-open, "
-        "which cannot act"
+def _health(target: Target, node: str, dead: set[str]) -> dict[str, str | None]:
+    """``Observed.nf_active`` as northd would report it: every group of ours on ``node`` has
+    its function active, but those of the ``dead`` VNFs' own functions, which have none."""
+    active: dict[str, str | None] = {}
+    for name, fields in _rows(target, "Network_Function_Group", node).items():
+        (nf,) = fields["network_function"]
+        active[name] = (
+            None if any(nf == f"osc.{vnf}.{node.replace('-', '_')}" for vnf in dead) else nf
+        )
+    return active
+
+
+def _acl_groups(*bindings: Any, dead: set[str] = frozenset()) -> dict[str, str | None]:  # type: ignore[assignment]
+    want = desired(sg("pci", "app=pci"), vnf("ngfw"), vnf("ids"), vnf("av"), *bindings)
+    healthy = compile_target(want, cluster(PODS), NF)
+    observed = cluster(PODS, nf_active=_health(healthy, "node-1", dead))
+    target = compile_target(want, observed, NF)
+    return {k: f["network_function_group"] for k, f in _rows(target, "ACL").items()}
+
+
+def test_a_dead_fail_open_hop_is_left_out_on_its_node() -> None:
+    """Each hop of a chain that may fail open has its own health-checked function (the one a
+    single-VNF binding would have); when northd reports one not healthy on a node, the chain
+    there goes on without it: with one hop left, through that hop's own group (its own
+    health check and policy); none left, unsteered; other nodes keep the whole chain."""
+    chain = binding("pci-chain", "pci", ["ngfw", "ids"], 10, failurePolicy="fail-open")
+    target = _target(chain)
+    assert {"osc.ngfw.node_1", "osc.ids.node_1"} <= set(_rows(target, "Network_Function"))
+    assert {"osc.ngfw.node_1", "osc.ids.node_1"} <= set(
+        _rows(target, "Network_Function_Health_Check")
     )
-    assert any(w.startswith(prefix) for w in target.warnings)
+    assert _acl_groups(chain, dead={"ids"}) == {
+        "osc.pci_chain.node_1.to": "osc.ngfw.node_1.fail_open",
+        "osc.pci_chain.node_2.to": "osc.chain2_exit.ngfw.ids.node_2.fail_open",
+    }
+    assert _acl_groups(chain, dead={"ids", "ngfw"})["osc.pci_chain.node_1.to"] is None
+    # a hop of its own policy: ngfw fails close, ids open
+    mixed = binding("pci-chain", "pci", ["ngfw", {"name": "ids", "failurePolicy": "fail-open"}], 10)
+    assert _acl_groups(mixed, dead={"ids"})["osc.pci_chain.node_1.to"] == (
+        "osc.ngfw.node_1.fail_close"
+    )
+    # a dead fail-close hop keeps the whole chain: its traffic is dropped there
+    assert _acl_groups(mixed, dead={"ngfw", "ids"})["osc.pci_chain.node_1.to"] == (
+        "osc.chain2_exit.ngfw.ids.node_1.fail_close"
+    )
+    # a chain that fails close needs no hop health at all
     closed = _target(binding("pci-chain", "pci", ["ngfw", "ids"], 10))
-    assert not [w for w in closed.warnings if "cannot act" in w]
+    assert not _rows(closed, "Network_Function_Health_Check")
+
+
+def test_three_hops_with_the_middle_one_dead_are_rewired_around_it() -> None:
+    chain = binding("pci-chain", "pci", ["ngfw", "av", "ids"], 10, failurePolicy="fail-open")
+    want = desired(sg("pci", "app=pci"), vnf("ngfw"), vnf("ids"), vnf("av"), chain)
+    healthy = compile_target(want, cluster(PODS), NF)
+    assert _rows(healthy, "Logical_Switch", "node-1").keys() == {
+        "nfl3_exit_ngfw_av_ids_node-1_1", "nfl3_exit_ngfw_av_ids_node-1_2"
+    }  # fmt: skip
+    target = compile_target(want, cluster(PODS, nf_active=_health(healthy, "node-1", {"av"})), NF)
+    assert set(_rows(target, "Logical_Switch", "node-1")) == {"nfl2_exit_ngfw_ids_node-1_1"}
+    assert set(_rows(target, "Logical_Switch", "node-2")) == {
+        "nfl3_exit_ngfw_av_ids_node-2_1", "nfl3_exit_ngfw_av_ids_node-2_2"
+    }  # fmt: skip
+    assert _rows(target, "ACL", "node-1")["osc.pci_chain.node_1.to"]["network_function_group"] == (
+        "osc.chain2_exit.ngfw.ids.node_1.fail_open"
+    )
+    assert any("VnfDeployment av of the chain ngfw -> av -> ids is not healthy on node node-1"
+               in w for w in target.warnings)  # fmt: skip
+
+
+def test_the_planner_compiles_again_only_when_a_hop_it_read_changes_health() -> None:
+    chain = binding("pci-chain", "pci", ["ngfw", "ids"], 10, failurePolicy="fail-open")
+    want = desired(sg("pci", "app=pci"), vnf("ngfw"), vnf("ids"), vnf("av"), chain)
+    observed = cluster(PODS)
+    planner = IncrementalPlanner()
+    live = with_live(observed, apply_to(live_of(observed), planner.plan(want, observed, NF)))
+    assert planner.plan(want, live, NF).empty
+    healthy = compile_target(want, live, NF)
+    up = dataclasses.replace(live, nf_active=_health(healthy, "node-1", set()))
+    assert planner.plan(want, up, NF).empty and planner.last_mode == "full"
+    other = dataclasses.replace(up, nf_active={**up.nf_active, "osc.someone.else": None})
+    assert planner.plan(want, other, NF).empty and planner.last_mode == "cached"
+    down = dataclasses.replace(other, nf_active=_health(healthy, "node-1", {"ids"}))
+    plan = planner.plan(want, down, NF)
+    assert planner.last_mode == "full"
+    assert plan.changes == make_plan(want, down, NF).changes
+    assert ("update", "osc.pci_chain.node_1.to") in {(c.action, c.key) for c in plan.changes}
 
 
 def test_router_policy_refuses_a_chain() -> None:
@@ -219,8 +316,6 @@ def test_traffic_intersections() -> None:
 
 def test_incremental_equals_full_with_a_chain() -> None:
     """The planner's event scenario with a chain among the bindings."""
-    from tests.support.simulate import DESIRED, scenario_observed
-
     chain = binding("db-chain", "db", ["fw", "ips"], 30, redirection="both")
     want = desired(*DESIRED.all(), chain)
     events = [
@@ -229,3 +324,45 @@ def test_incremental_equals_full_with_a_chain() -> None:
     ]  # fmt: skip
     observed = scenario_observed(nf=True)
     check_incremental_equals_full(want, observed, NF, events)
+
+
+health_st = st.tuples(st.just("health"), st.integers(0, 40), st.booleans())
+
+
+def _step_health(observed: Observed, event: Event, current: Any) -> Observed:
+    """``("health", i, up)``: northd judges the i-th group of ours (by name) healthy or not;
+    anything else is the planner scenario's event."""
+    if event[0] != "health":
+        return step(observed, event, current)
+    groups = sorted(
+        (r.key, r.fields["network_function"]) for r in observed.ovn_rows
+        if r.table == "Network_Function_Group"
+    )  # fmt: skip
+    if not groups:
+        return observed
+    name, functions = groups[event[1] % len(groups)]
+    active = functions[0] if event[2] and functions else None
+    return dataclasses.replace(observed, nf_active={**observed.nf_active, name: active})
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=st.lists(st.one_of(event_st, health_st), min_size=1, max_size=14))
+def test_incremental_equals_full_while_hops_die_and_come_back(events: list[Event]) -> None:
+    """The planner's event scenario plus northd flipping groups' health, with a fail-open
+    chain: after every event the incremental plan equals a full compile's."""
+    chain = binding("web-chain", "web", ["fw", "ips"], 30, redirection="both",
+                    failurePolicy="fail-open")  # fmt: skip
+    want = desired(*DESIRED.all(), chain)
+    observed = scenario_observed(nf=True)
+    planner = IncrementalPlanner()
+    current = None
+    for event in events:
+        observed = _step_health(observed, event, current)
+        full = plan_or_error(partial(make_plan, want, observed, NF))
+        mine = plan_or_error(partial(planner.plan, want, observed, NF))
+        if isinstance(full, str) or isinstance(mine, str):
+            assert mine == full, f"after {event}"
+            current = None
+            continue
+        assert mine.changes == full.changes, f"after {event} ({planner.last_mode})"
+        current = full

@@ -35,7 +35,7 @@ def test_an_empty_chain_an_unknown_hop_a_hop_twice_and_a_mapping_are_errors() ->
         binding("empty", "[]", 1),
         binding("typo", "[firewall, idz]", 2),
         binding("twice", "[firewall, ids, firewall]", 3),
-        binding("per-hop", "[{name: firewall, failurePolicy: fail-open}]", 4),
+        binding("per-hop", "[firewall, {name: idz, failurePolicy: fail-safe}]", 4),
     )  # fmt: skip
     assert issues == [
         "p.yaml:19:33: Binding/empty spec.vnf: an empty chain steers nothing: name one "
@@ -45,8 +45,23 @@ def test_an_empty_chain_an_unknown_hop_a_hop_twice_and_a_mapping_are_errors() ->
         "p.yaml:29:49: Binding/twice spec.vnf[2]: VNF firewall appears twice in the chain "
         "(first at spec.vnf[0]): a packet crosses each VNF of a chain once (expected distinct "
         "VnfDeployments, in the order a packet crosses them)",
-        # no per-hop failurePolicy: a chain is one function to OVN (its policy is the chain's)
-        "p.yaml:34:34: Binding/per-hop spec.vnf[0]: expected a string, got a mapping",
+        "p.yaml:34:71: Binding/per-hop spec.vnf[1].failurePolicy: the string 'fail-safe' is "
+        "not allowed (expected 'fail-close' or 'fail-open')",
+    ]
+
+
+def test_a_hop_with_a_failure_policy_of_its_own() -> None:
+    desired = load_sources([("p.yaml", "---\n".join(
+        [GROUP_WEB, VNF_FW, VNF_IDS,
+         binding("c", "[firewall, {name: ids, failurePolicy: fail-open}]")]
+    ))])  # fmt: skip
+    spec = desired.bindings["c"].spec
+    assert spec.vnfs == ("firewall", "ids")
+    assert [p.value for p in spec.hop_policies] == ["fail-close", "fail-open"]
+    issues = run(GROUP_WEB, VNF_FW, binding("c", "[firewall, {name: idz}]"))
+    assert issues == [
+        "p.yaml:14:51: Binding/c spec.vnf[1].name: unknown VnfDeployment 'idz' (expected one "
+        "of: firewall)"
     ]
 
 
