@@ -58,11 +58,20 @@ def test_a_chain_is_written_read_back_kept_and_removed(
     (policies / "chain.yaml").write_text(CHAIN)
     planned = cli("plan", policies, *conn(nf_cluster), "-o", "json")
     assert planned.code == 2, planned.err
+    changes = json.loads(planned.out)["changes"]
     created = {
         (c["resource"]["kind"], c["resource"]["name"])
-        for c in json.loads(planned.out)["changes"]
+        for c in changes
         if c["resource"].get("origin") == "Binding/api-chain"
     }
+    # the JSON contract names the chain of every row that wires it
+    wiring = [c for c in changes if c["resource"]["kind"] in ("Logical_Switch", "Network_Function")
+              and c["resource"]["name"].startswith(("nfl", "osc.chain"))]  # fmt: skip
+    assert wiring and all(c["resource"]["chain"] == ["firewall", "ips"] for c in wiring)
+    acls = {c["resource"]["name"]: c["after"] for c in changes if c["resource"]["kind"] == "ACL"}
+    assert acls["osc.api_chain.node_1.to"]["network_function_group"] == (
+        "osc.chain2_exit.firewall.ips.node_1.fail_close"
+    )
     assert ("Logical_Switch", "nfl2_entry_firewall_ips_node-1_1") in created
     assert ("Network_Function", "osc.chain2_exit.firewall.ips.node_1") in created
     assert not [n for _, n in created if "node-2" in n or "node_2" in n]
