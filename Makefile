@@ -17,8 +17,10 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
-# The product and the sandbox distribution are typed alike (the sandbox imports the product).
-TYPED := reconciler/ sandbox/osc_gitops_sandbox/
+# The product and the sandbox distribution are typed alike (the sandbox imports the product),
+# and so are the tests' helpers: mypy checks the in-memory fakes against the engine's protocols
+# (tests/support/fakes.py). .github/workflows/ci.yml's typecheck job runs the same list.
+TYPED := reconciler/ sandbox/osc_gitops_sandbox/ tests/support/
 
 # Style (ruff), types (mypy) and the architecture (import-linter, contracts in .importlinter).
 # --no-cache: the import graph builds in well under a second, and no cache dir lands in the tree.
