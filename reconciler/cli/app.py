@@ -133,12 +133,13 @@ def build_parser() -> ArgumentParser:
 
 
 def _subcommand(parser: ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The subparser the first command name in ``argv`` selects (the top level without one)."""
+    """The innermost subparser the command names in ``argv`` select (``sandbox up``: the
+    ``up`` parser; the top level without one)."""
     for action in parser._subparsers._group_actions if parser._subparsers else ():
         choices = getattr(action, "choices", None) or {}
-        for token in argv:
+        for i, token in enumerate(argv):
             if token in choices:
-                return choices[token]
+                return _subcommand(choices[token], argv[i + 1 :])
     return parser
 
 
@@ -156,7 +157,9 @@ def _usage_error(
     parser: ArgumentParser, argv: Sequence[str], error: UsageError, message: str | None = None
 ) -> int:
     """Print ``usage: …`` of the subcommand concerned and the error; exit code 1."""
-    target = error.parser if error.parser is not parser else _subcommand(parser, argv)
+    target = _subcommand(parser, argv)
+    if error.parser is not parser and target is parser:
+        target = error.parser
     message = message or str(error)
     target.print_usage(sys.stderr)
     print(f"{target.prog}: error: {message}", file=sys.stderr)

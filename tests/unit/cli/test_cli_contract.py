@@ -42,6 +42,23 @@ def test_a_usage_error_exits_1_with_the_subcommand_usage(args: list[str], messag
     assert result.out == ""
 
 
+@pytest.mark.parametrize(
+    ("args", "prog"),
+    [
+        (["sandbox", "up", "extra"], "osc-gitops sandbox up"),
+        (["sandbox", "down", "--x"], "osc-gitops sandbox down"),
+        (["sandbox", "up", "--ovn", "9"], "osc-gitops sandbox up"),
+    ],
+)
+def test_a_usage_error_of_an_action_shows_that_action_usage(args: list[str], prog: str) -> None:
+    """``sandbox up|down``: the usage is the action's, not ``sandbox ACTION ...``."""
+    result = cli(*args)
+    assert result.code == 1
+    assert result.err.startswith(f"usage: {prog} [-h]")
+    assert f"{prog}: error: " in result.err
+    assert f"Run '{prog} --help' for all options." in result.err
+
+
 def test_an_unknown_command_exits_1_with_the_top_usage() -> None:
     result = cli("plna")
     assert result.code == 1
