@@ -172,17 +172,29 @@ def _usage_error(
 
 
 def print_error_json(message: str, cause: str, issues: Sequence[Any]) -> None:
-    """The ``-o json`` shape of a failure (:data:`JSON_ERRORS`)."""
-    json.dump(
-        {
-            "error": {"message": message, "cause": cause},
-            "issues": [issue.to_json() for issue in issues],
-        },
-        sys.stdout,
-        indent=2,
-        ensure_ascii=False,
-    )
-    sys.stdout.write("\n")
+    """The ``-o json`` shape of a failure (:data:`JSON_ERRORS`). A reader that left
+    (``| head``) is not an error of its own: the exit code is 1 already."""
+    try:
+        json.dump(
+            {
+                "error": {"message": message, "cause": cause},
+                "issues": [issue.to_json() for issue in issues],
+            },
+            sys.stdout,
+            indent=2,
+            ensure_ascii=False,
+        )
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+def _stdout_gone() -> None:
+    """stdout's reader left: point stdout at /dev/null so the interpreter's final flush does
+    not fail again (Python's documented recipe for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def in_our_voice(message: str) -> str:
@@ -221,8 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `osc-gitops ... | head`: the reader left; exit quietly like other Unix tools.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_gone()
         return EXIT_ERROR
     except UsageError as error:  # a command checking its own arguments
         return _usage_error(parser, arguments, error)

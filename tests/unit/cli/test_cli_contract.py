@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,23 @@ def test_a_usage_error_of_an_action_shows_that_action_usage(args: list[str], pro
     assert result.err.startswith(f"usage: {prog} [-h]")
     assert f"{prog}: error: " in result.err
     assert f"Run '{prog} --help' for all options." in result.err
+
+
+def test_a_json_error_into_a_closed_pipe_is_no_traceback() -> None:
+    """``plan -o json invalid/ | head``: the reader left; exit 1 with the error on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # every write to stdout fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from reconciler.cli import main; sys.exit(main())",
+             "plan", EXAMPLES / "invalid", "-o", "json"],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "error: " in done.stderr and "problem(s) in the manifests" in done.stderr
 
 
 def test_an_unknown_command_exits_1_with_the_top_usage() -> None:
