@@ -147,16 +147,23 @@ def test_an_endpoint_error_with_json_output_is_json(tmp_path: Path) -> None:
 def test_kubeconfig_errors_are_one_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.write_text("apiVersion: v1\nclusters: [\n")
+    unclosed = tmp_path / "unclosed"
+    unclosed.write_text('apiVersion: v1\nclusters: [{name: a, cluster: {server: "x"}\nusers: []\n')
     listed = tmp_path / "listed"
     listed.write_text("- a\n- b\n")
     for path, message in (
-        (broken, f"error: kubeconfig {broken}:3:1: YAML syntax error: expected the node content"),
+        (broken, f"error: kubeconfig {broken}:3:1: YAML syntax error: "),
+        # where the mapping that is never closed opened, not where the parser noticed
+        (unclosed, f"error: kubeconfig {unclosed}:2:12: YAML syntax error: the mapping '{{' "),
         (listed, f"error: kubeconfig {listed} is a YAML list, expected a mapping"),
     ):
         result = cli("plan", POLICIES, "--ovn-nb", "unix:/x.sock", "--kubeconfig", path)
         assert result.code == 1
         assert result.err.startswith(message), result.err
         assert "Traceback" not in result.err and len(result.err.splitlines()) == 1
+        as_json = cli("plan", POLICIES, "--ovn-nb", "unix:/x.sock", "--kubeconfig", path,
+                      "-o", "json")  # fmt: skip
+        assert json.loads(as_json.out)["error"]["cause"] == "kubernetes"
 
 
 def test_an_ssl_remote_without_its_files_names_the_flags(tmp_path: Path) -> None:
