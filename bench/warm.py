@@ -10,7 +10,9 @@ API server, the IDL-backed :class:`OvnNorthbound`, the incremental planner, a lo
 - pod labelled -> committed: the label is PATCHed at t0 (the pod joins a group it was not
   in); the watch delivers it to the cache; ``reconcile_pass("pod")`` runs at once (debounce
   excluded); the clock stops at ``OvnNorthbound.last_commit``; a raw ``select`` checks the
-  member; the labels are put back (not timed). The process's RSS is sampled every 100 events,
+  member; the labels are put back (not timed). Events where the pod is its group's first
+  member on its node (no Port_Group there yet: the pass creates it and its ACLs, issue 20) are
+  also reported apart (``label_first``). The process's RSS is sampled every 100 events,
   so growth over the events shows.
 
 :func:`measure_warm` runs all of it in a spawned child and returns plain data.
@@ -101,7 +103,7 @@ def _measure(
     noops: int,
     fulls: int,
 ) -> dict[str, Any]:
-    from bench.run import check_member, group_without, patch_labels, wait_cache
+    from bench.run import check_member, group_without, patch_labels, port_group_exists, wait_cache
     from bench.scenario import pod_labels
     from reconciler.adapters.kube.cache import KubeCache
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
@@ -149,6 +151,7 @@ def _measure(
         desired_groups = load_path(Path(manifests)).security_groups  # to pick the labels
         out.update(noop=noop, noop_full=full, rss_before_events_mib=rss_mib())
         latencies: list[float] = []
+        first_member: list[float] = []
         phases: list[dict[str, float]] = []
         rss_samples: list[tuple[int, float]] = [(0, rss_mib())]
         for k in range(events):
@@ -159,6 +162,8 @@ def _measure(
                                   scale.groups)  # fmt: skip
             key, value = next(iter(dict(desired_groups[group].spec.label_pairs()).items()))
             labels = {**pod_labels(n), key: value}
+            pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
+            first = not port_group_exists(nb_remote, pg)
             t0 = time.perf_counter()
             patch_labels(kube_url, namespace, name, labels)
             t1 = time.perf_counter()
@@ -169,8 +174,9 @@ def _measure(
                 raise RuntimeError(f"label event {k}: {res.result} {res.error}")
             committed = ovn.last_commit
             latencies.append(committed - t0)
+            if first:
+                first_member.append(committed - t0)
             phases.append({"patch": t1 - t0, "watch": t2 - t1, "pass_to_commit": committed - t2})
-            pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
             check_member(nb_remote, pg, f"{namespace}_{name}", res)
             patch_labels(kube_url, namespace, name, pod_labels(n))
             wait_cache(cache, namespace, name, pod_labels(n))
@@ -189,6 +195,11 @@ def _measure(
                 }
                 if phases
                 else {},
+            },
+            label_first={
+                "p50": _pct(first_member, 0.5) if first_member else None,
+                "p99": _pct(first_member, 0.99) if first_member else None,
+                "events": len(first_member),
             },
             rss_samples=rss_samples,
             rss_end_mib=rss_mib(),

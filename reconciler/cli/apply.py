@@ -97,7 +97,7 @@ def run_apply(args: argparse.Namespace) -> int:
     from reconciler.adapters.notify import post_json
     from reconciler.cli import saved as saved_plans
     from reconciler.cli.approve import ReviewListener, asks
-    from reconciler.cli.review import annotate, before_of, write_applied
+    from reconciler.cli.review import review as reviewed_plan
     from reconciler.engine.pipeline import Pipeline
     from reconciler.render import render
 
@@ -112,7 +112,7 @@ def run_apply(args: argparse.Namespace) -> int:
     settled = _Settled()
 
     def reviewed(plan: Plan, observed: Observed) -> Plan:
-        return annotate(plan, desired, observed, *before_of(args, observed))
+        return reviewed_plan(args, plan, desired, observed)  # protection changes, typo guards
 
     def show(plan: Plan) -> None:
         sys.stdout.write(render(plan, args.output))
@@ -158,7 +158,6 @@ def run_apply(args: argparse.Namespace) -> int:
             waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
     transitions = waited.transitions if waited is not None else _transitions(report.plan)
     _record_apply(args, revision, report, settled.last, transitions)
-    write_applied(args, desired, revision)
     if waited is not None and not waited.done:
         return EXIT_ERROR
     return EXIT_OK

@@ -15,6 +15,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
+| ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
@@ -142,7 +143,11 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     """``--steering`` and (``health``: for commands that write or plan writes) the NB_Global
     health-probe addresses."""
     from reconciler.core.steering import DEFAULT_STEERING, STEERING_CHOICES
-    from reconciler.core.steering.base import DEFAULT_SVC_MONITOR_IP, DEFAULT_SVC_MONITOR_IP_DST
+    from reconciler.core.steering.base import (
+        DEFAULT_EMPTY_GRACE,
+        DEFAULT_SVC_MONITOR_IP,
+        DEFAULT_SVC_MONITOR_IP_DST,
+    )
 
     parser.add_argument(
         "--steering",
@@ -150,9 +155,18 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
     )
+    env = os.environ.get
+    parser.add_argument(
+        "--empty-grace",
+        type=float,
+        default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
+        metavar="SECONDS",
+        help="how long a group's Port_Group and ACLs on a node outlive its last member pod "
+        f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
+        "once)",
+    )
     if not health:
         return
-    env = os.environ.get
     probe = parser.add_argument_group(
         "VNF health checks (network-function steering)",
         "OVN probes a VNF only when NB_Global options:svc_monitor_ip and svc_monitor_ip_dst "
@@ -222,15 +236,20 @@ def compile_options(args: argparse.Namespace) -> Any:
 
     from reconciler.core.compile import CompileOptions
     from reconciler.core.model import DNS1123_LABEL
+    from reconciler.core.steering.base import DEFAULT_EMPTY_GRACE
     from reconciler.core.steering.network_function import svc_monitor_addresses
 
     if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
+    grace = float(getattr(args, "empty_grace", DEFAULT_EMPTY_GRACE))
+    if not 0 <= grace < float("inf"):
+        raise UserError(f"--empty-grace {grace:g} must be a number of seconds, 0 or more")
     options = CompileOptions(
         instance=args.instance,
         steering=args.steering,
         svc_monitor_ip=getattr(args, "svc_monitor_ip", None) or None,
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
+        empty_grace=grace,
     )
     svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
     return options
@@ -340,30 +359,42 @@ def kube_settings(args: argparse.Namespace) -> Any:
     return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
 
 
+class KubeconfigError(UserError):
+    """A kubeconfig that cannot be used (missing, unreadable, not YAML, not a mapping): a
+    Kubernetes problem for ``-o json``'s ``cause`` and the error metric, like the ones the
+    client library reports."""
+
+    cause = "kubernetes"
+
+
 def check_kubeconfig(path: str) -> None:
     """A kubeconfig that is not a YAML mapping, as one ``error:`` line naming the file and line
-    (the client library would raise a parser error or a ``TypeError`` from deep inside)."""
+    (the client library would raise a parser error or a ``TypeError`` from deep inside). A
+    syntax error is reported where the construct that was never closed opened, as for
+    manifests (``reconciler.manifests.yaml_positions.syntax_message``)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    from reconciler.manifests.yaml_positions import syntax_message
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"kubeconfig {path}: no such file") from None
+        raise KubeconfigError(f"kubeconfig {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}") from exc
+        raise KubeconfigError(
+            f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}"
+        ) from exc
     try:
         data = YAML(typ="safe", pure=True).load(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        message, mark = syntax_message(exc)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise UserError(
-            f"kubeconfig {where}: YAML syntax error: {exc.problem or exc.context}"
-        ) from None
+        raise KubeconfigError(f"kubeconfig {where}: {message}") from None
     except YAMLError as exc:
-        raise UserError(f"kubeconfig {path}: not valid YAML: {exc}") from None
+        raise KubeconfigError(f"kubeconfig {path}: not valid YAML: {exc}") from None
     if data is not None and not isinstance(data, dict):
-        raise UserError(
+        raise KubeconfigError(
             f"kubeconfig {path} is a YAML {type(data).__name__}, expected a mapping with "
             "clusters, users, contexts and current-context (kubectl config view shows one)"
         )

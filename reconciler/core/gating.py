@@ -110,7 +110,8 @@ class Hold:
     binding: str
     node: str
     waiting_for: tuple[str, ...]
-    """The VNF VMs (names) any of which, once healthy, would let the unit switch on."""
+    """The VNF VMs (names) any of which, once healthy, would let the unit switch on (all of
+    them with ``chain``)."""
     groups: tuple[str, ...]
     """The function groups the held ACLs steer to that northd has not reported active."""
     changes: tuple[Ident, ...]
@@ -119,12 +120,16 @@ class Hold:
     why: str = ""
     vnfs: tuple[str, ...] = ()
     """The VnfDeployments of those VMs (labels of the held-steering metric)."""
+    chain: bool = False
+    """The held ACLs steer through a chain: every one of ``waiting_for`` (its hops, in order)
+    must become healthy, not any one."""
 
     @property
     def reason(self) -> str:
         """``waiting for firewall-node-2 to become healthy`` (what the plan, explain and status
         say)."""
-        names = " or ".join(self.waiting_for) or ", ".join(self.groups)
+        names = (" and " if self.chain else " or ").join(self.waiting_for)
+        names = names or ", ".join(self.groups)
         why = f" ({self.why})" if self.why else ""
         return f"waiting for {names} to become healthy{why}"
 
@@ -391,12 +396,14 @@ def gate(plan: Plan, observed: Observed) -> Plan:
             for nf in needs(g)
             if nf not in health or health[nf].health != HEALTHY
         ]
-        vms = sorted({known[nf][2] if nf in known else nf for nf in functions})
+        chained = any(hops(g) for g in waiting)
+        vms = [known[nf][2] if nf in known else nf for nf in functions]
+        vms = list(dict.fromkeys(vms)) if chained else sorted(set(vms))
         vnfs = sorted({known[nf][0] for nf in functions if nf in known})
         whys = sorted({health[nf].detail if nf in health else _NEW for nf in functions} - {""})
-        held.append(
-            Hold(binding, node, tuple(vms), tuple(waiting), idents, "; ".join(whys), tuple(vnfs))
-        )
+        why = "; ".join(whys)
+        hold = Hold(binding, node, tuple(vms), tuple(waiting), idents, why, tuple(vnfs), chained)
+        held.append(hold)
     if not held and not warnings:
         return plan
     changes = tuple(c for c in plan.changes if (c.kind, c.key) not in dropped)

@@ -290,7 +290,27 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     ]
     meta = {**plan.meta, ROLLOUT_META: [r.to_json() for r in rollouts]}
     changes.sort(key=lambda c: c.sort_key)
-    return replace(plan, changes=tuple(changes), meta=meta)
+    warnings = (*plan.warnings, *_chain_warnings(desired, vms))
+    return replace(plan, changes=tuple(changes), meta=meta, warnings=warnings)
+
+
+def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[str]:
+    """A chain (issue 21) is wired through the first instance of each hop only: a standby
+    serves the VNF's own bindings, not the chain, so restarting the first instance interrupts
+    the chain on that node whatever ``instancesPerNode`` is; the plan says so."""
+    out = []
+    for vnf in sorted(vms):
+        if desired.vnfs[vnf].spec.instancesPerNode < 2:
+            continue  # one instance: every binding through it is interrupted, as documented
+        for name, binding in sorted(desired.bindings.items()):
+            if binding.spec.is_chain and vnf in binding.spec.vnfs:
+                out.append(
+                    f"VnfDeployment {vnf}: its rolling update interrupts Binding {name}'s chain "
+                    f"{binding.spec.vnf_text} on each node while the first instance there "
+                    f"restarts (a chain crosses the first instance of each hop only; the "
+                    "standby takes over the VNF's own bindings): its failure policy acts meanwhile"
+                )
+    return out
 
 
 def _unrolled(plan: Plan, outdated: Mapping[str, Change]) -> Plan:

@@ -25,7 +25,13 @@ from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan
 from reconciler.core.rollout import ROLLOUT_META, hold_updates
 
-__all__ = ["apply_transitions", "in_transition", "only_progress", "transitions_meta"]
+__all__ = [
+    "apply_transitions",
+    "health_changed",
+    "in_transition",
+    "only_progress",
+    "transitions_meta",
+]
 
 
 def apply_transitions(plan: Plan, desired: Desired, observed: Observed) -> Plan:
@@ -40,6 +46,18 @@ def only_progress(first: Plan, second: Plan) -> bool:
     pass writes it."""
     held = held_idents(first)
     return bool(held) and all((c.kind, c.key) in held for c in second.changes)
+
+
+def health_changed(before: Observed, after: Observed) -> bool:
+    """Whether northd changed its verdict on a function group of ``before`` by the time of
+    ``after`` (``network_function_active``; groups created in between do not count). A plan
+    that depends on health (held steering, a chain rewired around a dead ``fail-open`` hop)
+    may then differ right after an apply: new input, which the next pass follows, not a
+    failure to converge."""
+    return any(
+        group in after.nf_active and after.nf_active[group] != active
+        for group, active in before.nf_active.items()
+    )
 
 
 def in_transition(plan: Plan) -> bool:

@@ -19,7 +19,9 @@ scope and the same planning step, nothing written. They differ only in what they
 Effects happen only through the providers (``reconciler.engine.providers``): the algorithm does
 not know about ``kubernetes`` or ``ovsdbapp``. Writes go in the safe order of
 ``reconciler.engine.apply``; afterwards the live state is read and planned again, and that plan
-must be empty, else :class:`NotConverged`.
+must be empty (but for held steering northd reported ready meanwhile, or a plan following a
+health verdict northd changed meanwhile: ``reconciler.core.transitions``), else
+:class:`NotConverged`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan, with_meta
 from reconciler.core.planning import CompiledPlan, FullPlanner, compile_plan
 from reconciler.core.slicing import CentralScope, Scope, ScopedView
-from reconciler.core.transitions import only_progress
+from reconciler.core.transitions import health_changed, only_progress
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
@@ -209,8 +211,9 @@ class Reconciled:
     report: ApplyReport
     observed: Observed
     after: Plan | None = None
-    """The verify plan after a write (``None`` when nothing was written): empty, or holding only
-    steering that northd reported ready meanwhile (``core.transitions.only_progress``)."""
+    """The verify plan after a write (``None`` when nothing was written): empty, holding only
+    steering that northd reported ready meanwhile (``core.transitions.only_progress``), or
+    following a verdict northd changed meanwhile (``core.transitions.health_changed``)."""
 
     @property
     def changed(self) -> bool:
@@ -299,7 +302,9 @@ class Pipeline:
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
         events.settled(after)
-        if not second.empty and not only_progress(first, second):
+        if not second.empty and not (
+            only_progress(first, second) or health_changed(observed, after)
+        ):
             raise NotConverged(second)
         return Reconciled(report, observed, second)
 

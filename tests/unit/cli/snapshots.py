@@ -9,11 +9,10 @@ from typing import Any
 
 from reconciler.core.compile import CompileOptions
 from reconciler.core.observed import Observed
-from reconciler.core.planning import make_plan
 from reconciler.manifests.load import load_path
 from tests.support.builders import cluster
 from tests.support.paths import POLICIES
-from tests.support.simulate import apply_to, with_live
+from tests.support.simulate import converge
 
 PODS: list[tuple[str, str, str, dict[str, str]]] = [
     ("shop-frontend", "web-1", "node-1", {"app": "web"}),
@@ -32,8 +31,8 @@ def cluster_observed(pods: list[tuple[str, str, str, dict[str, str]]] | None = N
 def converged(policies: Path = POLICIES, observed: Observed | None = None) -> Observed:
     """``observed`` (default: :func:`cluster_observed`) after ``policies`` was applied."""
     base = observed if observed is not None else cluster_observed()
-    plan = make_plan(load_path(policies), base, CompileOptions())
-    return with_live(base, apply_to({}, plan))
+    # with healthy VNFs: steering held until northd reports them active is switched on
+    return converge(load_path(policies), base, CompileOptions())
 
 
 def write_snapshot(path: Path, observed: Observed) -> Path:

@@ -260,3 +260,26 @@ def test_a_new_vm_is_never_part_of_a_rollout() -> None:
         (c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine"
     }
     assert plan.meta["rollout"][0]["nodes_total"] == 3
+
+
+def test_a_chain_through_a_two_instance_vnf_is_said_to_be_interrupted() -> None:
+    """A chain is wired through the first instance of each hop only (issue 21): the plan of a
+    rolling update says the chain is interrupted while that VM restarts."""
+    want = desired(
+        sg("web", "app=web"),
+        vnf("fw", image="fw:1.0", instancesPerNode=2),
+        vnf("ids"),
+        binding("web-chain", "web", ["fw", "ids"], 10),
+    )
+    world = World(want)
+    world.want = desired(
+        sg("web", "app=web"),
+        vnf("fw", image="fw:2.0", instancesPerNode=2),
+        vnf("ids"),
+        binding("web-chain", "web", ["fw", "ids"], 10),
+    )
+    (warning,) = [w for w in world.plan().warnings if "rolling update" in w]
+    assert warning.startswith(
+        "VnfDeployment fw: its rolling update interrupts Binding web-chain's chain fw -> ids on "
+        "each node while the first instance there restarts"
+    )

@@ -14,10 +14,13 @@ from reconciler.core.rollout import HALTED, PHASE
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.reporting import status
 from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter
-from tests.support.fakes import FakeClock, FakeSource, RecordingReporter
-from tests.unit.engine.scenario import POLICIES, fake_world, write_policies
+from tests.support.builders import cluster
+from tests.support.fakes import FakeClock, FakeSource, RecordingReporter, world
+from tests.unit.engine.scenario import POLICIES, write_policies
 
 FUNCTIONS = {"osc.firewall.node_1", "osc.firewall.node_2"}
+PODS = [("shop", "web-1", "node-1", {"app": "web"}), ("shop", "web-2", "node-2", {"app": "web"})]
+"""A web pod on each node: steering on both (rows only where a group has members, issue 20)."""
 V2 = POLICIES.replace("vnf-firewall:1.4.2", "vnf-firewall:2.0")
 
 
@@ -27,7 +30,7 @@ class World:
 
     def __init__(self, tmp: Path, policies: str = POLICIES, **config: Any) -> None:
         self.tmp = tmp
-        self.kube, self.ovn = fake_world()
+        self.kube, self.ovn = world(cluster(PODS))
         self.source = FakeSource()
         self.source.publish("c1", write_policies(tmp / "c1", policies))
         self.wall = FakeClock(1_800_000_000.0)
