@@ -90,3 +90,42 @@ def test_run_once_says_it_exits_and_never_promises_a_retry(
     last = json.loads(done.err.strip().splitlines()[-1])
     assert last["msg"] == "run --once: reconciled; exiting with code 0"
     assert last["result"] == "unchanged"
+
+
+def test_a_node_agent_for_a_node_that_does_not_exist_is_an_error(world: World) -> None:
+    cluster, _ = world
+    missing = 'error: --node node-9: nodes "node-9" not found in the Kubernetes cluster (its ' \
+              "nodes: node-1, node-2); give the name of the node this agent runs on (kubectl " \
+              "get nodes)\n"  # fmt: skip
+    for command in (("plan",), ("apply", "--auto-approve")):
+        result = on(world, command[0], POLICIES, "--node", "node-9", *command[1:])
+        assert result.code == 1, (command, result.out)
+        assert result.err.endswith(missing), result.err
+        assert "No changes" not in result.out
+    data = json.loads(on(world, "plan", POLICIES, "--node", "node-9", "-o", "json").out)
+    assert data["error"]["cause"] == "node-not-found"
+
+    # A Kubernetes node whose logical switch this NB does not hold (another zone's NB, or a node
+    # OVN-Kubernetes has not set up yet).
+    cluster.kube.add_objects([{"kind": "Node", "metadata": {"name": "node-3"}}])
+    try:
+        result = on(world, "plan", POLICIES, "--node", "node-3")
+        assert result.code == 1
+        assert result.err == (
+            'error: --node node-3: the OVN Northbound DB has no logical switch "node-3" (it holds '
+            "the switches of node-1, node-2); --ovn-nb must be the NB of node-3's zone, or "
+            "OVN-Kubernetes has not set the node up yet\n"
+        )
+    finally:
+        cluster.kube.delete(cluster.kube.resource_type("Node"), "", "node-3")
+    real = on(world, "plan", POLICIES, "--node", "node-1")  # adopts the central run's rows
+    assert real.code == 2 and "error" not in real.err
+    assert on(world, "plan", POLICIES).code == 0  # nothing was written
+
+
+def test_run_once_for_a_missing_node_fails(world: World, restored_process: None) -> None:
+    result = on(world, "run", POLICIES, "--node", "node-9", "--once", "--log-format", "text",
+                "--status-namespace", "default")  # fmt: skip
+    assert result.code == 1
+    assert 'nodes "node-9" not found' in result.err and "cause=node-not-found" in result.err
+    assert "exiting with code 1, no retry" in result.err
