@@ -476,9 +476,11 @@ def load_checkout(checkout: Any) -> Any:
 
 
 def load_manifests(path: str) -> Any:
+    from reconciler.cli.saved import refuse_as_manifests
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
 
+    refuse_as_manifests(path)  # `plan plan.json`: say what the file is, not why it is invalid
     notes: list[str] = []
     try:
         return load_path(path, notes)

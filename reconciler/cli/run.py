@@ -153,6 +153,9 @@ def run_run(args: argparse.Namespace) -> int:
     else:
         if not Path(args.path).exists():
             raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
+        from reconciler.cli.saved import refuse_as_manifests
+
+        refuse_as_manifests(args.path)
         source = LocalSource(args.path, args.revision)
     config = LoopConfig(
         options=options,

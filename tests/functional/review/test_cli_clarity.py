@@ -129,3 +129,37 @@ def test_run_once_for_a_missing_node_fails(world: World, restored_process: None)
     assert result.code == 1
     assert 'nodes "node-9" not found' in result.err and "cause=node-not-found" in result.err
     assert "exiting with code 1, no retry" in result.err
+
+
+def test_a_saved_plan_given_to_plan_says_what_it_is_and_show_prints_it(
+    world: World, tmp_path: Path
+) -> None:
+    typo = edited(tmp_path, "typo", "    - shop-backend", "    - shop-backnd")
+    saved = tmp_path / "plan.json"
+    planned = on(world, "plan", typo, "-out", saved)
+    assert planned.code == 2, planned.err
+
+    for command in ("plan", "validate"):
+        refused = cli(command, saved)
+        assert refused.code == 1
+        assert refused.err.startswith(
+            f"error: {saved} is a saved plan (osc-gitops plan -out, made "
+        )
+        assert refused.err.endswith(
+            f"from {typo}), not manifests: `osc-gitops show {saved}` prints it, `osc-gitops "
+            f"apply {saved}` applies exactly it; to plan again: osc-gitops plan {typo}\n"
+        )
+        assert "apiVersion" not in refused.err  # not read as broken manifests
+
+    shown = cli("show", saved)
+    assert shown.code == 0, shown.err
+    assert shown.err.startswith(f"Saved plan {saved}: made ")
+    assert f"from {typo}, instance osc-gitops, against {world[0].nb_remote}." in shown.err
+    assert f"To apply exactly this plan: osc-gitops apply {saved}" in shown.err
+    text = planned.out.splitlines()
+    assert shown.out.splitlines()[1:] == text[1:]  # the same plan; the meta line's key order aside
+    assert json.loads(cli("show", saved, "-o", "json").out) == json.loads(
+        on(world, "plan", typo, "-o", "json").out
+    )
+    not_saved = cli("show", POLICIES / "vnfs.yaml")
+    assert not_saved.code == 1 and "is not a saved plan" in not_saved.err
