@@ -163,3 +163,29 @@ def test_a_saved_plan_given_to_plan_says_what_it_is_and_show_prints_it(
     )
     not_saved = cli("show", POLICIES / "vnfs.yaml")
     assert not_saved.code == 1 and "is not a saved plan" in not_saved.err
+
+
+def test_the_protection_headline_reads_like_the_rest_of_the_plan(
+    world: World, tmp_path: Path
+) -> None:
+    renamed = edited(tmp_path, "renamed", "name: db-firewall", "name: db-fw")
+    out = on(world, "plan", renamed).out
+    assert (
+        "  Binding db-firewall removed (SecurityGroup db → firewall): 2 shop-backend pods lose "
+        "their firewall\n"
+    ) in out
+    assert (
+        "  New Binding db-fw (SecurityGroup db → firewall): 2 shop-backend pods newly steered "
+        "through firewall\n"
+        "      + shop-backend/db-0 on node-1 (via role=database)\n"
+    ) in out
+    markdown = on(world, "plan", renamed, "-o", "markdown").out
+    assert "- 🟢 New Binding db-fw (SecurityGroup db → firewall): 2 shop-backend pods" in markdown
+
+    one = edited(tmp_path, "one", "role=database", "role=databse")
+    assert (
+        "  Binding db-firewall (SecurityGroup db → firewall): 2 shop-backend pods lose their "
+        "firewall; 2 → 0 pods steered\n"
+    ) in on(world, "plan", one).out
+    same = on(world, "plan", POLICIES).out
+    assert "steer now: no pod starts or stops being steered.\n" in same
