@@ -189,3 +189,10 @@ def test_the_protection_headline_reads_like_the_rest_of_the_plan(
     ) in on(world, "plan", one).out
     same = on(world, "plan", POLICIES).out
     assert "steer now: no pod starts or stops being steered.\n" in same
+
+
+def test_every_git_flag_has_help() -> None:
+    text = cli("plan", "--help").out
+    assert "file holding an https access token" in text
+    assert "private key for an ssh:// or git@host:path --repo" in text
+    assert "how long one git fetch may take" in text
