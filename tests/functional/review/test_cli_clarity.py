@@ -196,3 +196,14 @@ def test_every_git_flag_has_help() -> None:
     assert "file holding an https access token" in text
     assert "private key for an ssh:// or git@host:path --repo" in text
     assert "how long one git fetch may take" in text
+
+
+def test_plans_that_see_part_of_the_cluster_raise_no_false_typo_warnings(world: World) -> None:
+    # --kubernetes-only reads no pod: its namespaces are not "without pods".
+    central = on(world, "plan", POLICIES, "--kubernetes-only")
+    assert central.code == 0, central.err
+    assert "no pod runs in namespace" not in central.out
+    # A node agent sees one node: ips' nodeSelector matching none of "1 node" is no typo.
+    agent = on(world, "plan", POLICIES, "--node", "node-2").out
+    assert "nodeSelector matches none" not in agent and "selects no pod" not in agent
+    assert "VnfDeployment ips does not run there" in agent  # the node's own warnings stay
