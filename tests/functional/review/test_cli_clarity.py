@@ -207,3 +207,16 @@ def test_plans_that_see_part_of_the_cluster_raise_no_false_typo_warnings(world: 
     agent = on(world, "plan", POLICIES, "--node", "node-2").out
     assert "nodeSelector matches none" not in agent and "selects no pod" not in agent
     assert "VnfDeployment ips does not run there" in agent  # the node's own warnings stay
+
+
+def test_run_once_with_invalid_manifests_keeps_no_last_good_one(
+    world: World, tmp_path: Path, restored_process: None
+) -> None:
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "x.yaml").write_text("kind: Binding\n")
+    result = on(world, "run", bad, "--once", "--log-format", "text")
+    assert result.code == 1
+    assert "ERROR manifests invalid, revision refused; no valid one yet" in result.err
+    assert "last good" not in result.err
+    assert "x.yaml:1:1: apiVersion: missing required field" in result.err
