@@ -29,6 +29,11 @@ class SandboxInfo:
     kube_url: str
     workdir: str
     seed_seconds: float
+    sb_remote: str = ""
+    """The Southbound DB (empty without one)."""
+    northd_ctl: str = ""
+    """ovn-northd's control socket (empty without northd)."""
+    northd_pid: int = 0
 
 
 def _serve(
@@ -50,11 +55,15 @@ def _serve(
         cluster.seed(nodes, pods, namespaces)
         seed_seconds = time.perf_counter() - started
         del pods
+        ovn = cluster.ovn
         conn.send(
             SandboxInfo(
-                cluster.nb_remote, cluster.kubeconfig, cluster.kube.url, workdir, seed_seconds
+                cluster.nb_remote, cluster.kubeconfig, cluster.kube.url, workdir, seed_seconds,
+                sb_remote=ovn.sb_remote if ovn.sb is not None else "",
+                northd_ctl=str(ovn.northd.ctl) if ovn.northd is not None else "",
+                northd_pid=ovn.northd.pid if ovn.northd is not None else 0,
             )
-        )
+        )  # fmt: skip
         while True:
             try:
                 cmd, args = conn.recv()
