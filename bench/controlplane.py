@@ -582,6 +582,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=200)
     parser.add_argument("--bindings", type=int, default=200)
     parser.add_argument("--runs", type=int, default=3, help="recomputes per state (median)")
+    parser.add_argument("--runs-large", type=int, default=1, help="--runs at >= 50k pods")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--report-only", action="store_true")

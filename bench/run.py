@@ -351,21 +351,18 @@ def _measure(
 
         reset_owned(remote)
         sb.call("delete_owned_kube")
+        flags = _flags(sb, options.steering or "")
         load = load1()
-        wall, code, peak = run_child(_cli("apply", str(manifests), *_flags(sb, options.steering
-                                                                             or "")),
-                                     workdir / "apply.out")  # fmt: skip
-        if code != 0:
+        run = run_measured(_cli("apply", str(manifests), *flags), workdir / "apply.out")
+        if run.pop("code") != 0:
             raise RuntimeError(f"osc-gitops apply failed: {(workdir / 'apply.out').read_text()}")
-        cold_apply.append({"seconds": wall, "rss_mib": peak, "load": load})
+        cold_apply.append({**run, "load": load})
         load = load1()
-        wall, code, peak = run_child(_cli("plan", str(manifests), *_flags(sb, options.steering
-                                                                            or "")),
-                                     workdir / "plan.out")  # fmt: skip
-        if code != 0:
+        run = run_measured(_cli("plan", str(manifests), *flags), workdir / "plan.out")
+        if (code := run.pop("code")) != 0:
             raise RuntimeError(f"osc-gitops plan (exit {code}) on a converged NB: "
                                f"{(workdir / 'plan.out').read_text()[-2000:]}")  # fmt: skip
-        cold_plan.append({"seconds": wall, "rss_mib": peak, "load": load})
+        cold_plan.append({**run, "load": load})
         last = nbctl[-1] if nbctl else {"total": float("nan"), "processes": 0.0}
         log(f"{tag} run {r + 1}/{runs} (load {load:.2f}): raw {raw[-1]['total']:.2f} s, "
             f"nbctl {last['total']:.2f} s ({last['processes']:.0f} proc), "
@@ -381,6 +378,7 @@ def _measure(
     def cold(items: list[dict[str, float]]) -> dict[str, float]:
         return {
             "seconds": median([c["seconds"] for c in items]),
+            "cpu_seconds": median([c["cpu_seconds"] for c in items]),
             "rss_mib": max(c["rss_mib"] for c in items),
         }
 
@@ -423,6 +421,14 @@ def wait_cache(cache: Any, namespace: str, name: str, labels: dict[str, str],
         if time.perf_counter() > deadline:
             raise RuntimeError(f"the pod cache did not see {namespace}/{name} relabelled")
         time.sleep(0.0005)
+
+
+def port_group_exists(remote: str, pg: str) -> bool:
+    rows = ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Port_Group", "where": [["name", "==", pg]],
+         "columns": ["_uuid"]},
+    ])[0]["rows"]  # fmt: skip
+    return bool(rows)
 
 
 def check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:

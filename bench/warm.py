@@ -43,6 +43,16 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
 
+def _split(latencies: list[float], first: list[bool]) -> dict[str, Any]:
+    """p50/p99 of the events whose pod was the first member of its group on its node (the
+    Port_Group and its ACLs are created) and of the others (one ``ports`` mutation)."""
+    out: dict[str, Any] = {}
+    for name, want in (("first", True), ("joining", False)):
+        picked = [t for t, f in zip(latencies, first, strict=True) if f is want]
+        out[name] = {"events": len(picked), "p50": _pct(picked, 0.5), "p99": _pct(picked, 0.99)}
+    return out
+
+
 def measure_warm(
     scale: Scale,
     manifests: Path,
@@ -101,7 +111,7 @@ def _measure(
     noops: int,
     fulls: int,
 ) -> dict[str, Any]:
-    from bench.run import check_member, group_without, patch_labels, wait_cache
+    from bench.run import check_member, group_without, patch_labels, port_group_exists, wait_cache
     from bench.scenario import pod_labels
     from reconciler.adapters.kube.cache import KubeCache
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
@@ -149,6 +159,7 @@ def _measure(
         desired_groups = load_path(Path(manifests)).security_groups  # to pick the labels
         out.update(noop=noop, noop_full=full, rss_before_events_mib=rss_mib())
         latencies: list[float] = []
+        first_member: list[bool] = []
         phases: list[dict[str, float]] = []
         rss_samples: list[tuple[int, float]] = [(0, rss_mib())]
         for k in range(events):
@@ -159,6 +170,10 @@ def _measure(
                                   scale.groups)  # fmt: skip
             key, value = next(iter(dict(desired_groups[group].spec.label_pairs()).items()))
             labels = {**pod_labels(n), key: value}
+            pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
+            first_member.append(
+                not port_group_exists(nb_remote, pg)
+            )  # its first member on the node
             t0 = time.perf_counter()
             patch_labels(kube_url, namespace, name, labels)
             t1 = time.perf_counter()
@@ -170,7 +185,6 @@ def _measure(
             committed = ovn.last_commit
             latencies.append(committed - t0)
             phases.append({"patch": t1 - t0, "watch": t2 - t1, "pass_to_commit": committed - t2})
-            pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
             check_member(nb_remote, pg, f"{namespace}_{name}", res)
             patch_labels(kube_url, namespace, name, pod_labels(n))
             wait_cache(cache, namespace, name, pod_labels(n))
@@ -184,6 +198,8 @@ def _measure(
                 "p99": _pct(latencies, 0.99),
                 "events": len(latencies),
                 "runs": latencies,
+                "first_member": first_member,
+                **_split(latencies, first_member),
                 "phases_median": {
                     key: statistics.median(p[key] for p in phases) for key in phases[0]
                 }
