@@ -15,7 +15,6 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,8 @@ from typing import Any
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.distributions import HOST, SID, Distribution
 from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubevirt import KubeVirt, restart_path
+from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.ovn import (
     NF_SCHEMA,
     OWN_SCHEMA,
@@ -227,11 +228,29 @@ class KubeUserActions:
         """What a user does with ``kubectl delete vm``."""
         self._http("DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}")
 
+    def annotate_vm(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """``kubectl annotate vm --overwrite`` (``None`` removes the key)."""
+        self._http(
+            "PATCH", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}",
+            {"metadata": {"annotations": dict(annotations)}},
+        )  # fmt: skip
+
+    def restart_vm(self, namespace: str, name: str) -> None:
+        """What ``virtctl restart`` does: PUT the VM's ``restart`` subresource (KubeVirt then
+        replaces the VMI; the data path's guest goes down and boots again)."""
+        self._http("PUT", restart_path(namespace, name), {})
+
+    def delete_vmi(self, namespace: str, name: str) -> None:
+        """``kubectl delete vmi``: a ``runStrategy: Always`` VM gets a new instance."""
+        self._http(
+            "DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
+        )
+
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         return api_request(self.kube, method, path, body)
 
 
-class SandboxCluster(KubeUserActions):
+class SandboxCluster(KubeUserActions, Lifecycle):
     """Start with :meth:`start` (or ``with``), seed with :meth:`seed_dir`, then play the cluster:
     :meth:`add_pod`, :meth:`delete_pod`, :meth:`label_pod`.
 
@@ -250,12 +269,9 @@ class SandboxCluster(KubeUserActions):
         distribution: str | Distribution = "auto",
         northd: bool = True,
         tcp: bool = False,
+        kubevirt: bool = True,
     ) -> None:
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="osc-")
-            workdir = self._tmp.name
-        self.workdir = Path(workdir)
+        self.workdir = self._own_workdir(workdir, "osc-")
         chosen = choose_distribution(nb_schema, distribution, northd=northd)
         self.ovn = OvnSandbox(
             self.workdir / "ovn",
@@ -265,6 +281,8 @@ class SandboxCluster(KubeUserActions):
             distribution=chosen,
         )
         self.kube = KubeApiServer()
+        self.kubevirt = KubeVirt(self.kube) if kubevirt else None
+        """KubeVirt played behind the emulator (VMIs, status, the restart subresource)."""
         self.kubeconfig = str(self.workdir / "kubeconfig")
         self._addresses = PodAddresses()
 
@@ -278,30 +296,17 @@ class SandboxCluster(KubeUserActions):
         """Whether the NB has the Network Function tables (OVN >= 26.03)."""
         return self.ovn.network_function
 
-    def start(self) -> SandboxCluster:
+    # -- lifecycle (start, stop, ``with``: see osc_gitops_sandbox.lifecycle) ------------------
+    def _start(self) -> None:
         self.ovn.start()
-        try:
-            self.kube.start()
-            self.kube.write_kubeconfig(self.kubeconfig)
-        except BaseException:
-            self.ovn.stop()
-            raise
-        return self
+        self.kube.start()
+        self.kube.write_kubeconfig(self.kubeconfig)
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         try:
             self.kube.stop()
         finally:
             self.ovn.stop()
-            if self._tmp is not None:
-                self._tmp.cleanup()
-                self._tmp = None
-
-    def __enter__(self) -> SandboxCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def nb_remote(self) -> str:

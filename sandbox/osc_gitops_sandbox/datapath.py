@@ -26,13 +26,17 @@ What it plugs, the way OVN-Kubernetes + KubeVirt + ovs-cni would:
 - a pod = a network namespace with a veth whose host end is on ``br-int`` with
   ``external_ids:iface-id=<namespace>_<pod>``, the MAC/IP of the pod's ``k8s.ovn.org/pod-networks``
   annotation and a default route via the node subnet's ``.1`` (``rtos-<node>``);
-- a VNF = a namespace per ``VirtualMachine`` the reconciler created (this plays KubeVirt): its
-  NICs are attached to the OVN ports named by the NADs' ``args.cni.ovnPort`` (ovs-cni), with the
-  VM's ``macAddress``. For router-policy steering the guest routes: ``data-in`` only, the IP of
-  the LSP row the reconciler wrote, ``ip_forward=1``, ``rp_filter=0``, ``send_redirects=0``. For
-  Network Function steering (OVN 26.03) it bridges ``data-in`` and ``data-out`` (Linux bridge,
-  STP off, no address), as a bump-in-the-wire VNF does. Turning forwarding (or the bridge) off
-  simulates a dead VNF. :meth:`Datapath.sync_vnfs` follows VM creation/deletion.
+- a VNF = a namespace per ``VirtualMachineInstance`` of a VM the reconciler created (KubeVirt's
+  VMIs are kept by :mod:`osc_gitops_sandbox.kubevirt` behind the emulator; the guests by the
+  virt-handler thread of :mod:`osc_gitops_sandbox.vnf_guests`, which follows restarts and
+  deletions on its own, boots a new guest for :attr:`Datapath.boot_delay` seconds or its VM's
+  ``sandbox.osc.io/boot-delay`` before it forwards, and reports the VMI ``Running`` and,
+  booted, ``AgentConnected``). Its NICs are attached to the OVN ports named by the NADs'
+  ``args.cni.ovnPort`` (ovs-cni), with the VM's ``macAddress``. For router-policy steering the
+  guest routes: ``data-in`` only, the IP of the LSP row the reconciler wrote, ``ip_forward=1``.
+  For Network Function steering (OVN 26.03) it bridges ``data-in`` and ``data-out`` (Linux
+  bridge, STP off, no address), as a bump-in-the-wire VNF does. Turning forwarding (or the
+  bridge) off simulates a dead VNF. :meth:`Datapath.sync_vnfs` waits until the guests caught up.
 
 Every namespace has IPv6 off and every veth TX checksum offload off (TCP through the userspace
 datapath's conntrack needs it; see :mod:`osc_gitops_sandbox.netns`).
@@ -46,9 +50,9 @@ process that was SIGKILLed.
 
 Probes (ICMP echo, TCP connect, counters) run in-process, see :mod:`osc_gitops_sandbox.netns`.
 
-Longer than the usual ~600 lines on purpose: one class owns the daemons and every namespace it
-plugged (pods, both kinds of VNF guest), so that :meth:`Datapath.stop` can always remove all of
-it; the namespace and probe mechanics are in :mod:`osc_gitops_sandbox.netns`.
+One class owns the daemons and every namespace it plugged, so that :meth:`Datapath.stop` can
+always remove all of it; the namespace and probe mechanics are in
+:mod:`osc_gitops_sandbox.netns`, the VNF guests in :mod:`osc_gitops_sandbox.vnf_guests`.
 
 This module must not import ``ovs``/``ovsdbapp``/``kubernetes``: it shells out to ``ip``,
 ``ovs-vsctl`` and ``sysctl`` and reads the databases through :mod:`osc_gitops_sandbox.ovsdb_rpc`.
@@ -58,34 +62,31 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import itertools
 import json
 import os
 import re
 import secrets
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import TracebackType
+from dataclasses import dataclass
 from typing import Any
 
 from osc_gitops_sandbox import distributions, ovsdb_rpc
 from osc_gitops_sandbox.distributions import HOST, Distribution
+from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.netns import (
     NETNS_PREFIX,
     DatapathError,
     Endpoint,
-    FrameCounter,
     PingResult,
     create_netns,
     delete_netns,
     disable_tx_checksum_offload,
     ip,
     sweep_stale_namespaces,
-    sysctl,
 )
 from osc_gitops_sandbox.ovn import (
     Daemon,
@@ -95,6 +96,7 @@ from osc_gitops_sandbox.ovn import (
     tail,
     wait_until,
 )
+from osc_gitops_sandbox.vnf_guests import VirtHandler, Vnf
 
 __all__ = [
     "DATAPATH_TOOLS",
@@ -115,15 +117,6 @@ DATAPATH_TOOLS = (
 """What a data path runs from its distribution."""
 POD_NETWORKS = "k8s.ovn.org/pod-networks"
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
-PORTS_ANNOTATION = "osc.io/ports"
-VNF_BRIDGE = "br0"
-ROUTER_GUEST_SYSCTLS = (
-    "net.ipv4.ip_forward=1",
-    "net.ipv4.conf.all.rp_filter=0",
-    "net.ipv4.conf.default.rp_filter=0",
-    "net.ipv4.conf.all.send_redirects=0",
-    "net.ipv4.conf.default.send_redirects=0",
-)
 
 
 def datapath_unavailable_reason(distribution: str | Distribution = HOST) -> str | None:
@@ -162,69 +155,6 @@ class Probe:
         return sorted(k for k, v in self.forwarded.items() if v > 0)
 
 
-@dataclass
-class Vnf:
-    """A VNF instance as this harness runs it (the guest of one ``VirtualMachine``).
-
-    Two kinds of guest, chosen by the OVN ports the reconciler wrote:
-
-    - a *router* (router-policy steering; the ``data-in`` port has an address): one NIC,
-      ``ip_forward=1``; it routes packets on, taking one off the TTL;
-    - a *bridge* (Network Function steering; NF ports have no address): ``data-in`` (``eth0``)
-      and ``data-out`` (``eth1``) in a Linux bridge with STP off; frames cross unchanged.
-    """
-
-    namespace: str
-    """Kubernetes namespace of the VirtualMachine."""
-    vm: str
-    vm_uid: str
-    endpoint: Endpoint
-    """The ``data-in`` NIC."""
-    out_endpoint: Endpoint | None = None
-    """The ``data-out`` NIC of a bridge guest; ``None`` for a router guest."""
-    counters: list[FrameCounter] = field(default_factory=list)
-    """A bridge guest's frame counters, one per NIC (see :class:`FrameCounter`)."""
-
-    @property
-    def bridge(self) -> bool:
-        return self.out_endpoint is not None
-
-    @property
-    def endpoints(self) -> list[Endpoint]:
-        return [self.endpoint] + ([self.out_endpoint] if self.out_endpoint else [])
-
-    @property
-    def forwarded(self) -> int:
-        """Packets of pods this VNF passed on (the proof of steering): ``IpForwDatagrams`` of
-        a router guest; the IPv4 frames a bridge guest sent out of its two NICs, OVN's health
-        probes (link-local addresses) not included."""
-        if self.out_endpoint is None:
-            return self.endpoint.ip_counters()["ForwDatagrams"]
-        return sum(c.counts()[0] for c in self.counters)
-
-    def forwarded_per_nic(self) -> tuple[int, int]:
-        """A bridge guest's pod frames sent out of ``data-in`` and out of ``data-out``.
-
-        What leaves ``data-in`` re-enters OVN at the function's inport: traffic that OVN sent
-        in at the outport, i.e. towards the protected pod for a to-lport (exit-lport) ACL.
-        Unequal counts show a flow crossing the VNF in one direction only."""
-        if len(self.counters) != 2:
-            raise DatapathError(f"VNF {self.namespace}/{self.vm} is not a bridge guest")
-        return self.counters[0].counts()[0], self.counters[1].counts()[0]
-
-    @property
-    def health_probes(self) -> int:
-        """Frames of OVN's Network Function health probe the bridge guest passed on (0 for a
-        router guest, which OVN never probes)."""
-        return sum(c.counts()[1] for c in self.counters)
-
-    def close(self) -> None:
-        for counter in self.counters:
-            counter.close()
-        for endpoint in self.endpoints:
-            endpoint.close()
-
-
 def _subnet_of_node(node: dict[str, Any]) -> ipaddress.IPv4Network:
     annotations = node.get("metadata", {}).get("annotations", {})
     if NODE_SUBNETS in annotations:
@@ -241,7 +171,7 @@ def _subnet_of_node(node: dict[str, Any]) -> ipaddress.IPv4Network:
 # the data path
 
 
-class Datapath:
+class Datapath(Lifecycle):
     """OVS + ``ovn-controller`` on top of a started :class:`SandboxCluster`.
 
     Usage::
@@ -255,15 +185,11 @@ class Datapath:
     """
 
     def __init__(
-        self, cluster: Any, workdir: str | os.PathLike[str] | None = None, *, timeout: float = 15
-    ) -> None:
+        self, cluster: Any, workdir: str | os.PathLike[str] | None = None, *,
+        timeout: float = 15, boot_delay: float = 0.0,
+    ) -> None:  # fmt: skip
         self.cluster = cluster
-        self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._own_tmp = tempfile.TemporaryDirectory(prefix="osc-dp-")
-            workdir = self._own_tmp.name
-        self.workdir = Path(workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._own_workdir(workdir, "osc-dp-")
         self.timeout = timeout
         self.token = secrets.token_hex(3)
         self.ovsdb: Daemon | None = None
@@ -276,9 +202,11 @@ class Datapath:
         namespace collide; each gets its own, and the pods' veth host ends live there too."""
         self._host_created = False
         self.pods: dict[str, Endpoint] = {}
-        self.vnfs: dict[str, Vnf] = {}
-        """Running VNF guests by VirtualMachine ``<namespace>/<name>``."""
-        self._count = 0
+        kubevirt = getattr(cluster, "kubevirt", None)
+        if kubevirt is None:
+            raise DatapathError("the cluster runs no KubeVirt (SandboxCluster(kubevirt=True))")
+        self._handler = VirtHandler(self, cluster.kube, kubevirt, boot_delay=boot_delay)
+        self._count = itertools.count(1)
 
     # -- addresses -----------------------------------------------------------------------------
     @property
@@ -298,6 +226,22 @@ class Datapath:
         return [d.pid for d in (self.ovsdb, self.vswitchd, self.controller) if d is not None]
 
     @property
+    def vnfs(self) -> dict[str, Vnf]:
+        """Running VNF guests by VirtualMachine ``<namespace>/<name>`` (a snapshot: the
+        virt-handler thread replaces the dict when a guest comes or goes)."""
+        return self._handler.vnfs
+
+    @property
+    def boot_delay(self) -> float:
+        """Seconds a new guest boots before it forwards, unless its VM says otherwise
+        (annotation ``sandbox.osc.io/boot-delay``); settable."""
+        return self._handler.boot_delay
+
+    @boot_delay.setter
+    def boot_delay(self, seconds: float) -> None:
+        self._handler.boot_delay = seconds
+
+    @property
     def namespaces(self) -> list[str]:
         """Every network namespace this data path created and has not removed yet."""
         ends = [*self.pods.values(), *(e for v in self.vnfs.values() for e in v.endpoints)]
@@ -312,17 +256,6 @@ class Datapath:
         assert isinstance(dist, Distribution)
         return dist
 
-    def start(self) -> Datapath:
-        reason = datapath_unavailable_reason(self.distribution)
-        if reason:
-            raise DatapathError(f"cannot start the data path: {reason}")
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
     def _vsctl(self, *args: str) -> str:
         return run_tool(
             self.distribution, "ovs-vsctl", f"--db={self.ovs_remote}", "--timeout=10", *args,
@@ -330,6 +263,9 @@ class Datapath:
         )  # fmt: skip
 
     def _start(self) -> None:
+        reason = datapath_unavailable_reason(self.distribution)
+        if reason:
+            raise DatapathError(f"cannot start the data path: {reason}")
         sweep_stale_namespaces()
         nodes = sorted(n["metadata"]["name"] for n in self.cluster.kube.objects("Node"))
         if not nodes or len(nodes) > 2:
@@ -398,6 +334,7 @@ class Datapath:
         )  # fmt: skip
         controller = self.controller
         wait_until(self._chassis_ready, controller, f"chassis {self.chassis} in SB", self.timeout)
+        self._handler.start()
 
     def _chassis_ready(self) -> bool:
         rows = ovsdb_rpc.transact(self.sb_remote, "OVN_Southbound", [
@@ -406,37 +343,21 @@ class Datapath:
         ], timeout=2)[0]["rows"]  # fmt: skip
         return bool(rows)
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         """Remove every namespace/veth we made, then stop ovn-controller, vswitchd, ovsdb."""
-        for vnf in self.vnfs.values():
-            vnf.close()
-        for ep in [*self.pods.values(), *(e for v in self.vnfs.values() for e in v.endpoints)]:
+        self._handler.close()
+        for ep in self.pods.values():
             ep.close()
             delete_netns(ep.netns)
         self.pods.clear()
-        self.vnfs.clear()
         for daemon in (self.controller, self.vswitchd, self.ovsdb):
             if daemon is not None:
                 daemon.stop()
         if self._host_created:
             delete_netns(self.host_netns)
             self._host_created = False
-        if self._own_tmp is not None:
-            self._own_tmp.cleanup()
-            self._own_tmp = None
 
-    def __enter__(self) -> Datapath:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-    def _check_alive(self) -> None:
+    def check_alive(self) -> None:
         for daemon in (self.ovsdb, self.vswitchd, self.controller):
             if daemon is not None and not daemon.alive():
                 raise DatapathError(daemon.failure("died").args[0])
@@ -448,15 +369,15 @@ class Datapath:
             raise DatapathError(f"node {node} not found in the Kubernetes API emulator")
         return _subnet_of_node(obj)
 
-    def _new_namespace(self, label: str, *sysctls: str) -> str:
-        self._check_alive()
-        self._count += 1
+    def new_namespace(self, label: str, *sysctls: str) -> str:
+        """A registered network namespace ``osc-dp-<pid>-<token>-<n>-<label>``."""
+        self.check_alive()
         safe = re.sub(r"[^A-Za-z0-9_.-]", "-", label)[:40]
-        netns = f"{NETNS_PREFIX}{os.getpid()}-{self.token}-{self._count}-{safe}"
+        netns = f"{NETNS_PREFIX}{os.getpid()}-{self.token}-{next(self._count)}-{safe}"
         create_netns(netns, *sysctls)
         return netns
 
-    def _add_nic(
+    def add_nic(
         self, netns: str, ifname: str, lsp: str, mac: str, node: str, *,
         ip_address: str = "", iface_id_ver: str | None = None,
     ) -> Endpoint:  # fmt: skip
@@ -469,8 +390,7 @@ class Datapath:
         datapath's conntrack needs it). ``iface_id_ver``: the pod UID, which OVN-Kubernetes' CNI
         also writes to the OVS interface; ovn-controller refuses to bind a port whose LSP
         ``options:iface-id-ver`` differs (a recreated pod must not inherit the old port)."""
-        self._count += 1
-        veth = f"o{self.token}{self._count}"[:15]
+        veth = f"o{self.token}{next(self._count)}"[:15]
         subnet = self._subnet(node)
         gateway = str(subnet.network_address + 1)
         host = ("-n", self.host_netns)
@@ -494,21 +414,21 @@ class Datapath:
             gateway if ip_address else "", node, ifname,
         )  # fmt: skip
 
-    def _plug(
+    def plug(
         self, label: str, lsp: str, mac: str, ip_address: str, node: str, *,
         sysctls: Iterable[str] = (), iface_id_ver: str | None = None,
     ) -> Endpoint:  # fmt: skip
         """A namespace with one addressed NIC ``eth0`` on ``lsp`` (a pod, a router guest)."""
-        netns = self._new_namespace(label, *sysctls)
+        netns = self.new_namespace(label, *sysctls)
         try:
-            return self._add_nic(
+            return self.add_nic(
                 netns, "eth0", lsp, mac, node, ip_address=ip_address, iface_id_ver=iface_id_ver
             )
         except BaseException:
             delete_netns(netns)
             raise
 
-    def _unplug(self, *endpoints: Endpoint) -> None:
+    def unplug(self, *endpoints: Endpoint) -> None:
         for endpoint in endpoints:
             endpoint.close()
             with contextlib.suppress(OvnSandboxError):
@@ -534,7 +454,7 @@ class Datapath:
                 raise DatapathError(f"pod {namespace}/{name} not found in the API emulator")
             net = json.loads(pod["metadata"]["annotations"][POD_NETWORKS])["default"]
             address = net["ip_addresses"][0].split("/")[0]
-            self.pods[lsp] = self._plug(
+            self.pods[lsp] = self.plug(
                 lsp, lsp, net["mac_address"], address, pod["spec"]["nodeName"],
                 iface_id_ver=pod["metadata"]["uid"],
             )  # fmt: skip
@@ -545,132 +465,29 @@ class Datapath:
     def unplug_pod(self, namespace: str, name: str) -> None:
         endpoint = self.pods.pop(f"{namespace}_{name}", None)
         if endpoint is not None:
-            self._unplug(endpoint)
+            self.unplug(endpoint)
 
     def sync_vnfs(self, *, wait: bool = True) -> dict[str, Vnf]:
-        """Play KubeVirt + ovs-cni for the reconciler's ``VirtualMachine`` objects.
-
-        A VM with ``runStrategy: Always`` gets a running guest (a namespace) on its ``data-in``
-        port; a VM that is gone, halted or recreated (new UID) loses its guest (a recreated VM
-        gets a fresh one, so its counters restart at zero). Returns the running VNFs by
-        ``<namespace>/<vm>``.
-        """
-        wanted: dict[str, dict[str, Any]] = {}
-        for vm in self.cluster.kube.objects("VirtualMachine"):
-            meta = vm["metadata"]
-            if PORTS_ANNOTATION not in meta.get("annotations", {}):
-                continue
-            if vm.get("spec", {}).get("runStrategy", "Always") not in ("Always", "RerunOnFailure"):
-                continue
-            wanted[f"{meta['namespace']}/{meta['name']}"] = vm
-        for key in list(self.vnfs):
-            vm = wanted.get(key)
-            if vm is None or vm["metadata"]["uid"] != self.vnfs[key].vm_uid:
-                gone = self.vnfs.pop(key)
-                gone.close()
-                self._unplug(*gone.endpoints)
-        new = []
-        for key, vm in sorted(wanted.items()):
-            if key in self.vnfs:
-                continue
-            self.vnfs[key] = self._start_guest(vm)
-            new += [e.lsp for e in self.vnfs[key].endpoints]
+        """Catch up with KubeVirt now: every VMI of the reconciler's VMs has its guest, every
+        guest its VMI (a restarted or recreated VM's guest is a new one, its counters start at
+        zero), and (``wait``) OVN reports every guest's ports up. The virt-handler thread does
+        the same on its own as VMs and VMIs change (see
+        :mod:`osc_gitops_sandbox.vnf_guests`); this call makes a test deterministic and raises
+        a guest that cannot be plugged. Returns the running VNFs by ``<namespace>/<vm>``.
+        A guest may still be booting (see :attr:`boot_delay`)."""
+        lsps = self._handler.sync()
         if wait:
-            self.wait_ports_up(new)
+            self.wait_ports_up(lsps)
         return dict(self.vnfs)
 
-    def _start_guest(self, vm: dict[str, Any]) -> Vnf:
-        """Play KubeVirt for one VM: a router guest when its ``data-in`` port has an address
-        (router-policy), else a bridge guest on ``data-in`` + ``data-out`` (Network Function)."""
-        meta = vm["metadata"]
-        where = f"VirtualMachine {meta['namespace']}/{meta['name']}"
-        spec = vm["spec"]["template"]["spec"]
-        node = spec.get("nodeSelector", {}).get("kubernetes.io/hostname")
-        if not node:
-            raise DatapathError(f"{where} has no kubernetes.io/hostname nodeSelector")
-        ports = dict(
-            p.split("=", 1) for p in meta["annotations"][PORTS_ANNOTATION].split(",") if "=" in p
-        )
-        in_lsp, in_mac = self._vm_port(vm, "in", ports, where)
-        address = self._lsp_ip(in_lsp, where)
-        label = f"vnf-{meta['name']}"
-        if address:
-            endpoint = self._plug(
-                label, in_lsp, in_mac, address, node, sysctls=ROUTER_GUEST_SYSCTLS
-            )
-            return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint)
-        out_lsp, out_mac = self._vm_port(vm, "out", ports, where)
-        netns = self._new_namespace(label)
-        counters: list[FrameCounter] = []
-        try:
-            endpoint = self._add_nic(netns, "eth0", in_lsp, in_mac, node)
-            out_endpoint = self._add_nic(netns, "eth1", out_lsp, out_mac, node)
-            ip("-n", netns, "-batch", "-", stdin="\n".join([
-                # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
-                # reports of its own into both NF ports, which counts as forwarded traffic.
-                f"link add {VNF_BRIDGE} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
-                f"link set {VNF_BRIDGE} multicast off",
-                f"link set eth0 master {VNF_BRIDGE}",
-                f"link set eth1 master {VNF_BRIDGE}",
-                # A wire, not a learning switch: a pod's MAC arrives on data-out for traffic
-                # towards it and on data-in for traffic from it (and, between two members of
-                # one group, on both sides), so a learned entry would make the bridge drop a
-                # frame "back out of the port it came in on".
-                "link set eth0 type bridge_slave learning off flood on",
-                "link set eth1 type bridge_slave learning off flood on",
-                f"link set {VNF_BRIDGE} up",
-            ]))  # fmt: skip
-            counters += [FrameCounter(netns, "eth0"), FrameCounter(netns, "eth1")]
-        except BaseException:
-            for counter in counters:  # an open packet socket would keep the namespace alive
-                counter.close()
-            delete_netns(netns)
-            raise
-        return Vnf(meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint, counters)
-
-    def _vm_port(
-        self, vm: dict[str, Any], side: str, ports: dict[str, str], where: str
-    ) -> tuple[str, str]:
-        """The OVN port and MAC of the VM's ``data-<side>`` NIC: the port as ovs-cni finds it,
-        in the NAD's ``args.cni.ovnPort`` (checked against the ``osc.io/ports`` annotation)."""
-        spec = vm["spec"]["template"]["spec"]
-        name = f"data-{side}"
-        iface = next(
-            (i for i in spec["domain"]["devices"]["interfaces"] if i["name"] == name), None
-        )
-        network = next((n for n in spec.get("networks", []) if n["name"] == name), None)
-        if iface is None or network is None or "multus" not in network:
-            raise DatapathError(f"{where} has no multus {name} interface")
-        nad = self.cluster.kube.get_object(
-            "NetworkAttachmentDefinition", vm["metadata"]["namespace"],
-            network["multus"]["networkName"],
-        )  # fmt: skip
-        lsp = ports.get(side)
-        if nad is not None:  # ovs-cni reads the OVN port from the NAD's args.cni.ovnPort
-            lsp = json.loads(nad["spec"]["config"])["args"]["cni"]["ovnPort"]
-            if ports.get(side) not in (None, lsp):
-                raise DatapathError(
-                    f"{where}: annotation says {side}={ports.get(side)} but its NAD says {lsp}"
-                )
-        if not lsp:
-            raise DatapathError(f"{where}: no OVN port for {name} (annotation or NAD)")
-        return lsp, str(iface["macAddress"])
-
-    def _lsp_ip(self, lsp: str, where: str) -> str:
-        """The guest's address: what the reconciler wrote in the port's ``addresses`` (a
-        router-policy VNF port); ``""`` for a port without one (a Network Function port)."""
-        rows = ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
-            {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
-             "columns": ["addresses"]},
-        ])[0]["rows"]  # fmt: skip
-        if not rows:
-            raise DatapathError(f"{where}: OVN port {lsp} does not exist in the NB")
-        addresses = ovsdb_rpc.from_atom(rows[0]["addresses"])
-        for entry in [addresses] if isinstance(addresses, str) else addresses:
-            parts = entry.split()
-            if len(parts) >= 2:
-                return str(parts[1])
-        return ""
+    def wait_booted(self, timeout: float | None = None) -> None:
+        """Until every running guest finished booting (forwards)."""
+        deadline = time.monotonic() + (timeout or self.timeout)
+        while not all(v.booted for v in self.vnfs.values()):
+            if time.monotonic() > deadline:
+                booting = sorted(k for k, v in self.vnfs.items() if not v.booted)
+                raise DatapathError(f"VNF guests still booting after {timeout} s: {booting}")
+            time.sleep(0.01)
 
     # -- waiting and probing -------------------------------------------------------------------
     def wait_ports_up(self, lsps: Iterable[str], timeout: float | None = None) -> None:
@@ -678,7 +495,7 @@ class Datapath:
         pending = set(lsps)
         deadline = time.monotonic() + (timeout or self.timeout)
         while pending:
-            self._check_alive()
+            self.check_alive()
             rows = ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
                 {"op": "select", "table": "Logical_Switch_Port", "where": [],
                  "columns": ["name", "up"]},
@@ -704,7 +521,7 @@ class Datapath:
         so a new connection right after ``--wait=hv`` can still take the old path.
         ``revalidator/purge`` drops the cached flows at once (the next packets are classified
         against the new tables); waiting for a revalidation round would cost more time."""
-        self._check_alive()
+        self.check_alive()
         limit = int(max(timeout or self.timeout, 1))
         self.cluster.ovn.nbctl(f"--timeout={limit}", "--wait=hv", "sync", timeout=limit + 5)
         assert self.vswitchd is not None
@@ -801,14 +618,5 @@ class Datapath:
     def set_forwarding(self, vnf: Vnf, enabled: bool) -> None:
         """Let the guest pass traffic on or not (off = a dead VNF that swallows packets): IP
         forwarding of a router guest; the bridge of a bridge guest (down: its ports stop
-        forwarding, frames are dropped)."""
-        netns = vnf.endpoint.netns
-        if vnf.bridge:
-            ip("-n", netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
-            return
-        sysctl(netns, f"net.ipv4.ip_forward={1 if enabled else 0}")
-        if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
-            sysctl(
-                netns, "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0",
-                "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.eth0.rp_filter=0",
-            )  # fmt: skip
+        forwarding, frames are dropped). A guest still booting counts as booted from now on."""
+        self._handler.set_forwarding(vnf, enabled)

@@ -296,6 +296,11 @@ class World:
             self.dp.wait_hv()
         return text
 
+    def restart_vm(self, node: str, name: str = "firewall") -> None:
+        """``virtctl restart`` of VnfDeployment ``name``'s VM on ``node`` (KubeVirt's
+        subresource): its guest goes down and boots again."""
+        self.cluster.restart_vm(VNF_NAMESPACE, f"{name}-{node}")
+
     def label(self, pod: str, value: str | None, key: str = "app") -> None:
         """``kubectl label pod <pod> <key>=<value>`` (``None``: ``<key>-``) through the API."""
         self.cluster.label_pod(NAMESPACE, pod, {key: value})
@@ -364,13 +369,15 @@ class World:
 @contextlib.contextmanager
 def world(
     ovn: str = DEFAULT_OVN, *, via: str = "cli", steering: str | None = None,
-    workdir: str | Path | None = None,
+    workdir: str | Path | None = None, boot_delay: float = 0.0,
 ) -> Iterator[World]:  # fmt: skip
     """Start the two-node sandbox + data path of OVN ``ovn`` (see :data:`OVN_VERSIONS`), plug
     every pod, write :data:`DEFAULT_MANIFESTS` (not applied yet); tear it all down after.
 
     ``via``: ``"cli"`` (:class:`CliApply`) or ``"library"`` (:class:`LibraryApply`).
-    ``steering``: the ``--steering`` to apply with instead of the version's default."""
+    ``steering``: the ``--steering`` to apply with instead of the version's default.
+    ``boot_delay``: seconds a new VNF guest boots before it forwards (``Datapath.boot_delay``;
+    a VM's ``sandbox.osc.io/boot-delay`` annotation wins)."""
     from osc_gitops_sandbox.cluster import SandboxCluster
     from osc_gitops_sandbox.datapath import Datapath, datapath_unavailable_reason
 
@@ -399,7 +406,7 @@ def world(
         )  # fmt: skip
         for name, node in PODS.items():
             cluster.add_pod(NAMESPACE, name, node, {"tier": "shop"})
-        dp = stack.enter_context(Datapath(cluster, root / "datapath"))
+        dp = stack.enter_context(Datapath(cluster, root / "datapath", boot_delay=boot_delay))
         dp.plug_pods()
         chosen = steering or version.steering
         applier: Applier

@@ -33,30 +33,44 @@ class SelectorError(ValueError):
     """An unparsable selector; the API server answers 400 BadRequest with this message."""
 
 
+@dataclass(frozen=True)
+class _Rule:
+    """A name rule of the API server: a length limit and a pattern, in its own words."""
+
+    limit: int
+    pattern: re.Pattern[str]
+    message: str
+
+    def errors(self, value: str) -> list[str]:
+        too_long = [f"must be no more than {self.limit} characters"] * (len(value) > self.limit)
+        return too_long + ([] if self.pattern.match(value) else [self.message])
+
+
+_SUBDOMAIN = _Rule(
+    253, DNS1123_SUBDOMAIN,
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
+    "'-' or '.', and must start and end with an alphanumeric character",
+)  # fmt: skip
+_LABEL = _Rule(
+    63, DNS1123_LABEL,
+    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
+    "'-', and must start and end with an alphanumeric character",
+)  # fmt: skip
+_VALUE = _Rule(
+    63, _LABEL_VALUE,
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', "
+    "'_' or '.', and must start and end with an alphanumeric character",
+)  # fmt: skip
+
+
 def dns1123_subdomain_errors(name: str) -> list[str]:
     """Why ``name`` is not a valid DNS-1123 subdomain (the rule for most object names)."""
-    errors = []
-    if len(name) > 253:
-        errors.append("must be no more than 253 characters")
-    if not DNS1123_SUBDOMAIN.match(name):
-        errors.append(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character"
-        )
-    return errors
+    return _SUBDOMAIN.errors(name)
 
 
 def dns1123_label_errors(name: str) -> list[str]:
     """Why ``name`` is not a valid DNS-1123 label (the rule for namespace names)."""
-    errors = []
-    if len(name) > 63:
-        errors.append("must be no more than 63 characters")
-    if not DNS1123_LABEL.match(name):
-        errors.append(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or "
-            "'-', and must start and end with an alphanumeric character"
-        )
-    return errors
+    return _LABEL.errors(name)
 
 
 def label_key_errors(key: str) -> list[str]:
@@ -82,15 +96,7 @@ def label_key_errors(key: str) -> list[str]:
 
 def label_value_errors(value: str) -> list[str]:
     """Why ``value`` is not a valid label value (<= 63 chars, may be empty)."""
-    errors = []
-    if len(value) > 63:
-        errors.append("must be no more than 63 characters")
-    if not _LABEL_VALUE.match(value):
-        errors.append(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', "
-            "'_' or '.', and must start and end with an alphanumeric character"
-        )
-    return errors
+    return _VALUE.errors(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from osc_gitops_sandbox.kube_selectors import (
@@ -65,6 +65,8 @@ from osc_gitops_sandbox.kube_selectors import (
 
 __all__ = [
     "RESOURCE_TYPES",
+    "ApiError",
+    "ApiExtension",
     "Faults",
     "KubeApiServer",
     "ResourceType",
@@ -107,6 +109,15 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False, ("no",)),
     ResourceType("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, ("vm", "vms")),
     ResourceType(
+        "kubevirt.io",
+        "v1",
+        "virtualmachineinstances",
+        "VirtualMachineInstance",
+        True,
+        ("vmi", "vmis"),
+        frozenset({"status.phase", "status.nodeName"}),
+    ),
+    ResourceType(
         "k8s.cni.cncf.io",
         "v1",
         "network-attachment-definitions",
@@ -120,6 +131,36 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
 
 DEFAULT_HISTORY = 10_000
 """Watch events kept for resume; older resourceVersions answer 410 Gone (as etcd compaction)."""
+
+Listener = Callable[[str, str, dict[str, Any]], None]
+"""``listener(event type, kind, object)``, called after each stored change (see
+:meth:`KubeApiServer.subscribe`)."""
+
+
+class ApiExtension(Protocol):
+    """An API group served by someone else behind this server, as an aggregated API
+    (``APIService``) is in a real cluster: KubeVirt's ``subresources.kubevirt.io`` is served by
+    virt-api, not by the kube-apiserver. See :meth:`KubeApiServer.add_extension`."""
+
+    group: str
+    version: str
+
+    def resources(self) -> list[dict[str, Any]]:
+        """The ``APIResource`` entries discovery lists for ``group/version``."""
+        ...
+
+    def handle(
+        self, method: str, namespace: str | None, rest: list[str], body: Any
+    ) -> tuple[int, Any]:
+        """Serve one request below ``/apis/<group>/<version>/[namespaces/<ns>/]``: ``rest`` is
+        the rest of the path, ``body`` the decoded body (``None`` when there is none).
+        Returns ``(HTTP status, JSON document or None for an empty body)``; raises
+        :class:`ApiError` for a ``kind: Status`` answer."""
+        ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 class Faults:
@@ -471,6 +512,8 @@ class KubeApiServer:
         self._thread: threading.Thread | None = None
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
+        self._listeners: list[tuple[frozenset[str], Listener]] = []
+        self._extensions: dict[tuple[str, str], ApiExtension] = {}
         self.add_objects([{"kind": "Namespace", "metadata": {"name": "default"}}])
         self.requests = 0
         """Number of HTTP requests served (useful to assert pagination or retries happened)."""
@@ -507,10 +550,14 @@ class KubeApiServer:
             name=f"kubeapi:{self.port}",
         )
         self._thread.start()
+        for extension in self._extensions.values():
+            extension.start()
         return self
 
     def stop(self) -> None:
         """Stop serving and close every open connection (watches included)."""
+        for extension in self._extensions.values():
+            extension.stop()
         with self._lock:
             self._stopping = True
             self._lock.notify_all()
@@ -576,6 +623,53 @@ class KubeApiServer:
         """The current global resourceVersion (one counter for all kinds, as etcd)."""
         return self._rv
 
+    def subscribe(self, kinds: Iterable[str], listener: Listener) -> None:
+        """Call ``listener(event type, kind, object)`` after every stored change of ``kinds``
+        (HTTP and in-process writes alike), with the store's lock held: a listener must only
+        note the change and wake its own thread (what a controller's informer does), never
+        write back from inside the call."""
+        with self._lock:
+            self._listeners.append((frozenset(kinds), listener))
+
+    def unsubscribe(self, listener: Listener) -> None:
+        """Stop calling ``listener`` (no error if it was not subscribed)."""
+        with self._lock:
+            self._listeners = [(k, fn) for k, fn in self._listeners if fn != listener]
+
+    def add_extension(self, extension: ApiExtension) -> None:
+        """Serve ``extension``'s group/version (routing and discovery); it is started and
+        stopped with this server."""
+        with self._lock:
+            self._extensions[(extension.group, extension.version)] = extension
+        if self._httpd is not None:
+            extension.start()
+
+    def wait_for_change(self, resource_version: int, timeout: float) -> int:
+        """Block until the global resourceVersion passes ``resource_version`` (or ``timeout``
+        seconds, or :meth:`stop`); returns the current one."""
+        with self._lock:
+            self._lock.wait_for(
+                lambda: self._rv > resource_version or self._stopping, timeout=timeout
+            )
+            return self._rv
+
+    def replace_status(
+        self, rt: ResourceType, namespace: str, name: str, status: Any,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Replace the object's ``status`` only (the ``/status`` subresource), guarded by
+        ``resource_version`` when given; no new resourceVersion when nothing changed."""
+        with self._lock:
+            current = self._current(rt, namespace, name)
+            body = {
+                **current.obj,
+                "status": status,
+                "metadata": {**current.obj["metadata"], "resourceVersion": resource_version},
+            }
+            if status is None:
+                body.pop("status")
+            return self._replace(rt, current, body)
+
     def _next_rv(self) -> int:
         self._rv += 1
         return self._rv
@@ -599,6 +693,9 @@ class KubeApiServer:
             if len(self._events) > self.history * 2:
                 self._trim(self.history)
             self._lock.notify_all()
+            for kinds, listener in self._listeners:
+                if rt.kind in kinds:
+                    listener(event, rt.kind, obj)
         return stored
 
     def _trim(self, keep: int) -> None:
@@ -1141,11 +1238,11 @@ class KubeApiServer:
         if path == "/api/v1":
             return self._resource_list("", "v1")
         groups: dict[str, list[str]] = {}
-        for rt in self.types:
-            if rt.group:
-                groups.setdefault(rt.group, [])
-                if rt.version not in groups[rt.group]:
-                    groups[rt.group].append(rt.version)
+        for group, version in [*((rt.group, rt.version) for rt in self.types), *self._extensions]:
+            if group:
+                groups.setdefault(group, [])
+                if version not in groups[group]:
+                    groups[group].append(version)
 
         def group_doc(name: str) -> dict[str, Any]:
             versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in groups[name]]
@@ -1183,6 +1280,9 @@ class KubeApiServer:
             for rt in self.types
             if rt.group == group and rt.version == version
         ]
+        extension = self._extensions.get((group, version))
+        if extension is not None:
+            resources += extension.resources()
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",
@@ -1348,6 +1448,10 @@ class _Handler(BaseHTTPRequestHandler):
             group, version, rest = parts[1], parts[2], parts[3:]
         else:
             raise ApiError(404, f"the server could not find the requested resource ({path})")
+        extension = api._extensions.get((group, version))
+        if extension is not None:
+            self._extension(extension, method, rest)
+            return
         namespace: str | None = None
         if (
             len(rest) >= 3
@@ -1394,17 +1498,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = self._body()
             self._check_kind(rt, body)
             if sub == "status":
-                with api._lock:
-                    current = api._current(rt, ns, name)
-                    body = {
-                        **current.obj,
-                        "status": body.get("status"),
-                        "metadata": {
-                            **current.obj["metadata"],
-                            "resourceVersion": (body.get("metadata") or {}).get("resourceVersion"),
-                        },
-                    }
-                    self._send_json(200, api._replace(rt, current, body))
+                sent_rv = (body.get("metadata") or {}).get("resourceVersion")
+                self._send_json(200, api.replace_status(rt, ns, name, body.get("status"), sent_rv))
                 return
             self._send_json(200, api.update(rt, ns, name, body))
         elif method == "PATCH" and name is not None:
@@ -1425,6 +1520,15 @@ class _Handler(BaseHTTPRequestHandler):
             raise ApiError(
                 405, f"method {method} is not supported on {path}", reason="MethodNotAllowed"
             )
+
+    def _extension(self, extension: ApiExtension, method: str, rest: list[str]) -> None:
+        namespace: str | None = None
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self._body() if length else None
+        code, doc = extension.handle(method, namespace, rest, body)
+        self._send(code, b"" if doc is None else _dumps(doc))
 
     @staticmethod
     def _check_kind(rt: ResourceType, body: Any) -> None:

@@ -42,11 +42,11 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from osc_gitops_sandbox import distributions, ovsdb_rpc
 from osc_gitops_sandbox.distributions import HOST, SID, Distribution, DistributionError
+from osc_gitops_sandbox.lifecycle import Lifecycle, Stoppable
 
 __all__ = [
     "ForeignRows",
@@ -292,7 +292,7 @@ def _listening_ports(log: Path) -> list[int]:
 # standalone NB + SB (+ northd)
 
 
-class OvnSandbox:
+class OvnSandbox(Lifecycle):
     """NB and SB ``ovsdb-server`` processes plus (optionally) ``ovn-northd``, in a temp dir.
 
     ``distribution``: ``"host"`` (Debian bookworm's OVN 23.03) or ``"sid"`` (OVN 26.03 with
@@ -323,13 +323,7 @@ class OvnSandbox:
         tools = ["ovsdb-server", "ovsdb-tool", "ovs-appctl"]
         tools += ["ovn-northd", "ovn-nbctl", "ovn-sbctl"] if northd else []
         self.distribution, self.nb_schema_path = resolve_stack(nb_schema, distribution, tools)
-        self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            # Short prefix: unix socket paths are limited to ~107 bytes.
-            self._own_tmp = tempfile.TemporaryDirectory(prefix="ovn-")
-            workdir = self._own_tmp.name
-        self.workdir = Path(workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._own_workdir(workdir, "ovn-")
         self.northd_enabled = northd
         self.southbound_enabled = southbound
         self.tcp = tcp
@@ -375,15 +369,7 @@ class OvnSandbox:
         """pids of the live children (tests check they are gone after :meth:`stop`)."""
         return [d.pid for d in (self.nb, self.sb, self.northd) if d is not None]
 
-    # -- lifecycle ---------------------------------------------------------------------------
-    def start(self) -> OvnSandbox:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
+    # -- lifecycle (start, stop, ``with``: see osc_gitops_sandbox.lifecycle) ------------------
     def _start(self) -> None:
         dist = self.distribution
         env = child_env(self.workdir, dist)
@@ -507,25 +493,11 @@ class OvnSandbox:
         """Whether the NB server is up (false between :meth:`stop_nb` and :meth:`start_nb`)."""
         return self.nb is not None and self.nb.alive()
 
-    def stop(self) -> None:
-        """Terminate and reap every child; idempotent; removes the temp dir if we made it."""
+    def _stop(self) -> None:
+        """Terminate and reap every child (the temp dir, if ours, goes after)."""
         for daemon in (self.northd, self.sb, self.nb):
             if daemon is not None:
                 daemon.stop()
-        if self._own_tmp is not None:
-            self._own_tmp.cleanup()
-            self._own_tmp = None
-
-    def __enter__(self) -> OvnSandbox:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- conveniences ------------------------------------------------------------------------
     def nbctl(self, *args: str, timeout: float = 30.0) -> str:
@@ -566,7 +538,7 @@ class OvnSandbox:
 # Raft cluster
 
 
-class OvnCluster:
+class OvnCluster(Stoppable):
     """A 3-member (``size``) clustered OVN_Northbound on loopback TCP.
 
     Every member keeps its ports across :meth:`kill`/:meth:`start`, so :attr:`remotes` stays a
@@ -586,12 +558,7 @@ class OvnCluster:
         timeout: float = 20.0,
     ) -> None:
         self.distribution, self.schema = resolve_stack(nb_schema, distribution)
-        self._own_tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._own_tmp = tempfile.TemporaryDirectory(prefix="ovnc-")
-            workdir = self._own_tmp.name
-        self.workdir = Path(workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._own_workdir(workdir, "ovnc-")
         self.size = size
         self.timeout = timeout
         self.raft_ports = [free_port() for _ in range(size)]
@@ -613,21 +580,24 @@ class OvnCluster:
         return self.workdir / f"nb{i}.ctl"
 
     def start_all(self) -> OvnCluster:
-        try:
-            raft = [f"tcp:127.0.0.1:{p}" for p in self.raft_ports]
-            dist = self.distribution
-            run_tool(dist, "ovsdb-tool", "create-cluster", str(self._db(0)), str(self.schema),
-                     raft[0])  # fmt: skip
-            for i in range(1, self.size):
-                run_tool(dist, "ovsdb-tool", "join-cluster", str(self._db(i)), self.DB, raft[i],
-                         raft[0])  # fmt: skip
-            for i in range(self.size):
-                self.start(i, wait=False)
-            self.wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
+        """Create the cluster's databases and start every member (stopped again on failure)."""
+        self._start_or_stop(self._start_all)
         return self
+
+    def _start_all(self) -> None:
+        raft = [f"tcp:127.0.0.1:{p}" for p in self.raft_ports]
+        dist = self.distribution
+        run_tool(dist, "ovsdb-tool", "create-cluster", str(self._db(0)), str(self.schema),
+                 raft[0])  # fmt: skip
+        for i in range(1, self.size):
+            run_tool(dist, "ovsdb-tool", "join-cluster", str(self._db(i)), self.DB, raft[i],
+                     raft[0])  # fmt: skip
+        for i in range(self.size):
+            self.start(i, wait=False)
+        self.wait_healthy()
+
+    def _enter(self) -> OvnCluster:
+        return self.start_all()
 
     def start(self, i: int, *, wait: bool = True) -> None:
         """(Re)start member ``i`` with its original ports and database file."""
@@ -715,24 +685,10 @@ class OvnCluster:
     def pids(self) -> list[int]:
         return [m.pid for m in self.members if m is not None and m.alive()]
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         for member in self.members:
             if member is not None:
                 member.stop()
-        if self._own_tmp is not None:
-            self._own_tmp.cleanup()
-            self._own_tmp = None
-
-    def __enter__(self) -> OvnCluster:
-        return self.start_all()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 # ---------------------------------------------------------------------------------------------

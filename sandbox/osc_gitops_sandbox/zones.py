@@ -30,7 +30,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -52,6 +51,8 @@ from osc_gitops_sandbox.cluster import (
 )
 from osc_gitops_sandbox.distributions import Distribution
 from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubevirt import KubeVirt
+from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.ovn import (
     CLUSTER_ROUTER,
     OWN_SCHEMA,
@@ -292,7 +293,7 @@ NodeSpec = str | SeedNode | ZoneNode | Mapping[str, Any]
 """A node to add: a name, a :class:`SeedNode`/:class:`ZoneNode`, or a Node API object."""
 
 
-class ZonedCluster(KubeUserActions):
+class ZonedCluster(KubeUserActions, Lifecycle):
     """One Kubernetes API emulator and one OVN zone per node (see the module docstring).
 
     Start with :meth:`start` (or ``with``). ``nodes`` become zones at start; :meth:`seed` /
@@ -310,12 +311,9 @@ class ZonedCluster(KubeUserActions):
         distribution: str | Distribution = "auto",
         northd: bool = False,
         timeout: float = 10.0,
+        kubevirt: bool = True,
     ) -> None:
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="oscz-")
-            workdir = self._tmp.name
-        self.workdir = Path(workdir).resolve()
+        self.workdir = self._own_workdir(workdir, "oscz-")
         tools = ["ovsdb-server", "ovsdb-tool", "ovs-appctl"]
         tools += ["ovn-northd", "ovn-nbctl", "ovn-sbctl"] if northd else []
         chosen = choose_distribution("auto", distribution, northd=northd)
@@ -323,6 +321,8 @@ class ZonedCluster(KubeUserActions):
         self.northd = northd
         self.timeout = timeout
         self.kube = KubeApiServer()
+        self.kubevirt = KubeVirt(self.kube) if kubevirt else None
+        """KubeVirt played behind the emulator (VMIs, status, the restart subresource)."""
         self.kubeconfig = str(self.workdir / "kubeconfig")
         self._initial_nodes = list(nodes)
         self._zones: dict[str, Zone] = {}
@@ -331,26 +331,21 @@ class ZonedCluster(KubeUserActions):
         self._template = self.workdir / "nb-empty.db"
         self._started = False
 
-    # -- lifecycle -------------------------------------------------------------------------
-    def start(self) -> ZonedCluster:
+    # -- lifecycle (start, stop, ``with``: see osc_gitops_sandbox.lifecycle) ----------------
+    def _start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        try:
-            if not self._template.exists():
-                run_tool(
-                    self.distribution, "ovsdb-tool", "create", str(self._template),
-                    str(self._nb_schema),
-                )  # fmt: skip
-            self.kube.start()
-            self.kube.write_kubeconfig(self.kubeconfig)
-            self._started = True
-            self.add_nodes(self._initial_nodes)
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        if not self._template.exists():
+            run_tool(
+                self.distribution, "ovsdb-tool", "create", str(self._template),
+                str(self._nb_schema),
+            )  # fmt: skip
+        self.kube.start()
+        self.kube.write_kubeconfig(self.kubeconfig)
+        self._started = True
+        self.add_nodes(self._initial_nodes)
 
-    def stop(self) -> None:
-        """Stop every zone and the API emulator; idempotent."""
+    def _stop(self) -> None:
+        """Stop every zone and the API emulator."""
         try:
             if self._started:
                 self.kube.stop()
@@ -358,15 +353,6 @@ class ZonedCluster(KubeUserActions):
         finally:
             for zone in self._zones.values():
                 zone.stop()
-            if self._tmp is not None:
-                self._tmp.cleanup()
-                self._tmp = None
-
-    def __enter__(self) -> ZonedCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- the zones -------------------------------------------------------------------------
     @property

@@ -94,7 +94,7 @@ def test_get_nodes_and_virtual_machines(kubectl: str, kubeconfig: str) -> None:
     assert json.loads(short)["spec"] == {"runStrategy": "Always"}
     assert ok(
         run(kubectl, kubeconfig, "api-resources", "--api-group=kubevirt.io", "-o", "name")
-    ).split() == ["virtualmachines.kubevirt.io"]
+    ).split() == ["virtualmachineinstances.kubevirt.io", "virtualmachines.kubevirt.io"]
 
 
 @pytest.mark.usefixtures("seeded")
