@@ -43,6 +43,7 @@ class Settings:
 
     path: str
     observed: str
+    base: str
     ovn_nb: str
     kubeconfig: str
     steering: str
@@ -62,6 +63,7 @@ class Settings:
         return cls(
             path=env.get("PLAN_PATH") or ".",
             observed=env.get("PLAN_OBSERVED", ""),
+            base=env.get("PLAN_BASE", ""),
             ovn_nb=env.get("PLAN_OVN_NB", ""),
             kubeconfig=env.get("PLAN_KUBECONFIG", ""),
             steering=env.get("PLAN_STEERING", ""),
@@ -115,6 +117,7 @@ def connection_flags(settings: Settings) -> list[str]:
     flags: list[str] = []
     for flag, value in (
         ("--observed", settings.observed),
+        ("--base", settings.base),
         ("--ovn-nb", settings.ovn_nb),
         ("--kubeconfig", settings.kubeconfig),
         ("--steering", settings.steering),

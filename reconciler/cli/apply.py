@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from reconciler.cli.approve import add_approve_arg
 from reconciler.cli.common import (
     EXIT_OK,
     Command,
@@ -19,9 +20,11 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
+from reconciler.cli.review import add_base_arg
 
 if TYPE_CHECKING:
     from reconciler.core.observed import Observed
+    from reconciler.core.plan import Plan
     from reconciler.engine.apply import ApplyReport
 
 
@@ -39,6 +42,8 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="allow an empty manifest set to delete everything this instance owns",
     )
+    add_approve_arg(parser)
+    add_base_arg(parser)
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
 
 
@@ -64,6 +69,8 @@ class _Settled:
 
 def run_apply(args: argparse.Namespace) -> int:
     from reconciler.adapters.notify import post_json
+    from reconciler.cli.approve import ReviewListener, asks
+    from reconciler.cli.review import annotate, before_of, write_applied
     from reconciler.engine.pipeline import Pipeline
     from reconciler.render import render
 
@@ -71,13 +78,24 @@ def run_apply(args: argparse.Namespace) -> int:
     options = compile_options(args)
     scope = scope_of(args)
     settled = _Settled()
+
+    def reviewed(plan: Plan, observed: Observed) -> Plan:
+        return annotate(plan, desired, observed, *before_of(args, observed))
+
+    def show(plan: Plan) -> None:
+        sys.stdout.write(render(plan, args.output))
+        sys.stdout.flush()
+
+    review = ReviewListener(settled, reviewed, ask=asks(args), show=show)
     with connections(args, one_shot=True, scope=scope) as (kube, ovn):
         pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
                             scope=scope)  # fmt: skip
-        report = pipeline.run(desired, revision, settled).report
-    if args.repo or args.cache_dir:
-        _record_apply(args, revision, report, settled.last)
-    sys.stdout.write(render(report.plan, args.output))
+        report = pipeline.run(desired, revision, review).report
+    _record_apply(args, revision, report, settled.last)
+    write_applied(args, desired, revision)
+    if not review.shown:
+        shown = review.plan if review.plan is not None else reviewed(report.plan, review.first)
+        sys.stdout.write(render(shown, args.output))
     for error in report.notification_errors:
         print(f"warning: {error}", file=sys.stderr)
     if report.plan.changes:
@@ -95,8 +113,9 @@ def _record_apply(
     report: ApplyReport,
     observed: Observed | None,
 ) -> None:
-    """Write the status file read by ``osc-gitops status`` (only with --repo/--cache-dir),
-    with each VNF instance's health as OVN reported it when the apply ended."""
+    """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
+    ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
+    ended. A status that cannot be written is a warning: the apply stands."""
     from reconciler.core.health import health_meta, vnf_health
     from reconciler.engine.reporting import status
 
@@ -136,7 +155,10 @@ COMMAND = Command(
         "Kubernetes deletes; finally a fresh plan must be empty."
     ),
     epilog=(
-        "exit codes: 0 applied and converged (or nothing to do), 1 error or not converged\n\n"
+        "On a terminal, apply shows the plan and asks before writing (--auto-approve: do not "
+        "ask); without a terminal it never asks.\n\n"
+        "exit codes: 0 applied and converged (or nothing to do), 1 error, not converged or "
+        "cancelled\n\n"
         "examples:\n"
         "  osc-gitops apply examples/policies --ovn-nb tcp:10.0.0.5:6641\n"
         "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03\n"

@@ -102,14 +102,27 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         metavar="REMOTE",
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
     )
-    ovn.add_argument("--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE")
-    ovn.add_argument("--ovn-certificate", default=env("OSC_OVN_CERTIFICATE"), metavar="FILE")
-    ovn.add_argument("--ovn-ca-cert", default=env("OSC_OVN_CA_CERT"), metavar="FILE")
     ovn.add_argument(
-        "--ovn-timeout", type=float, default=10.0, metavar="SECONDS", help="connect+sync timeout"
-    )
+        "--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE",
+        help="client key for an ssl: remote (env OSC_OVN_PRIVATE_KEY)",
+    )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-certificate", default=env("OSC_OVN_CERTIFICATE"), metavar="FILE",
+        help="client certificate for an ssl: remote (env OSC_OVN_CERTIFICATE)",
+    )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-ca-cert", default=env("OSC_OVN_CA_CERT"), metavar="FILE",
+        help="CA that signed the NB's certificate (env OSC_OVN_CA_CERT)",
+    )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-timeout", type=float, default=10.0, metavar="SECONDS",
+        help="how long to wait for the NB to answer (default 10)",
+    )  # fmt: skip
     kube = parser.add_argument_group("Kubernetes")
-    kube.add_argument("--kubeconfig", default=env("KUBECONFIG"), metavar="FILE")
+    kube.add_argument(
+        "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
+        help="kubeconfig file (env KUBECONFIG; default ~/.kube/config)",
+    )  # fmt: skip
     kube.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
     kube.add_argument(
         "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
@@ -118,11 +131,14 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--instance",
         default=env("OSC_INSTANCE", "osc-gitops"),
         metavar="NAME",
-        help="owner name written to osc.io/owner; only rows with this owner are ever changed",
+        help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
+        "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
     )
 
 
-def add_compile_args(parser: argparse.ArgumentParser) -> None:
+def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) -> None:
+    """``--steering`` and (``health``: for commands that write or plan writes) the NB_Global
+    health-probe addresses."""
     from reconciler.core.steering import DEFAULT_STEERING, STEERING_CHOICES
     from reconciler.core.steering.base import DEFAULT_SVC_MONITOR_IP, DEFAULT_SVC_MONITOR_IP_DST
 
@@ -132,20 +148,22 @@ def add_compile_args(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
     )
+    if not health:
+        return
     env = os.environ.get
-    health = parser.add_argument_group(
+    probe = parser.add_argument_group(
         "VNF health checks (network-function steering)",
         "OVN probes a VNF only when NB_Global options:svc_monitor_ip and svc_monitor_ip_dst "
         "are set. osc-gitops sets each one nobody set (and records that it did), never "
         "changes one someone else set, and removes its own once no health-checked VNF is left.",
     )
-    health.add_argument(
+    probe.add_argument(
         "--svc-monitor-ip",
         default=env("OSC_SVC_MONITOR_IP"),
         metavar="ADDRESS",
         help=f"source address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP}, link-local)",
     )
-    health.add_argument(
+    probe.add_argument(
         "--svc-monitor-ip-dst",
         default=env("OSC_SVC_MONITOR_IP_DST"),
         metavar="ADDRESS",
@@ -209,8 +227,8 @@ def compile_options(args: argparse.Namespace) -> Any:
     options = CompileOptions(
         instance=args.instance,
         steering=args.steering,
-        svc_monitor_ip=args.svc_monitor_ip or None,
-        svc_monitor_ip_dst=args.svc_monitor_ip_dst or None,
+        svc_monitor_ip=getattr(args, "svc_monitor_ip", None) or None,
+        svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
     )
     svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
     return options
@@ -247,6 +265,7 @@ def connections(
         return
     if not args.ovn_nb:
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
+    check_tls_flags(args)
     kube = kube_connection(args)
     settings = OvnSettings(
         remote=args.ovn_nb,
@@ -273,6 +292,23 @@ def connections(
         ovn.close()
 
 
+_TLS_FLAGS = (
+    ("ovn_private_key", "--ovn-private-key", "OSC_OVN_PRIVATE_KEY"),
+    ("ovn_certificate", "--ovn-certificate", "OSC_OVN_CERTIFICATE"),
+    ("ovn_ca_cert", "--ovn-ca-cert", "OSC_OVN_CA_CERT"),
+)
+
+
+def check_tls_flags(args: argparse.Namespace) -> None:
+    """An ``ssl:`` NB remote needs the three TLS files: say which flags are missing, before
+    anything connects."""
+    if not any(member.strip().startswith("ssl:") for member in args.ovn_nb.split(",")):
+        return
+    missing = [f"{flag} (or {env})" for attr, flag, env in _TLS_FLAGS if not getattr(args, attr)]
+    if missing:
+        raise UserError(f"--ovn-nb {args.ovn_nb} is a TLS remote: also give {', '.join(missing)}")
+
+
 def kube_connection(args: argparse.Namespace) -> Any:
     """The Kubernetes adapter from the flags (a node agent's sees only its node's share)."""
     from reconciler.adapters.kube.client import KubeCluster
@@ -294,7 +330,40 @@ def kube_settings(args: argparse.Namespace) -> Any:
                 "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
                 "in a cluster (--in-cluster)"
             )
+    if not in_cluster:
+        for path in (args.kubeconfig or str(Path.home() / ".kube" / "config")).split(os.pathsep):
+            if path:
+                check_kubeconfig(path)
     return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
+
+
+def check_kubeconfig(path: str) -> None:
+    """A kubeconfig that is not a YAML mapping, as one ``error:`` line naming the file and line
+    (the client library would raise a parser error or a ``TypeError`` from deep inside)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"kubeconfig {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}") from exc
+    try:
+        data = YAML(typ="safe", pure=True).load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        raise UserError(
+            f"kubeconfig {where}: YAML syntax error: {exc.problem or exc.context}"
+        ) from None
+    except YAMLError as exc:
+        raise UserError(f"kubeconfig {path}: not valid YAML: {exc}") from None
+    if data is not None and not isinstance(data, dict):
+        raise UserError(
+            f"kubeconfig {path} is a YAML {type(data).__name__}, expected a mapping with "
+            "clusters, users, contexts and current-context (kubectl config view shows one)"
+        )
 
 
 def cache_dir(args: argparse.Namespace) -> Path:
@@ -332,32 +401,59 @@ def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
     return load_checkout(checkout), checkout.commit
 
 
+class ManifestsInvalid(UserError):
+    """The manifests of a command are invalid; ``issues`` holds every problem (``main`` prints
+    them, one ``file:line:column`` per line, before the summary; ``-o json`` puts them in the
+    error object's ``issues``)."""
+
+    cause = "manifests"
+
+    def __init__(self, message: str, issues: list[Any]) -> None:
+        super().__init__(message)
+        self.issues = issues
+
+
+def print_notes(notes: list[str]) -> None:
+    """The loader's notes (files and documents skipped as not ours), on stderr."""
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
 def load_checkout(checkout: Any) -> Any:
+    from dataclasses import replace
+
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
 
+    prefix = str(checkout.root) + os.sep
+    notes: list[str] = []
     try:
-        return load_path(checkout.directory)
+        desired = load_path(checkout.directory, notes)
     except ValidationFailed as failed:
-        prefix = str(checkout.root) + os.sep
-        for issue in failed.issues:
-            print(str(issue).replace(prefix, ""), file=sys.stderr)
-        raise UserError(
-            f"commit {checkout.commit} of {checkout.repo}: {len(failed.issues)} problem(s) in "
-            "the manifests"
+        issues = [replace(issue, file=issue.file.replace(prefix, "", 1)) for issue in failed.issues]
+        raise ManifestsInvalid(
+            f"commit {checkout.commit} of {checkout.repo}: {len(issues)} problem(s) in the "
+            "manifests",
+            issues,
         ) from None
+    finally:
+        print_notes([note.replace(prefix, "", 1) for note in notes])
+    return desired
 
 
 def load_manifests(path: str) -> Any:
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
 
+    notes: list[str] = []
     try:
-        return load_path(path)
+        return load_path(path, notes)
     except ValidationFailed as failed:
-        for issue in failed.issues:
-            print(issue, file=sys.stderr)
-        raise UserError(f"{path}: {len(failed.issues)} problem(s) in the manifests") from None
+        raise ManifestsInvalid(
+            f"{path}: {len(failed.issues)} problem(s) in the manifests", failed.issues
+        ) from None
+    finally:
+        print_notes(notes)
 
 
 def add_output(parser: argparse.ArgumentParser) -> None:

@@ -21,7 +21,9 @@ from reconciler.cli.common import (
     compile_options,
     connections,
     load_source,
+    print_json,
 )
+from reconciler.cli.trace import add_trace_args
 from reconciler.errors import UserError
 
 EXIT_NOT_STEERED = 3
@@ -34,7 +36,7 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pod", metavar="NAMESPACE/POD", help="the pod to explain")
     add_source_args(parser)
     add_connection_args(parser)
-    add_compile_args(parser)
+    add_compile_args(parser, health=False)
     parser.add_argument(
         "-o",
         "--output",
@@ -47,6 +49,7 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="explain offline, against a snapshot written by `osc-gitops snapshot`",
     )
+    add_trace_args(parser)
 
 
 def parse_pod(ref: str) -> tuple[str, str]:
@@ -77,6 +80,19 @@ def run_explain(args: argparse.Namespace) -> int:
     explanation = explain_pod(
         desired, observed, compile_plan(desired, observed, options), namespace, name
     )
+    if args.trace:  # packets through the SB's logical flows (reconciler.cli.trace)
+        from reconciler.cli.trace import run_traces, trace_lines
+        from reconciler.render.explain import explain_json
+
+        verdicts = run_traces(args, desired, observed, explanation, (namespace, name))
+        traced = all(v.reached for v in verdicts)
+        if args.output == "json":
+            data = {**explain_json(explanation), "trace": [v.to_json() for v in verdicts]}
+            print_json(data)
+        else:
+            sys.stdout.write(render_explain_text(explanation))
+            sys.stdout.write("\n".join(trace_lines(verdicts, args.ovn_sb)) + "\n")
+        return EXIT_OK if explanation.as_declared and traced else EXIT_NOT_STEERED
     if args.output == "json":
         sys.stdout.write(render_explain_json(explanation))
     else:
@@ -99,10 +115,12 @@ COMMAND = Command(
     epilog=(
         f"exit codes: {EXIT_OK} steered as declared (a pod no group selects counts: nothing is "
         f"declared for it), {EXIT_NOT_STEERED} selected but not (yet) steered (rows missing or "
-        f"different, or no VNF instance on its node), {EXIT_ERROR} error (e.g. pod not found)\n\n"
+        f"different, or no VNF instance on its node; with --trace also: a traced packet does not "
+        f"reach the VNF), {EXIT_ERROR} error (e.g. pod not found)\n\n"
         "examples:\n"
         "  osc-gitops explain shop-frontend/web-1 examples/policies \\\n"
         "      --ovn-nb tcp:10.0.0.5:6641 --kubeconfig ~/.kube/config\n"
-        "  osc-gitops explain shop/web-7 policies/ -o json --observed snapshot.json   # offline"
+        "  osc-gitops explain shop/web-7 policies/ -o json --observed snapshot.json   # offline\n"
+        "  osc-gitops explain shop/web-7 policies/ --trace --ovn-sb tcp:10.0.0.5:6642"
     ),
 )

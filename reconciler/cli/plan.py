@@ -21,6 +21,7 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
+from reconciler.cli.review import add_base_arg
 from reconciler.errors import UserError
 
 
@@ -35,6 +36,13 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="plan offline against a snapshot written by `osc-gitops snapshot` (with "
         "--all-nodes: every zone of an interconnect cluster)",
+    )
+    add_base_arg(parser)
+    parser.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="plan an empty manifest set that deletes everything this instance owns (as apply "
+        "--allow-empty; without it such a plan is refused, as apply refuses it)",
     )
 
 
@@ -51,12 +59,13 @@ def run_plan(args: argparse.Namespace) -> int:
     if args.observed:
         data = read_json(args.observed)
         if is_zoned(data):  # an interconnect cluster: every zone, as its agent published it
+            from reconciler.cli.review import merged_zones
             from reconciler.cli.zones import plan_zoned
 
             the_plan = plan_zoned(args, data, desired, options)
             if revision:
                 the_plan = with_meta(the_plan, revision=revision)
-            return print_plan(the_plan, args.output)
+            return finish_plan(args, desired, the_plan, merged_zones(data))
         observed = parse_snapshot(args.observed, data)
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
@@ -68,6 +77,19 @@ def run_plan(args: argparse.Namespace) -> int:
     the_plan = with_meta(planned.plan, **report)
     if revision:
         the_plan = with_meta(the_plan, revision=revision)
+    return finish_plan(args, desired, the_plan, planned.view.observed)
+
+
+def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed: Any) -> int:
+    """What every plan gets after it is made: the protection changes and typo guards
+    (``reconciler.cli.review``), the empty-set guard exactly as apply enforces it, then
+    printing."""
+    from reconciler.cli.review import annotate, before_of
+    from reconciler.engine.pipeline import guard_empty
+
+    before, basis = before_of(args, observed, offline=bool(args.observed))
+    the_plan = annotate(the_plan, desired, observed, before, basis)
+    guard_empty(desired, the_plan, args.allow_empty)
     return print_plan(the_plan, args.output)
 
 

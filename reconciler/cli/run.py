@@ -294,7 +294,7 @@ COMMAND = Command(
         "      --in-cluster --ovn-nb ssl:ovnkube-db:6641 --leader-elect\n"
         "  osc-gitops run policies/ --once --ovn-nb tcp:10.0.0.5:6641   # CronJob\n"
         "  osc-gitops run --repo URL --in-cluster --kubernetes-only --leader-elect\n"
-        "  osc-gitops run --repo URL --in-cluster --node $(OSC_NODE_NAME) \\\n"
+        '  osc-gitops run --repo URL --in-cluster --node "$OSC_NODE_NAME" \\\n'
         "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock          # interconnect: one per node"
     ),
 )

@@ -11,7 +11,10 @@ from reconciler.errors import UserError
 
 def _configure_schema(parser: argparse.ArgumentParser) -> None:
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--write", action="store_true", help="(re)write the schema files into --dir")
+    mode.add_argument(
+        "--write", action="store_true",
+        help="(re)write the schema files into --dir (for editors: see docs/manifests.md)",
+    )  # fmt: skip
     mode.add_argument(
         "--check",
         action="store_true",
@@ -29,7 +32,10 @@ def _run_schema(args: argparse.Namespace) -> int:
         stale = schema.drifted(args.dir)
         if stale:
             for path in stale:
-                print(f"{path}: out of date with reconciler/model.py", file=sys.stderr)
+                print(
+                    f"{path}: out of date with the manifest models of this osc-gitops",
+                    file=sys.stderr,
+                )
             print("error: run `osc-gitops schema --write` and commit the result", file=sys.stderr)
             return EXIT_ERROR
         print(f"{args.dir}: schemas are up to date", file=sys.stderr)
@@ -56,7 +62,7 @@ COMMAND = Command(
     ),
     epilog=(
         "examples:\n"
-        "  osc-gitops schema --write          # after changing reconciler/model.py\n"
+        "  osc-gitops schema --write          # after upgrading osc-gitops\n"
         "  osc-gitops schema --check          # in CI: exit 1 when schemas/ drifted"
     ),
 )

@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, add_output, plural, print_json
+from reconciler.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Command,
+    add_output,
+    plural,
+    print_json,
+    print_notes,
+)
 from reconciler.errors import ManifestIssue, ValidationFailed
 
 
@@ -15,7 +23,8 @@ def _configure_validate(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default=".",
         metavar="PATH",
-        help="folder (searched recursively for .yaml/.yml) or file; default: current folder",
+        help="folder (searched recursively for .yaml/.yml, less what its .oscignore lists) "
+        "or file; default: current folder",
     )
     add_output(parser)
 
@@ -24,16 +33,28 @@ def _run_validate(args: argparse.Namespace) -> int:
     from reconciler.manifests.load import load_path
 
     path: str = args.path
+    notes: list[str] = []
     try:
-        desired = load_path(path)
+        desired = load_path(path, notes)
     except ValidationFailed as failed:
+        print_notes(notes)
         if args.output == "json":
-            print_json({"valid": False, "errors": [_issue_json(i) for i in failed.issues]})
+            errors = [_issue_json(i) for i in failed.issues]
+            message = f"{path}: {plural(len(failed.issues), 'problem')} in the manifests"
+            print_json(
+                {
+                    "valid": False,
+                    "errors": errors,
+                    "error": {"message": message, "cause": "manifests"},
+                    "issues": errors,
+                }
+            )
         else:
             for issue in failed.issues:
                 print(issue, file=sys.stderr)
             print(f"{path}: {plural(len(failed.issues), 'problem')} — invalid", file=sys.stderr)
         return EXIT_ERROR
+    print_notes(notes)
     counts = {
         "securityGroups": len(desired.security_groups),
         "vnfs": len(desired.vnfs),

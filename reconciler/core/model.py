@@ -64,18 +64,37 @@ def check_label_key(key: str) -> str:
         )
     if not _LABEL_NAME.fullmatch(name):
         raise ValueError(
-            f"label key {key!r}: name {name!r} must be 1-63 characters of letters, digits, "
-            "'-', '_' or '.', starting and ending with a letter or digit"
+            f"label key {key!r}: name {name!r} {_label_fault(name, empty_ok=False)}; it must be "
+            "1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
+            "letter or digit"
         )
     return key
+
+
+_LABEL_CHARS = re.compile(r"[-A-Za-z0-9_.]")
+
+
+def _label_fault(text: str, *, empty_ok: bool) -> str:
+    """What exactly is wrong with a label name or value (one cause, not the whole rule): a
+    character, the length, or the first/last character."""
+    bad = next((c for c in text if not _LABEL_CHARS.fullmatch(c)), None)
+    if bad is not None:
+        shown = {" ": "a space", "\t": "a tab", "\n": "a line break"}.get(bad, repr(bad))
+        return f"contains {shown}"
+    if not text and not empty_ok:
+        return "is empty"
+    if len(text) > 63:
+        return f"is {len(text)} characters long, more than 63"
+    return "must start and end with a letter or digit"
 
 
 def check_label_value(value: str) -> str:
     """Validate a Kubernetes label value (empty, or 63 chars of ``[A-Za-z0-9-_.]``)."""
     if not _LABEL_VALUE.fullmatch(value):
         raise ValueError(
-            f"label value {value!r} must be at most 63 characters of letters, digits, '-', '_' "
-            "or '.', starting and ending with a letter or digit"
+            f"label value {value!r} {_label_fault(value, empty_ok=True)}; it must be at most 63 "
+            "characters of letters, digits, '-', '_' or '.', starting and ending with a letter or "
+            "digit"
         )
     return value
 
@@ -304,7 +323,10 @@ class Protocol(StrEnum):
     ANY = "any"
 
 
-PortNumber = Annotated[int, Field(ge=1, le=65535)]
+PortNumber = Annotated[int, Field(ge=1, le=65535, strict=True)]
+"""Strict, like every number and boolean of the contract: ``true``, ``"443"`` and ``443.0`` are
+refused, never coerced (a security rule must not be built from a guessed value; ``true`` would
+become port 1)."""
 
 
 class PortRange(_Strict):
@@ -320,6 +342,18 @@ class PortRange(_Strict):
 
 class Traffic(_Strict):
     """A structured filter; compiled to an OVN match by osc-gitops, never a raw match string."""
+
+    model_config = ConfigDict(
+        **_Strict.model_config,
+        # The schema says what _ports_need_l4 checks, so editors and the loader agree.
+        json_schema_extra={
+            "if": {"required": ["ports"], "properties": {"ports": {"minItems": 1}}},
+            "then": {
+                "required": ["protocol"],
+                "properties": {"protocol": {"enum": ["tcp", "udp"]}},
+            },
+        },
+    )
 
     protocol: Protocol = Protocol.ANY
     ports: list[PortNumber | PortRange] = Field(

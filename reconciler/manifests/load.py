@@ -43,6 +43,7 @@ from ruamel.yaml.reader import ReaderError
 
 from reconciler.core.model import API_VERSION, KINDS, MODEL_BY_KIND, Desired
 from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
+from reconciler.manifests.ignore import IgnoreRules
 from reconciler.manifests.model_errors import map_errors
 from reconciler.manifests.validate import SourceDoc, build_desired, cross_check, did_you_mean
 from reconciler.manifests.yaml_positions import (
@@ -70,19 +71,26 @@ MAX_NODES = 50_000
 """Most YAML nodes (scalars, lists, mappings) accepted per file: a manifest has about 30, and
 the pure-Python parser spends ~30 µs per node, so this bounds the time one file can cost."""
 YAML_SUFFIXES = (".yaml", ".yml")
+"""Matched case-insensitively (``vnfs.YAML`` is read)."""
+KUSTOMIZE_FILES = frozenset({"kustomization.yaml", "kustomization.yml", "Kustomization"})
+"""kustomize's own file names: every Flux/Argo CD repository has one beside its manifests; it
+may lack ``apiVersion`` and ``kind`` altogether, so it is recognised by name and skipped."""
+OUR_API_GROUP = "osc.io/"
 
 
 # --- public API -------------------------------------------------------------------------------
 
 
-def load_path(path: str | os.PathLike[str]) -> Desired:
-    """Load every ``.yaml``/``.yml`` file under ``path`` (or the single file ``path``).
+def load_path(path: str | os.PathLike[str], notes: list[str] | None = None) -> Desired:
+    """Load every ``.yaml``/``.yml`` file under ``path`` (or the single file ``path``), but
+    those ``.oscignore`` excludes (``reconciler.manifests.ignore``).
 
     Raises :class:`PathNotFound` when ``path`` does not exist and :class:`ValidationFailed` with
     every issue of the run when anything is invalid. No manifests at all is valid and returns
-    an empty :class:`Desired` (check ``is_empty``).
+    an empty :class:`Desired` (check ``is_empty``). ``notes`` (if given) receives one line per
+    file or document skipped as not ours (a ``kustomization.yaml``, another API's kinds).
     """
-    return load_sources(_read_all(path))
+    return load_sources(_read_all(path), notes)
 
 
 def load_text(text: str, filename: str = "<text>") -> Desired:
@@ -90,14 +98,22 @@ def load_text(text: str, filename: str = "<text>") -> Desired:
     return load_sources([(filename, text)])
 
 
-def load_sources(sources: Iterable[tuple[str, str | bytes]]) -> Desired:
+def load_sources(
+    sources: Iterable[tuple[str, str | bytes]], notes: list[str] | None = None
+) -> Desired:
     """Load manifests from ``(display name, content)`` pairs, e.g. the blobs of a git tree.
 
-    Content given as ``bytes`` is checked for size, binary data and UTF-8 first.
+    Content given as ``bytes`` is checked for size, binary data and UTF-8 first. Kustomize's
+    own files and documents of other APIs are skipped, each with a line in ``notes``.
     """
     run = _Run()
     for name, content in sources:
+        if Path(name).name in KUSTOMIZE_FILES:
+            run.notes.append(f"{name}: skipped (kustomize's file, not an osc.io manifest)")
+            continue
         run.load_file(name, content)
+    if notes is not None:
+        notes.extend(run.notes)
     issues = list(run.issues)
     issues += cross_check(run.docs, run.declared, complete=run.complete)
     if issues:
@@ -112,6 +128,7 @@ def find_manifest_files(root: str | os.PathLike[str]) -> list[Path]:
     each real directory is visited once, so ``a -> .`` cannot loop.
     """
     top = Path(root)
+    rules = IgnoreRules.for_folder(top)
     found: list[Path] = []
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
@@ -120,13 +137,19 @@ def find_manifest_files(root: str | os.PathLike[str]) -> list[Path]:
             dirnames[:] = []
             continue
         seen.add(real)
+        here = Path(dirpath).relative_to(top).as_posix()
+        prefix = "" if here == "." else here + "/"
         dirnames[:] = sorted(
             d
             for d in dirnames
-            if not d.startswith(".") and os.path.realpath(os.path.join(dirpath, d)) not in seen
+            if not d.startswith(".")
+            and os.path.realpath(os.path.join(dirpath, d)) not in seen
+            and not rules.ignored(prefix + d, is_dir=True)
         )
         for name in filenames:
-            if name.startswith(".") or not name.endswith(YAML_SUFFIXES):
+            if name.startswith(".") or not name.lower().endswith(YAML_SUFFIXES):
+                continue
+            if rules.ignored(prefix + name, is_dir=False):
                 continue
             found.append(Path(dirpath) / name)
     return sorted(found)
@@ -188,6 +211,7 @@ class _Run:
     issues: list[ManifestIssue] = field(default_factory=list)
     declared: dict[str, dict[str, str]] = field(default_factory=dict)
     complete: bool = True
+    notes: list[str] = field(default_factory=list)
 
     def file_issue(
         self, file: str, message: str, pos: Position = (1, 1), document: int = 0
@@ -217,14 +241,25 @@ class _Run:
                 self.file_issue(file, f"cannot load YAML: {problem}", mark_pos(mark))
             self.complete = False
             return
+        foreign: list[str] = []
         for index, data in enumerate(documents, start=1):
             info = infos[index - 1] if index <= len(infos) else _DocInfo()
             if data is None:
                 continue  # an empty document (comments only, or a stray '---')
+            what = _foreign(data)
+            if what:
+                foreign.append(what)
+                continue
             if info.bad:
                 self._declare(file, data, info.start)
                 continue
             self._document(file, index, data, info.start)
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (
+                f", … {len(foreign) - 3} more" if len(foreign) > 3 else ""
+            )
+            count = "a document" if len(foreign) == 1 else f"{len(foreign)} documents"
+            self.notes.append(f"{file}: skipped {count} of other APIs ({shown})")
 
     # -- stage 1: bytes to text
 
@@ -285,6 +320,29 @@ class _Run:
         infos: list[_DocInfo] = []
         # Stack of open collections: [is_mapping, expecting_key, keys seen -> position].
         stack: list[tuple[bool, list[bool], dict[str, Position]]] = []
+        aliases: dict[tuple[int, str], list[Any]] = {}
+        try:
+            return self._scan_events(file, text, infos, stack, aliases)
+        finally:
+            for (doc, anchor), (pos, uses) in aliases.items():
+                times = f" (used {uses} times)" if uses > 1 else ""
+                self.file_issue(
+                    file,
+                    f"YAML alias *{anchor} is not allowed in manifests (aliases can expand "
+                    f"exponentially); write the value out{times}",
+                    pos,
+                    doc,
+                )
+
+    def _scan_events(
+        self,
+        file: str,
+        text: str,
+        infos: list[_DocInfo],
+        stack: list[tuple[bool, list[bool], dict[str, Position]]],
+        aliases: dict[tuple[int, str], list[Any]],
+    ) -> list[_DocInfo] | None:
+        """:meth:`_scan`'s loop over the parser events (aliases are reported by the caller)."""
         awaiting_root = False
         nodes = 0
         try:
@@ -332,13 +390,8 @@ class _Run:
                             seen[key] = pos
                     expecting_key[0] = not expecting_key[0]
                 if isinstance(event, AliasEvent):
-                    self.file_issue(
-                        file,
-                        f"YAML alias *{event.anchor} is not allowed in manifests "
-                        "(aliases can expand exponentially); write the value out",
-                        pos,
-                        doc,
-                    )
+                    # One issue per anchor and document (an expansion bomb uses one many times).
+                    aliases.setdefault((doc, str(event.anchor)), [pos, 0])[1] += 1
                     infos[-1].bad = True
                 elif isinstance(event, CollectionStartEvent):
                     if len(stack) >= MAX_DEPTH:
@@ -352,8 +405,8 @@ class _Run:
                         return None
                     stack.append((isinstance(event, MappingStartEvent), [True], {}))
         except MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            self.file_issue(file, syntax_message(exc), mark_pos(mark), len(infos))
+            message, mark = syntax_message(exc)
+            self.file_issue(file, message, mark_pos(mark), len(infos))
             return None
         except ReaderError as exc:
             self.file_issue(
@@ -371,11 +424,12 @@ class _Run:
 
     # -- stage 3: one document to a model
 
-    def _declare(self, file: str, data: Any, start: Position) -> None:
-        """Remember kind/name of a document that failed, so references to it still resolve."""
+    def _declare(self, file: str, data: Any, start: Position, kind: Any = None) -> None:
+        """Remember kind/name of a document that failed, so references to it still resolve
+        (``kind``: the kind it was meant to be, for a misspelt one)."""
         if not isinstance(data, dict):
             return
-        kind = data.get("kind")
+        kind = kind or data.get("kind")
         meta = data.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         if isinstance(kind, str) and isinstance(name, str):
@@ -429,6 +483,8 @@ class _Run:
             bad_header = True
         elif not isinstance(kind, str) or kind not in MODEL_BY_KIND:  # a mapping is unhashable
             hint = did_you_mean(str(kind), KINDS)
+            if hint:  # meant as that kind: its name still counts, so no "unknown" echoes
+                self._declare(file, data, start, hint.split("'")[1])
             issue(
                 f"unknown kind {kind!r}{hint}",
                 value_pos(data, "kind"),
@@ -460,6 +516,21 @@ class _Run:
                 positions=positions,
             )
         )
+
+
+def _foreign(data: Any) -> str | None:
+    """``"apps/v1 Deployment"`` for a document of another API (skipped with a note), ``None``
+    for one that is, or is meant to be, ours. Meant to be ours: no ``apiVersion`` string, an
+    ``osc.io/`` one, one close to ours (a typo), or one of our kinds (then the version is the
+    error); those are validated and their errors reported."""
+    if not isinstance(data, dict):
+        return None
+    api, kind = data.get("apiVersion"), data.get("kind")
+    if not isinstance(api, str) or api.startswith(OUR_API_GROUP) or kind in KINDS:
+        return None
+    if did_you_mean(api, [API_VERSION]):
+        return None
+    return f"{api} {kind}" if isinstance(kind, str) else api
 
 
 # --- helpers: positions -----------------------------------------------------------------------

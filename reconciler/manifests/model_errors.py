@@ -139,12 +139,61 @@ def map_errors(
             for e in chosen:
                 if EXPECTED_TYPE[e["type"]] not in kinds:
                     kinds.append(EXPECTED_TYPE[e["type"]])
-            message = f"expected {' or '.join(kinds)}, got {describe(chosen[0].get('input'))}"
+            value = chosen[0].get("input")
+            hint = next((h for e in chosen if (h := _strict_hint(e["type"], value))), "")
+            message = f"expected {' or '.join(kinds)}, got {describe(value)}{hint}"
             out.append((message, located.pos, path, None))
             continue
         message, expected, pos = error_message(model, chosen[0], located)
         out.append((message, pos, path, expected))
     return out
+
+
+_BOUNDS = {
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "greater than"),
+}
+
+
+def _bound_message(kind: str, ctx: dict[str, Any], value: Any) -> str | None:
+    """pydantic's range and length errors in our words (``must be at most 300, got 1000``)."""
+    if kind in _BOUNDS:
+        key, words = _BOUNDS[kind]
+        return f"must be {words} {ctx.get(key)}, got {value}"
+    if kind == "string_too_long":
+        return (
+            f"is {len(value) if isinstance(value, str) else '?'} characters long, more than the "
+            f"limit of {ctx.get('max_length')}"
+        )
+    if kind == "string_too_short":
+        return (
+            "must not be empty"
+            if ctx.get("min_length") == 1
+            else (f"must be at least {ctx.get('min_length')} characters long")
+        )
+    if kind == "too_short":
+        least = ctx.get("min_length")
+        return "must not be empty" if least == 1 else f"needs at least {least} items"
+    if kind == "too_long":
+        return (
+            f"has {ctx.get('actual_length')} items, more than the limit of {ctx.get('max_length')}"
+        )
+    return None
+
+
+def _strict_hint(kind: str, value: Any) -> str:
+    """Why a value that looks right is refused: numbers and booleans are never converted."""
+    if kind == "int_type" and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return f" (write {value.strip()} without quotes: numbers are never converted from text)"
+    if kind == "int_type" and isinstance(value, float):
+        return " (write a whole number without a decimal point)"
+    if kind == "int_type" and isinstance(value, bool):
+        return " (a boolean is not a number)"
+    if kind == "bool_type" and isinstance(value, str):
+        return " (write true or false without quotes)"
+    return ""
 
 
 def error_message(
@@ -174,7 +223,14 @@ def error_message(
     if kind in ("enum", "literal_error"):
         return (f"{describe(value)} is not allowed", ctx.get("expected"), located.pos)
     if kind in EXPECTED_TYPE:
-        return (f"expected {EXPECTED_TYPE[kind]}, got {describe(value)}", None, located.pos)
+        return (
+            f"expected {EXPECTED_TYPE[kind]}, got {describe(value)}{_strict_hint(kind, value)}",
+            None,
+            located.pos,
+        )
+    bound = _bound_message(kind, ctx, value)
+    if bound:
+        return (bound, None, located.pos)
     message = str(err.get("msg", "invalid value"))
     if message.startswith("Value error, "):
         return (message.removeprefix("Value error, "), None, located.pos)

@@ -120,12 +120,14 @@ def check_references(
             ("spec.vnf", "VnfDeployment", spec.vnf, vnfs),
         ):
             if ref not in known:
-                listing = ", ".join(sorted(known)) if known else f"no {kind} is declared"
+                if not known:
+                    issues.append(doc.issue(path, f"unknown {kind} {ref!r}: no {kind} is declared"))
+                    continue
                 issues.append(
                     doc.issue(
                         path,
                         f"unknown {kind} {ref!r}{did_you_mean(ref, known)}",
-                        expected=f"one of: {listing}" if known else listing,
+                        expected="one of: " + ", ".join(sorted(known)),
                     )
                 )
     return issues

@@ -16,6 +16,29 @@
 ```
 ``kind`` is an OVN table or a Kubernetes kind; ``name`` is the row's name / ``osc.io/key`` or
 ``namespace/name``. Fields are added, never renamed or removed, within a format version.
+
+``protection_changes`` (added in format 1, before ``changes`` in meaning: read it first) says
+which pods start and stop being steered, per Binding, computed from the manifests and the
+observed pods and nodes (``reconciler.core.protection``), never from rows:
+
+```json
+"protection_changes": [
+  {"binding": "payments-ids", "security_group": "payments", "vnfs": ["ids"],
+   "change": "changed" | "added" | "removed",
+   "start": [{"namespace": "shop", "pod": "web-7", "node": "node-2", "label": "app=web",
+              "vnfs": ["ids"]}],
+   "stop": [...],
+   "steered_before": 37, "steered_after": 0}
+]
+```
+Only bindings whose pods change are listed; ``[]`` means no pod starts or stops being steered;
+``null`` means the plan could not tell, and ``meta.protection_basis`` says why.
+``meta.protection_basis`` is ``{"source": "applied" | "base" | "nothing-applied" | "none",
+"detail": "..."}``: what the plan's manifests were compared with (the manifests last applied
+from this machine, a ``--base`` folder, an NB where nothing is applied yet, or nothing known).
+A pod's ``label`` is the SecurityGroup label that selects it; ``vnfs`` the binding's VNFs that
+run on its node (in chain order). ``meta.group_bindings`` holds, per changed SecurityGroup, its
+bindings in evaluation order (what the pull-request comment draws).
 """
 
 from __future__ import annotations
@@ -29,9 +52,11 @@ FORMAT_VERSION = "1"
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    meta = {k: v for k, v in plan.meta.items() if k != "protection_changes"}
     return {
         "format_version": FORMAT_VERSION,
-        "meta": plan.meta,
+        "meta": meta,
+        "protection_changes": plan.meta.get("protection_changes"),
         "changes": [
             {
                 "action": c.action,

@@ -1,8 +1,11 @@
-"""Markdown for a pull-request comment: summary first, a table, the full text plan folded."""
+"""Markdown for a pull-request comment: the protection changes first, a diagram of each changed
+group's bindings, the warnings, then a summary, a table of rows and the full text plan folded."""
 
 from __future__ import annotations
 
 from reconciler.core.plan import Plan
+from reconciler.render import protection
+from reconciler.render.mermaid import markdown_diagrams
 from reconciler.render.text import SYMBOL, budget_line, render_text, summary_line
 
 MARKER = "<!-- osc-gitops-plan -->"
@@ -12,7 +15,16 @@ _HEALTH_ICON = {"healthy": "✅", "not healthy": "❌", "unknown": "❔"}
 
 
 def render_markdown(plan: Plan) -> str:
+    """The comment leads with the protection changes, then a diagram of each changed group's
+    bindings, then the warnings (the typo guards among them), then the rows."""
     lines = [MARKER, "### osc-gitops plan", ""]
+    lines += protection.markdown_section(plan.meta)
+    lines += markdown_diagrams(plan.meta)
+    if plan.warnings:
+        lines += ["**Warnings**", ""]
+        lines += [f"- ⚠️ {w}" for w in plan.warnings]
+        lines.append("")
+    lines += ["#### Rows", ""]
     if plan.empty:
         lines.append("**No changes.** The live state matches the manifests.")
     else:
@@ -25,9 +37,6 @@ def render_markdown(plan: Plan) -> str:
             )
         if len(plan.changes) > _MAX_ROWS:
             lines.append(f"| | … {len(plan.changes) - _MAX_ROWS} more | | | |")
-    if plan.warnings:
-        lines += ["", "**Warnings**", ""]
-        lines += [f"- ⚠️ {w}" for w in plan.warnings]
     instances = plan.meta.get("vnf_instances") or ()
     if instances:
         lines += ["", "**VNF instances** (health as OVN reports it)", ""]

@@ -7,6 +7,7 @@ from itertools import groupby
 from typing import Any
 
 from reconciler.core.plan import Change, Plan
+from reconciler.render import protection
 
 SYMBOL = {"create": "+", "update": "~", "delete": "-"}
 _MAX_LIST = 8
@@ -110,6 +111,7 @@ def render_text(plan: Plan) -> str:
     if bits:
         out.append(" · ".join(bits))
         out.append("")
+    out += protection.text_section(meta)
     if plan.empty:
         out.append("No changes. The live state matches the manifests.")
     else:

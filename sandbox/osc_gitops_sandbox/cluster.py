@@ -246,6 +246,24 @@ class KubeUserActions:
             "DELETE", f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances/{name}"
         )
 
+    def add_pod(
+        self, namespace: str, name: str, node: str, labels: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        raise NotImplementedError
+
+    def move_pod(self, namespace: str, name: str, node: str) -> dict[str, Any]:
+        """The pod is deleted and recreated on ``node`` with its labels: what a rescheduled
+        pod of a Deployment or StatefulSet looks like to OVN (new UID, new address, the LSP
+        leaves one node's switch, in zone mode one zone, and appears on another)."""
+        old = self.kube.get_object("Pod", namespace, name)
+        if old is None:
+            raise KeyError(f"no pod {namespace}/{name}")
+        self.delete_pod(namespace, name)
+        return self.add_pod(namespace, name, node, old["metadata"].get("labels") or {})
+
     def _http(self, method: str, path: str, body: Any = None) -> Any:
         return api_request(self.kube, method, path, body)
 

@@ -75,6 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osc_gitops_sandbox import distributions, ovsdb_rpc
+from osc_gitops_sandbox.chassis import UNDERLAY_NETWORK, Chassis, Underlay
 from osc_gitops_sandbox.distributions import HOST, Distribution
 from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.netns import (
@@ -89,12 +90,8 @@ from osc_gitops_sandbox.netns import (
     sweep_stale_namespaces,
 )
 from osc_gitops_sandbox.ovn import (
-    Daemon,
+    OvnSandbox,
     OvnSandboxError,
-    child_env,
-    run_tool,
-    tail,
-    wait_until,
 )
 from osc_gitops_sandbox.vnf_guests import VirtHandler, Vnf
 
@@ -171,14 +168,29 @@ def _subnet_of_node(node: dict[str, Any]) -> ipaddress.IPv4Network:
 # the data path
 
 
+def node_ip(node: dict[str, Any]) -> str | None:
+    """A Node's ``InternalIP`` (its address on the nodes' network), if it has one."""
+    for address in (node.get("status") or {}).get("addresses") or []:
+        if address.get("type") == "InternalIP":
+            return str(address["address"])
+    return None
+
+
 class Datapath(Lifecycle):
-    """OVS + ``ovn-controller`` on top of a started :class:`SandboxCluster`.
+    """Chassis (OVS + ``ovn-controller``) on top of a started cluster.
+
+    ``cluster``: a :class:`~osc_gitops_sandbox.cluster.SandboxCluster` (one NB/SB: the
+    *central* topology) or a :class:`~osc_gitops_sandbox.zones.ZonedCluster` started with
+    ``northd=True`` (one NB/SB/northd per node: *interconnect*). ``chassis_per_node``: one
+    :class:`~osc_gitops_sandbox.chassis.Chassis` per node, talking Geneve over an
+    :class:`~osc_gitops_sandbox.chassis.Underlay` (always so for zones; default for a
+    central cluster: one chassis playing at most two nodes, no tunnel crossed).
 
     Usage::
 
         with SandboxCluster(nb_schema="installed") as cluster:
             cluster.seed_dir(...)
-            with Datapath(cluster) as dp:
+            with Datapath(cluster, chassis_per_node=True) as dp:
                 pods = dp.plug_pods()
                 dp.sync_vnfs()   # after an apply created the VNF VMs
                 pods["ns_a"].ping(pods["ns_b"].ip)
@@ -186,21 +198,25 @@ class Datapath(Lifecycle):
 
     def __init__(
         self, cluster: Any, workdir: str | os.PathLike[str] | None = None, *,
-        timeout: float = 15, boot_delay: float = 0.0,
+        timeout: float = 15, boot_delay: float = 0.0, chassis_per_node: bool | None = None,
     ) -> None:  # fmt: skip
+        from osc_gitops_sandbox.zones import ZonedCluster
+
         self.cluster = cluster
+        self.zoned = isinstance(cluster, ZonedCluster)
+        self.per_node = bool(chassis_per_node) or self.zoned
+        if self.zoned and chassis_per_node is False:
+            raise DatapathError("an interconnect cluster has one chassis per node")
+        if self.zoned and not cluster.northd:
+            raise DatapathError("the zones need their SB and northd: ZonedCluster(northd=True)")
         self.workdir = self._own_workdir(workdir, "osc-dp-")
         self.timeout = timeout
         self.token = secrets.token_hex(3)
-        self.ovsdb: Daemon | None = None
-        self.vswitchd: Daemon | None = None
-        self.controller: Daemon | None = None
-        self.chassis = ""
-        self.host_netns = f"{NETNS_PREFIX}{os.getpid()}-{self.token}-0-host"
-        """The "host" network namespace ovs-vswitchd runs in: the userspace datapath creates
-        devices with fixed names (``ovs-netdev``, ``br-int``), so two data paths in one network
-        namespace collide; each gets its own, and the pods' veth host ends live there too."""
-        self._host_created = False
+        self.chassis: dict[str, Chassis] = {}
+        """Every chassis by name (= the node it serves; the first node's when one chassis
+        plays two)."""
+        self._chassis_of: dict[str, Chassis] = {}
+        self.underlay: Underlay | None = None
         self.pods: dict[str, Endpoint] = {}
         kubevirt = getattr(cluster, "kubevirt", None)
         if kubevirt is None:
@@ -208,22 +224,39 @@ class Datapath(Lifecycle):
         self._handler = VirtHandler(self, cluster.kube, kubevirt, boot_delay=boot_delay)
         self._count = itertools.count(1)
 
-    # -- addresses -----------------------------------------------------------------------------
-    @property
-    def ovs_remote(self) -> str:
-        return f"unix:{self.workdir / 'db.sock'}"
+    # -- where things are ----------------------------------------------------------------------
+    def stack_of(self, node: str) -> OvnSandbox:
+        """The OVN stack (NB, SB, northd) that serves ``node``: its zone's, or the cluster's."""
+        stack = self.cluster.zone(node).ovn if self.zoned else self.cluster.ovn
+        assert isinstance(stack, OvnSandbox)
+        return stack
 
     @property
-    def sb_remote(self) -> str:
-        return str(self.cluster.ovn.sb_remote)
+    def stacks(self) -> list[OvnSandbox]:
+        """Every OVN stack the chassis are bound to (one, or one per zone)."""
+        if not self.zoned:
+            return [self.cluster.ovn]
+        return [self.cluster.zone(node).ovn for node in self.cluster.nodes]
+
+    def nb_remote_of(self, node: str) -> str:
+        return self.stack_of(node).nb_remote
 
     @property
     def nb_remote(self) -> str:
+        """The central NB (a zoned cluster has none: see :meth:`nb_remote_of`)."""
+        if self.zoned:
+            raise DatapathError("an interconnect cluster has one NB per node: nb_remote_of(node)")
         return str(self.cluster.nb_remote)
+
+    def chassis_of(self, node: str) -> Chassis:
+        try:
+            return self._chassis_of[node]
+        except KeyError:
+            raise DatapathError(f"no chassis serves node {node!r}") from None
 
     @property
     def pids(self) -> list[int]:
-        return [d.pid for d in (self.ovsdb, self.vswitchd, self.controller) if d is not None]
+        return [d.pid for c in self.chassis.values() for d in c.daemons]
 
     @property
     def vnfs(self) -> dict[str, Vnf]:
@@ -245,122 +278,80 @@ class Datapath(Lifecycle):
     def namespaces(self) -> list[str]:
         """Every network namespace this data path created and has not removed yet."""
         ends = [*self.pods.values(), *(e for v in self.vnfs.values() for e in v.endpoints)]
-        names = {e.netns for e in ends} | ({self.host_netns} if self._host_created else set())
+        names = {e.netns for e in ends} | {c.netns for c in self.chassis.values()}
+        if self.underlay is not None:
+            names.add(self.underlay.netns)
         return sorted(names)
 
-    # -- lifecycle -----------------------------------------------------------------------------
     @property
     def distribution(self) -> Distribution:
         """The cluster's OVN distribution: OVS and ovn-controller match its northd."""
-        dist = self.cluster.ovn.distribution
+        dist = self.cluster.distribution
         assert isinstance(dist, Distribution)
         return dist
 
-    def _vsctl(self, *args: str) -> str:
-        return run_tool(
-            self.distribution, "ovs-vsctl", f"--db={self.ovs_remote}", "--timeout=10", *args,
-            timeout=15,
-        )  # fmt: skip
-
+    # -- lifecycle (start, stop, ``with``: see osc_gitops_sandbox.lifecycle) ------------------
     def _start(self) -> None:
         reason = datapath_unavailable_reason(self.distribution)
         if reason:
             raise DatapathError(f"cannot start the data path: {reason}")
         sweep_stale_namespaces()
-        nodes = sorted(n["metadata"]["name"] for n in self.cluster.kube.objects("Node"))
-        if not nodes or len(nodes) > 2:
+        nodes = [n["metadata"]["name"] for n in self.cluster.kube.objects("Node")]
+        if self.zoned:
+            nodes = list(self.cluster.nodes)  # in the order they joined (their node ids)
+        if not nodes or (not self.per_node and len(nodes) > 2):
             raise DatapathError(
-                f"the data path plays 1 or 2 nodes on one chassis; the cluster has {len(nodes)}"
+                f"one chassis plays 1 or 2 nodes (chassis_per_node=True for more); "
+                f"the cluster has {len(nodes)}"
             )
-        self.chassis = nodes[0]
-        hostname = nodes[-1]
-        dist = self.distribution
-        env = child_env(self.workdir, dist)
-        create_netns(self.host_netns)  # IPv6 off: the veths' host ends live here
-        self._host_created = True
-        db = self.workdir / "conf.db"
-        run_tool(dist, "ovsdb-tool", "create", str(db), str(dist.vswitch_schema))
-        log = self.workdir / "ovsdb-server.log"
-        self.ovsdb = Daemon(
-            "ovsdb-server (OVS conf.db)",
-            [
-                *dist.command("ovsdb-server"), "--no-chdir",
-                f"--remote=punix:{self.workdir / 'db.sock'}",
-                f"--unixctl={self.workdir / 'ovsdb-server.ctl'}", f"--log-file={log}",
-                "-vconsole:off", "-vfile:info", str(db),
-            ],
-            log, self.workdir / "ovsdb-server.ctl", env,
-        )  # fmt: skip
-        remote = self.ovs_remote
-        wait_until(lambda: ovsdb_rpc.list_dbs(remote, 1.0), self.ovsdb, "OVS db", self.timeout)
-        self._vsctl(
-            "--no-wait", "init", "--",
-            "set", "Open_vSwitch", ".",
-            f"external_ids:system-id={self.chassis}",
-            f"external_ids:hostname={hostname}",
-            f"external_ids:ovn-remote={self.sb_remote}",
-            "external_ids:ovn-encap-type=geneve",
-            "external_ids:ovn-encap-ip=127.0.0.1",
-            "external_ids:ovn-bridge-datapath-type=netdev", "--",
-            "add-br", "br-int", "--",
-            "set", "Bridge", "br-int", "datapath_type=netdev", "fail-mode=secure",
-            "other_config:disable-in-band=true",
-        )  # fmt: skip
-        log = self.workdir / "ovs-vswitchd.log"
-        self.vswitchd = Daemon(
-            "ovs-vswitchd",
-            [
-                "ip", "netns", "exec", self.host_netns,  # execs: the pid is ovs-vswitchd's
-                *dist.command("ovs-vswitchd"), remote, "--no-chdir",
-                f"--unixctl={self.workdir / 'ovs-vswitchd.ctl'}", f"--log-file={log}",
-                "-vconsole:off", "-vfile:info",
-            ],
-            log, self.workdir / "ovs-vswitchd.ctl", env,
-        )  # fmt: skip
-        vswitchd = self.vswitchd
-        wait_until(
-            lambda: (self.workdir / "ovs-vswitchd.ctl").exists()
-            and "br-int" in run_tool(dist, "ovs-appctl", "-t", str(vswitchd.ctl), "dpif/show",
-                                     timeout=2),
-            vswitchd, "br-int in the netdev datapath", self.timeout,
-        )  # fmt: skip
-        log = self.workdir / "ovn-controller.log"
-        # ovn-controller 23.03 has no --unixctl: its control socket lands in $OVN_RUNDIR.
-        self.controller = Daemon(
-            "ovn-controller",
-            [*dist.command("ovn-controller"), remote, "--no-chdir", f"--log-file={log}",
-             "-vconsole:off", "-vfile:info"],
-            log, self.workdir / "ovn-controller.ctl", env,
-        )  # fmt: skip
-        controller = self.controller
-        wait_until(self._chassis_ready, controller, f"chassis {self.chassis} in SB", self.timeout)
+        if self.per_node:
+            self.underlay = Underlay(self.token).start()
+        order = nodes if self.per_node else sorted(nodes)
+        for i, node in enumerate(order):
+            if not self.per_node and i > 0:
+                self._chassis_of[node] = self._chassis_of[order[0]]
+                continue
+            self._add_chassis(node, i, hostname=None if self.per_node else order[-1])
+        if self.per_node:
+            self._introduce_peers()
         self._handler.start()
 
-    def _chassis_ready(self) -> bool:
-        rows = ovsdb_rpc.transact(self.sb_remote, "OVN_Southbound", [
-            {"op": "select", "table": "Chassis", "where": [["name", "==", self.chassis]],
-             "columns": ["hostname", "encaps"]},
-        ], timeout=2)[0]["rows"]  # fmt: skip
-        return bool(rows)
+    def _add_chassis(self, node: str, index: int, *, hostname: str | None = None) -> Chassis:
+        obj = self.cluster.kube.get_object("Node", None, node) or {}
+        encap_ip = "127.0.0.1"
+        if self.per_node:
+            encap_ip = node_ip(obj) or str(UNDERLAY_NETWORK.network_address + index + 1)
+        chassis = Chassis(
+            node, self.workdir / f"c{index}", self.distribution, self.stack_of(node).sb_remote,
+            netns=f"{NETNS_PREFIX}{os.getpid()}-{self.token}-0-c{index}", hostname=hostname,
+            encap_ip=encap_ip, underlay=self.underlay, interconnect=self.zoned,
+            timeout=self.timeout,
+        )  # fmt: skip
+        self.chassis[node] = chassis
+        self._chassis_of[node] = chassis
+        chassis.start()
+        return chassis
+
+    def _introduce_peers(self) -> None:
+        peers = [(c.encap_ip, c.tunnel_mac()) for c in self.chassis.values()]
+        for chassis in self.chassis.values():
+            chassis.add_peers(peers)
 
     def _stop(self) -> None:
-        """Remove every namespace/veth we made, then stop ovn-controller, vswitchd, ovsdb."""
+        """Remove every namespace/veth we made, then stop every chassis and the underlay."""
         self._handler.close()
         for ep in self.pods.values():
             ep.close()
             delete_netns(ep.netns)
         self.pods.clear()
-        for daemon in (self.controller, self.vswitchd, self.ovsdb):
-            if daemon is not None:
-                daemon.stop()
-        if self._host_created:
-            delete_netns(self.host_netns)
-            self._host_created = False
+        for chassis in self.chassis.values():
+            chassis.stop()
+        if self.underlay is not None:
+            self.underlay.stop()
 
     def check_alive(self) -> None:
-        for daemon in (self.ovsdb, self.vswitchd, self.controller):
-            if daemon is not None and not daemon.alive():
-                raise DatapathError(daemon.failure("died").args[0])
+        for chassis in self.chassis.values():
+            chassis.check_alive()
 
     # -- plugging ------------------------------------------------------------------------------
     def _subnet(self, node: str) -> ipaddress.IPv4Network:
@@ -381,22 +372,23 @@ class Datapath(Lifecycle):
         self, netns: str, ifname: str, lsp: str, mac: str, node: str, *,
         ip_address: str = "", iface_id_ver: str | None = None,
     ) -> Endpoint:  # fmt: skip
-        """A veth ``ifname`` in ``netns``, host end on br-int as ``lsp`` (what a CNI plugin
-        does); with ``ip_address`` also the address and a default route via the node subnet's
-        ``.1``.
+        """A veth ``ifname`` in ``netns``, host end on the node's chassis' br-int as ``lsp``
+        (what a CNI plugin does); with ``ip_address`` also the address and a default route via
+        the node subnet's ``.1``.
 
         TX checksum offload is turned off on both ends (see
         :func:`~osc_gitops_sandbox.netns.disable_tx_checksum_offload`: TCP through the userspace
         datapath's conntrack needs it). ``iface_id_ver``: the pod UID, which OVN-Kubernetes' CNI
         also writes to the OVS interface; ovn-controller refuses to bind a port whose LSP
         ``options:iface-id-ver`` differs (a recreated pod must not inherit the old port)."""
+        chassis = self.chassis_of(node)
         veth = f"o{self.token}{next(self._count)}"[:15]
         subnet = self._subnet(node)
         gateway = str(subnet.network_address + 1)
-        host = ("-n", self.host_netns)
+        host = ("-n", chassis.netns)
         ip(*host, "link", "add", veth, "type", "veth", "peer", "name", ifname, "netns", netns)
         ip(*host, "link", "set", veth, "up")
-        disable_tx_checksum_offload(self.host_netns, veth)
+        disable_tx_checksum_offload(chassis.netns, veth)
         disable_tx_checksum_offload(netns, ifname)
         batch = [f"link set {ifname} address {mac}", f"link set {ifname} up"]
         if ip_address:
@@ -408,7 +400,7 @@ class Datapath(Lifecycle):
         ids = [f"external_ids:iface-id={lsp}"]
         if iface_id_ver:
             ids.append(f"external_ids:iface-id-ver={iface_id_ver}")
-        self._vsctl("add-port", "br-int", veth, "--", "set", "Interface", veth, *ids)
+        chassis.vsctl("add-port", "br-int", veth, "--", "set", "Interface", veth, *ids)
         return Endpoint(
             netns, veth, lsp, mac, ip_address, subnet.prefixlen if ip_address else 0,
             gateway if ip_address else "", node, ifname,
@@ -432,7 +424,9 @@ class Datapath(Lifecycle):
         for endpoint in endpoints:
             endpoint.close()
             with contextlib.suppress(OvnSandboxError):
-                self._vsctl("--if-exists", "del-port", "br-int", endpoint.veth)
+                self.chassis_of(endpoint.node).vsctl(
+                    "--if-exists", "del-port", "br-int", endpoint.veth
+                )
         for netns in sorted({e.netns for e in endpoints}):
             delete_netns(netns)
 
@@ -491,23 +485,24 @@ class Datapath(Lifecycle):
 
     # -- waiting and probing -------------------------------------------------------------------
     def wait_ports_up(self, lsps: Iterable[str], timeout: float | None = None) -> None:
-        """Until northd reports every port ``up`` (bound here and its flows installed)."""
+        """Until northd reports every port ``up`` (bound on a chassis, its flows installed)."""
         pending = set(lsps)
         deadline = time.monotonic() + (timeout or self.timeout)
         while pending:
             self.check_alive()
-            rows = ovsdb_rpc.transact(self.nb_remote, "OVN_Northbound", [
-                {"op": "select", "table": "Logical_Switch_Port", "where": [],
-                 "columns": ["name", "up"]},
-            ])[0]["rows"]  # fmt: skip
-            pending -= {r["name"] for r in rows if r.get("up") is True}
+            for stack in self.stacks:
+                rows = ovsdb_rpc.transact(stack.nb_remote, "OVN_Northbound", [
+                    {"op": "select", "table": "Logical_Switch_Port", "where": [],
+                     "columns": ["name", "up"]},
+                ])[0]["rows"]  # fmt: skip
+                pending -= {r["name"] for r in rows if r.get("up") is True}
             if not pending:
                 return
             if time.monotonic() > deadline:
+                logs = "\n".join(c.log_tail() for c in self.chassis.values())
                 raise DatapathError(
                     f"port(s) {', '.join(sorted(pending))} not up after {timeout or self.timeout}"
-                    f" s; ovn-controller log {self.workdir / 'ovn-controller.log'}:\n"
-                    f"{tail(self.workdir / 'ovn-controller.log')}"
+                    f" s; {logs}"
                 )
             time.sleep(0.01)
 
@@ -523,10 +518,10 @@ class Datapath(Lifecycle):
         against the new tables); waiting for a revalidation round would cost more time."""
         self.check_alive()
         limit = int(max(timeout or self.timeout, 1))
-        self.cluster.ovn.nbctl(f"--timeout={limit}", "--wait=hv", "sync", timeout=limit + 5)
-        assert self.vswitchd is not None
-        run_tool(self.distribution, "ovs-appctl", "-t", str(self.vswitchd.ctl),
-                 "revalidator/purge", timeout=limit)  # fmt: skip
+        for stack in self.stacks:
+            stack.nbctl(f"--timeout={limit}", "--wait=hv", "sync", timeout=limit + 5)
+        for chassis in self.chassis.values():
+            chassis.purge(limit)
 
     def vnf_on(self, node: str, vnf: str | None = None) -> Vnf:
         """The running VNF guest on ``node`` (of VnfDeployment ``vnf`` if several run there)."""
@@ -539,11 +534,9 @@ class Datapath(Lifecycle):
         return hits[0]
 
     def controller_errors(self) -> list[str]:
-        """Lines where ovn-controller rejected a logical flow (northd accepts matches that
+        """Lines where an ovn-controller rejected a logical flow (northd accepts matches that
         ovn-controller cannot parse, e.g. ``inport != "p"``: such rows are silently inert)."""
-        log = self.workdir / "ovn-controller.log"
-        text = log.read_text(errors="replace") if log.exists() else ""
-        return [ln for ln in text.splitlines() if "error parsing" in ln]
+        return [line for c in self.chassis.values() for line in c.controller_errors()]
 
     def probe(
         self, src: Endpoint, dst: Endpoint, count: int = 3, timeout: float = 1.0, *,

@@ -41,12 +41,14 @@ __all__ = [
     "ROUTED_TTL",
     "ROUTER_VNF_TTL",
     "SAME_SWITCH_TTL",
+    "TOPOLOGIES",
     "VNF_NAMESPACE",
     "Applier",
     "CliApply",
     "LibraryApply",
     "OvnVersion",
     "World",
+    "ZoneApply",
     "binding",
     "node_object",
     "security_group",
@@ -235,6 +237,49 @@ class LibraryApply:
             self._adapters = None
 
 
+@dataclass
+class ZoneApply:
+    """Interconnect (one NB per node), as the README runs it: ``osc-gitops apply
+    --kubernetes-only`` (the central owner: VMs and NADs), then per node ``osc-gitops apply
+    --node NODE --ovn-nb <its zone's NB>`` (the node agents), each through the CLI's ``main``
+    in-process."""
+
+    nb_remotes: dict[str, str]
+    """``{node: its zone's NB}``"""
+    kubeconfig: str
+    steering: str | None
+
+    def commands(self, manifests: Path) -> list[list[str]]:
+        common = ["--kubeconfig", self.kubeconfig]
+        common += ["--steering", self.steering] if self.steering else []
+        central = ["apply", str(manifests), "--kubernetes-only", "--kubeconfig", self.kubeconfig]
+        return [central] + [
+            ["apply", str(manifests), "--node", node, "--ovn-nb", remote, *common]
+            for node, remote in self.nb_remotes.items()
+        ]
+
+    def command(self, manifests: Path) -> list[str]:
+        """The first of :meth:`commands` (the central owner's)."""
+        return self.commands(manifests)[0]
+
+    def apply(self, manifests: Path) -> str:
+        from reconciler.cli.app import main
+
+        outputs = []
+        for args in self.commands(manifests):
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(args)
+            if code != 0:
+                raise UserError(f"osc-gitops {' '.join(args[2:4])} failed ({code}): "
+                                f"{err.getvalue().strip()}")  # fmt: skip
+            outputs.append(out.getvalue())
+        return "\n".join(outputs)
+
+    def close(self) -> None:
+        pass
+
+
 # ---------------------------------------------------------------------------------------------
 # the world
 
@@ -244,7 +289,7 @@ class World:
     """The sandbox cluster, its data path, the manifest folder and how apply runs."""
 
     cluster: Any
-    """``osc_gitops_sandbox.cluster.SandboxCluster``"""
+    """``osc_gitops_sandbox.cluster.SandboxCluster`` (one NB) or ``zones.ZonedCluster``"""
     dp: Any
     """``osc_gitops_sandbox.datapath.Datapath``"""
     manifests: Path
@@ -301,6 +346,13 @@ class World:
         subresource): its guest goes down and boots again."""
         self.cluster.restart_vm(VNF_NAMESPACE, f"{name}-{node}")
 
+    def move_pod(self, pod: str, node: str) -> Any:
+        """The pod rescheduled on ``node`` (deleted and recreated: new UID and address, its
+        port on the other node's switch, in zone mode in the other zone) and plugged there."""
+        self.dp.unplug_pod(NAMESPACE, pod)
+        self.cluster.move_pod(NAMESPACE, pod, node)
+        return self.dp.plug_pods([(NAMESPACE, pod)])[f"{NAMESPACE}_{pod}"]
+
     def label(self, pod: str, value: str | None, key: str = "app") -> None:
         """``kubectl label pod <pod> <key>=<value>`` (``None``: ``<key>-``) through the API."""
         self.cluster.label_pod(NAMESPACE, pod, {key: value})
@@ -312,17 +364,18 @@ class World:
         active (all unhealthy: the group's ``fallback`` applies)."""
         if not self.network_function:
             return {}
-        nfs, groups = ovsdb_rpc.transact(self.cluster.nb_remote, "OVN_Northbound", [
-            {"op": "select", "table": "Network_Function", "where": [],
-             "columns": ["_uuid", "name"]},
-            {"op": "select", "table": "Network_Function_Group", "where": [],
-             "columns": ["name", "network_function_active"]},
-        ])  # fmt: skip
-        names = {ovsdb_rpc.from_atom(r["_uuid"]): r["name"] for r in nfs["rows"]}
         active: dict[str, str | None] = {}
-        for row in groups["rows"]:
-            uuid = ovsdb_rpc.from_atom(row["network_function_active"])
-            active[row["name"]] = names.get(uuid) if isinstance(uuid, str) else None
+        for stack in self.dp.stacks:  # one NB, or one per zone
+            nfs, groups = ovsdb_rpc.transact(stack.nb_remote, "OVN_Northbound", [
+                {"op": "select", "table": "Network_Function", "where": [],
+                 "columns": ["_uuid", "name"]},
+                {"op": "select", "table": "Network_Function_Group", "where": [],
+                 "columns": ["name", "network_function_active"]},
+            ])  # fmt: skip
+            names = {ovsdb_rpc.from_atom(r["_uuid"]): r["name"] for r in nfs["rows"]}
+            for row in groups["rows"]:
+                uuid = ovsdb_rpc.from_atom(row["network_function_active"])
+                active[row["name"]] = names.get(uuid) if isinstance(uuid, str) else None
         return active
 
     def health_checked(self) -> bool:
@@ -330,10 +383,13 @@ class World:
         as healthy and the failure policy never acts)."""
         if not self.network_function:
             return False
-        rows = ovsdb_rpc.transact(self.cluster.nb_remote, "OVN_Northbound", [
-            {"op": "select", "table": "Network_Function", "where": [],
-             "columns": ["health_check"]},
-        ])[0]["rows"]  # fmt: skip
+        rows = [
+            row for stack in self.dp.stacks
+            for row in ovsdb_rpc.transact(stack.nb_remote, "OVN_Northbound", [
+                {"op": "select", "table": "Network_Function", "where": [],
+                 "columns": ["health_check"]},
+            ])[0]["rows"]
+        ]  # fmt: skip
         return any(ovsdb_rpc.from_atom(r["health_check"]) not in ([], None) for r in rows)
 
     def wait_all_active(self, timeout: float = 30.0) -> float:
@@ -366,25 +422,36 @@ class World:
         self.applier.close()
 
 
+TOPOLOGIES = ("single", "central", "zones")
+"""``single``: one chassis plays both nodes (no tunnel); ``central``: one NB/SB/northd, a
+chassis per node (Geneve between them); ``zones``: OVN-Kubernetes interconnect, one zone (NB, SB,
+northd, chassis) per node, the transit switch between them."""
+
+
 @contextlib.contextmanager
 def world(
     ovn: str = DEFAULT_OVN, *, via: str = "cli", steering: str | None = None,
-    workdir: str | Path | None = None, boot_delay: float = 0.0,
+    workdir: str | Path | None = None, boot_delay: float = 0.0, topology: str = "single",
 ) -> Iterator[World]:  # fmt: skip
     """Start the two-node sandbox + data path of OVN ``ovn`` (see :data:`OVN_VERSIONS`), plug
     every pod, write :data:`DEFAULT_MANIFESTS` (not applied yet); tear it all down after.
 
-    ``via``: ``"cli"`` (:class:`CliApply`) or ``"library"`` (:class:`LibraryApply`).
+    ``via``: ``"cli"`` (:class:`CliApply`; :class:`ZoneApply` for zones) or ``"library"``
+    (:class:`LibraryApply`, one NB only).
     ``steering``: the ``--steering`` to apply with instead of the version's default.
     ``boot_delay``: seconds a new VNF guest boots before it forwards (``Datapath.boot_delay``;
-    a VM's ``sandbox.osc.io/boot-delay`` annotation wins)."""
+    a VM's ``sandbox.osc.io/boot-delay`` annotation wins).
+    ``topology``: one of :data:`TOPOLOGIES`."""
     from osc_gitops_sandbox.cluster import SandboxCluster
     from osc_gitops_sandbox.datapath import Datapath, datapath_unavailable_reason
+    from osc_gitops_sandbox.zones import ZonedCluster
 
     if ovn not in OVN_VERSIONS:
         raise UserError(f"unknown OVN version {ovn!r}: one of {', '.join(OVN_VERSIONS)}")
-    if via not in ("cli", "library"):
-        raise ValueError(f"via={via!r}: 'cli' or 'library'")
+    if via not in ("cli", "library") or (via == "library" and topology == "zones"):
+        raise ValueError(f"via={via!r}: 'cli' or (one NB only) 'library'")
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"topology={topology!r}: one of {', '.join(TOPOLOGIES)}")
     version = OVN_VERSIONS[ovn]
     reason = datapath_unavailable_reason(version.distribution)
     if reason:
@@ -395,22 +462,32 @@ def world(
         )  # fmt: skip
         manifests = root / "manifests"
         manifests.mkdir(parents=True, exist_ok=True)
-        cluster = stack.enter_context(
-            SandboxCluster(root / "sandbox", distribution=version.distribution)
-        )
-        cluster.seed(
-            [node_object(n, s) for n, s in NODES.items()],
-            [],
-            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-             for ns in (NAMESPACE, VNF_NAMESPACE)],
-        )  # fmt: skip
+        namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+                      for ns in (NAMESPACE, VNF_NAMESPACE)]  # fmt: skip
+        nodes = [node_object(n, s) for n, s in NODES.items()]
+        cluster: Any
+        if topology == "zones":
+            cluster = stack.enter_context(
+                ZonedCluster(root / "z", distribution=version.distribution, northd=True)
+            )
+            cluster.seed(nodes, [], namespaces)
+        else:
+            cluster = stack.enter_context(
+                SandboxCluster(root / "sandbox", distribution=version.distribution)
+            )
+            cluster.seed(nodes, [], namespaces)
         for name, node in PODS.items():
             cluster.add_pod(NAMESPACE, name, node, {"tier": "shop"})
-        dp = stack.enter_context(Datapath(cluster, root / "datapath", boot_delay=boot_delay))
+        dp = stack.enter_context(Datapath(
+            cluster, root / "dp", boot_delay=boot_delay,
+            chassis_per_node=topology != "single",
+        ))  # fmt: skip
         dp.plug_pods()
         chosen = steering or version.steering
         applier: Applier
-        if via == "library":
+        if topology == "zones":
+            applier = ZoneApply(cluster.nb_remotes, cluster.kubeconfig, chosen)
+        elif via == "library":
             applier = LibraryApply(cluster.nb_remote, cluster.kubeconfig, chosen)
         else:
             applier = CliApply(cluster.nb_remote, cluster.kubeconfig, chosen)

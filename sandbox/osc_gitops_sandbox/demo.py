@@ -55,18 +55,8 @@ def run(
     """The demo. ``ovn_version``: ``"26.03"`` (default; OVN 26.03 from the sid root that
     ``make setup`` builds, Network Function steering) or ``"23.03"`` (the host's Debian OVN,
     router-policy steering); ``steering`` overrides the backend the version implies."""
-    from osc_gitops_sandbox.cluster import SandboxCluster
     from osc_gitops_sandbox.datapath_world import DEFAULT_OVN, OVN_VERSIONS
     from osc_gitops_sandbox.ovn import ovn_unavailable_reason
-    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
-    from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-    from reconciler.core.compile import CompileOptions
-    from reconciler.core.observed import OvnCapabilities
-    from reconciler.core.planning import make_plan
-    from reconciler.core.steering import default_backend
-    from reconciler.engine.pipeline import observe, reconcile
-    from reconciler.manifests.load import load_path
-    from reconciler.render import render
 
     version = ovn_version or DEFAULT_OVN
     if version not in OVN_VERSIONS:
@@ -83,6 +73,26 @@ def run(
     policy_dir = _find(policies, "examples/policies")
     seed_dir = _find(cluster_dir, "examples/cluster")
     work = Path(tempfile.mkdtemp(prefix="osc-demo-"))
+    try:
+        return _story(work, policy_dir, seed_dir, distribution, steering)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # also when a step failed
+
+
+def _story(
+    work: Path, policy_dir: Path, seed_dir: Path, distribution: Any, steering: str | None
+) -> int:
+    from osc_gitops_sandbox.cluster import SandboxCluster
+    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
+    from reconciler.core.compile import CompileOptions
+    from reconciler.core.observed import OvnCapabilities
+    from reconciler.core.planning import make_plan
+    from reconciler.core.steering import default_backend
+    from reconciler.engine.pipeline import observe, reconcile
+    from reconciler.manifests.load import load_path
+    from reconciler.render import render
+
     policies_copy = work / "policies"
     shutil.copytree(policy_dir, policies_copy)
 
@@ -143,8 +153,8 @@ def run(
             show_plan()
             apply()
 
-            _step("5. Somebody deletes a VNF VM (kubectl delete vm firewall-node-1)")
             vm = next(o for o in kube.list_owned("VirtualMachine", "osc-gitops"))
+            _step(f"5. Somebody deletes a VNF VM (kubectl -n {vm.namespace} delete vm {vm.name})")
             cluster.delete_vm(vm.namespace, vm.name)
             show_plan()
             apply()
@@ -158,21 +168,38 @@ def run(
             show_plan()
         finally:
             ovn.close()
-    shutil.rmtree(work, ignore_errors=True)
     _say()
     _say("demo finished: sandbox stopped, nothing left running.")
     return 0
 
 
 def _remove_one_binding(folder: Path) -> str:
-    """Delete the last Binding document from the copied manifests (as a git commit would)."""
-    from reconciler.manifests.load import load_path
+    """Delete the last Binding document from the copied manifests (as a git commit would),
+    whatever its style (``metadata: {name: x}`` or block style)."""
+    from ruamel.yaml import YAML
+
+    from reconciler.manifests.load import find_manifest_files, load_path
 
     desired = load_path(folder)
     name = sorted(desired.bindings)[-1]
-    for path in sorted(folder.rglob("*.y*ml")):
+    yaml = YAML(typ="safe", pure=True)
+    for path in find_manifest_files(folder):
         docs = path.read_text().split("\n---")
-        kept = [d for d in docs if not ("kind: Binding" in d and f"name: {name}\n" in d)]
+        kept = []
+        for text in docs:
+            try:
+                data = yaml.load(text)
+            except Exception:  # a fragment the split cut oddly: keep it as it was
+                data = None
+            meta = data.get("metadata") if isinstance(data, dict) else None
+            if (
+                isinstance(data, dict)
+                and data.get("kind") == "Binding"
+                and isinstance(meta, dict)
+                and meta.get("name") == name
+            ):
+                continue
+            kept.append(text)
         if len(kept) != len(docs):
             path.write_text("\n---".join(kept))
             return name

@@ -71,6 +71,7 @@ _TOOL_PATHS: Mapping[str, str] = {
     "ovn-nbctl": "usr/bin/ovn-nbctl",
     "ovn-sbctl": "usr/bin/ovn-sbctl",
     "ovn-appctl": "usr/bin/ovn-appctl",
+    "ovn-trace": "usr/bin/ovn-trace",
 }
 OVS_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovs-appctl", "ovs-vsctl", "ovs-vswitchd")
 OVN_TOOLS = ("ovn-northd", "ovn-controller", "ovn-nbctl", "ovn-sbctl", "ovn-appctl")

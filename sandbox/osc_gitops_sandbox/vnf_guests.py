@@ -123,8 +123,7 @@ class Vnf:
 class GuestHost(Protocol):
     """What the virt-handler needs from a data path: namespaces and NICs on a node's chassis."""
 
-    @property
-    def nb_remote(self) -> str: ...
+    def nb_remote_of(self, node: str) -> str: ...
 
     def check_alive(self) -> None: ...
 
@@ -320,7 +319,7 @@ class VirtHandler:
         )
         delay = self.boot_delay_of(vm, vmi)
         in_lsp, in_mac = self._vm_port(vm, spec, "in", ports, where)
-        address = self._lsp_ip(in_lsp, where)
+        address = self._lsp_ip(in_lsp, where, node)
         label = f"vnf-{meta['name']}"
         boots_at, booted, vmi_uid = time.monotonic() + delay, delay <= 0, vmi["metadata"]["uid"]
         if address:
@@ -391,11 +390,11 @@ class VirtHandler:
             raise DatapathError(f"{where}: no OVN port for {name} (annotation or NAD)")
         return lsp, str(iface["macAddress"])
 
-    def _lsp_ip(self, lsp: str, where: str) -> str:
+    def _lsp_ip(self, lsp: str, where: str, node: str) -> str:
         """The guest's address: what the reconciler wrote in the port's ``addresses`` (a
         router-policy VNF port); ``""`` for a port without one (a Network Function port)."""
         self.host.check_alive()
-        rows = ovsdb_rpc.transact(self.host.nb_remote, "OVN_Northbound", [
+        rows = ovsdb_rpc.transact(self.host.nb_remote_of(node), "OVN_Northbound", [
             {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
              "columns": ["addresses"]},
         ])[0]["rows"]  # fmt: skip

@@ -27,11 +27,9 @@ are cheap enough for tests and benchmarks.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -50,11 +48,28 @@ from osc_gitops_sandbox.cluster import (
     seed_pod_of,
 )
 from osc_gitops_sandbox.distributions import Distribution
+from osc_gitops_sandbox.interconnect import (
+    NODE_ID,
+    POD_NETWORK,
+    TRANSIT_PORT_ADDRESS,
+    TRANSIT_SUBNET,
+    TRANSIT_SWITCH,
+    TRANSIT_SWITCH_TUNNEL_KEY,
+    ZONE_NAME,
+    ZoneNode,
+    add_remote_chassis,
+    add_remote_ports,
+    complete_node,
+    delete_remote_chassis,
+    ensure_nb_global,
+    interconnect_ops,
+    node_object,
+    remove_remote,
+)
 from osc_gitops_sandbox.kubeapi import KubeApiServer
 from osc_gitops_sandbox.kubevirt import KubeVirt
 from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.ovn import (
-    CLUSTER_ROUTER,
     OWN_SCHEMA,
     OvnSandbox,
     OvnSandboxError,
@@ -65,152 +80,24 @@ from osc_gitops_sandbox.ovn import (
     seed_ovn_kubernetes,
 )
 
-TRANSIT_SWITCH = "transit_switch"
-"""The default network's transit switch (OVN-Kubernetes' ``types.TransitSwitch``)."""
-TRANSIT_SWITCH_TUNNEL_KEY = 16711683
-"""``BaseTransitSwitchTunnelKey`` + network id 0 (the default network)."""
-TRANSIT_SUBNET = ipaddress.ip_network("100.88.0.0/16")
-"""OVN-Kubernetes' default ``v4TransitSwitchSubnet``: node ``id`` has its ``id``-th address."""
-POD_NETWORK = ipaddress.ip_network("10.244.0.0/16")
-"""Node subnets handed out by :meth:`ZonedCluster.add_node`: ``10.244.<k>.0/24``, k >= 1."""
+__all__ = [  # the interconnect vocabulary is re-exported: tests name it from here
+    "NODE_ID",
+    "POD_NETWORK",
+    "SOCKET_PATH_MAX",
+    "TRANSIT_PORT_ADDRESS",
+    "TRANSIT_SUBNET",
+    "TRANSIT_SWITCH",
+    "TRANSIT_SWITCH_TUNNEL_KEY",
+    "ZONE_NAME",
+    "Zone",
+    "ZoneNode",
+    "ZonedCluster",
+    "complete_node",
+    "node_object",
+]
 
-ZONE_NAME = "k8s.ovn.org/zone-name"
-NODE_ID = "k8s.ovn.org/node-id"
-TRANSIT_PORT_ADDRESS = "k8s.ovn.org/node-transit-switch-port-ifaddr"
 SOCKET_PATH_MAX = 107
 """``sun_path`` holds 108 bytes including the terminating NUL."""
-
-
-@dataclass(frozen=True)
-class ZoneNode:
-    """A node as the zones see it: its name, pod subnet and the id OVN-Kubernetes' cluster
-    manager gives it (its transit switch tunnel key and transit port address derive from it)."""
-
-    name: str
-    subnet: str
-    node_id: int
-
-    @property
-    def transit_ip(self) -> ipaddress.IPv4Address:
-        return ipaddress.IPv4Address(int(TRANSIT_SUBNET.network_address) + self.node_id)
-
-    @property
-    def transit_network(self) -> str:
-        """The ``rtots-<node>`` router port's address, e.g. ``100.88.0.3/16``."""
-        return f"{self.transit_ip}/{TRANSIT_SUBNET.prefixlen}"
-
-    @property
-    def transit_mac(self) -> str:
-        """``util.IPAddrToHWAddr``: ``0a:58:`` followed by the IPv4 bytes."""
-        return "0a:58:" + ":".join(f"{b:02x}" for b in self.transit_ip.packed)
-
-    @property
-    def seed(self) -> SeedNode:
-        return SeedNode(self.name, self.subnet)
-
-
-def node_object(node: ZoneNode, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The Node API object of ``node``, with OVN-Kubernetes' interconnect annotations."""
-    return complete_node(
-        {"apiVersion": "v1", "kind": "Node",
-         "metadata": {"name": node.name, "labels": dict(labels or {})}},
-        node,
-    )  # fmt: skip
-
-
-def complete_node(obj: Mapping[str, Any], node: ZoneNode) -> dict[str, Any]:
-    """A copy of the Node object ``obj`` with what it lacks of the labels every node has, of
-    ``spec.podCIDR`` and of OVN-Kubernetes' interconnect annotations; what it has wins."""
-    meta = dict(obj.get("metadata") or {})
-    labels = {
-        "kubernetes.io/hostname": node.name,
-        "kubernetes.io/os": "linux",
-        **dict(meta.get("labels") or {}),
-    }
-    annotations = {
-        NODE_SUBNETS: json.dumps({"default": [node.subnet]}),
-        ZONE_NAME: node.name,
-        NODE_ID: str(node.node_id),
-        TRANSIT_PORT_ADDRESS: json.dumps({"ipv4": node.transit_network}),
-        **dict(meta.get("annotations") or {}),
-    }
-    spec = {"podCIDR": node.subnet, **dict(obj.get("spec") or {})}
-    return {
-        "apiVersion": "v1",
-        **obj,
-        "kind": "Node",
-        "metadata": {**meta, "labels": labels, "annotations": annotations},
-        "spec": spec,
-    }
-
-
-def _remote_port(remote: ZoneNode, uuid_name: str) -> dict[str, Any]:
-    return {
-        "op": "insert", "table": "Logical_Switch_Port", "uuid-name": uuid_name,
-        "row": {"name": f"tstor-{remote.name}", "type": "remote",
-                "addresses": f"{remote.transit_mac} {remote.transit_network}",
-                "options": ovsdb_rpc.to_datum({"requested-tnl-key": str(remote.node_id),
-                                               "requested-chassis": remote.name}),
-                "external_ids": ovsdb_rpc.to_datum({"node": remote.name})},
-    }  # fmt: skip
-
-
-def interconnect_ops(local: ZoneNode, remotes: Sequence[ZoneNode]) -> list[dict[str, Any]]:
-    """The rows a fresh zone gets beside its node switch (see the module docstring): its name
-    on NB_Global, the transit switch with ``tstor-<local>`` and the remote ports,
-    ``rtots-<local>``. The NB_Global row (:func:`ensure_nb_global`) and the cluster router
-    (:func:`~osc_gitops_sandbox.ovn.seed_ovn_kubernetes`) must already exist."""
-    ports = [_remote_port(r, f"remote{i}") for i, r in enumerate(remotes)]
-    names = [["named-uuid", f"remote{i}"] for i in range(len(remotes))]
-    return [
-        {"op": "update", "table": "NB_Global", "where": [], "row": {"name": local.name}},
-        {"op": "mutate", "table": "NB_Global", "where": [],
-         "mutations": [["options", "insert", ovsdb_rpc.to_datum({"name": local.name})]]},
-        {"op": "insert", "table": "Logical_Router_Port", "uuid-name": "rtots",
-         "row": {"name": f"rtots-{local.name}", "mac": local.transit_mac,
-                 "networks": local.transit_network,
-                 "options": ovsdb_rpc.to_datum({"mcast_flood": "true"})}},
-        {"op": "mutate", "table": "Logical_Router", "where": [["name", "==", CLUSTER_ROUTER]],
-         "mutations": [["ports", "insert", ["set", [["named-uuid", "rtots"]]]]]},
-        {"op": "insert", "table": "Logical_Switch_Port", "uuid-name": "tstor",
-         "row": {"name": f"tstor-{local.name}", "type": "router", "addresses": "router",
-                 "options": ovsdb_rpc.to_datum({"router-port": f"rtots-{local.name}",
-                                                "requested-tnl-key": str(local.node_id)}),
-                 "external_ids": ovsdb_rpc.to_datum({"node": local.name})}},
-        *ports,
-        {"op": "insert", "table": "Logical_Switch",
-         "row": {"name": TRANSIT_SWITCH,
-                 "ports": ["set", [["named-uuid", "tstor"], *names]],
-                 "other_config": ovsdb_rpc.to_datum({
-                     "interconn-ts": TRANSIT_SWITCH,
-                     "requested-tnl-key": str(TRANSIT_SWITCH_TUNNEL_KEY)})}},
-    ]  # fmt: skip
-
-
-def ensure_nb_global(nb_remote: str) -> None:
-    """Create the NB's single NB_Global row unless it exists (``ovn-ctl`` runs ``ovn-nbctl
-    init`` on a new NB; a zone's northd may also have created it already)."""
-    select = {"op": "select", "table": "NB_Global", "where": [], "columns": ["_uuid"]}
-    if ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [select])[0]["rows"]:
-        return
-    try:
-        ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [
-            {"op": "insert", "table": "NB_Global", "row": {}}
-        ])  # fmt: skip
-    except ovsdb_rpc.OvsdbRpcError:
-        # northd won the race (NB_Global holds at most one row): only a missing row is an error
-        if not ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [select])[0]["rows"]:
-            raise
-
-
-def add_remote_ports(nb_remote: str, remotes: Sequence[ZoneNode]) -> None:
-    """Other nodes joined: their ``tstor-<node>`` remote ports on this zone's transit switch."""
-    names = [["named-uuid", f"remote{i}"] for i in range(len(remotes))]
-    ovsdb_rpc.transact(nb_remote, "OVN_Northbound", [
-        *(_remote_port(r, f"remote{i}") for i, r in enumerate(remotes)),
-        {"op": "mutate", "table": "Logical_Switch", "where": [["name", "==", TRANSIT_SWITCH]],
-         "mutations": [["ports", "insert", ["set", names]]]},
-    ])  # fmt: skip
 
 
 class Zone:
@@ -440,10 +327,14 @@ class ZonedCluster(KubeUserActions, Lifecycle):
             ovsdb_rpc.transact(
                 zone.nb_remote, "OVN_Northbound", interconnect_ops(zone_node, remotes)
             )
+            if self.northd:
+                add_remote_chassis(zone.ovn.sb_remote, remotes)
             zones.append(zone)
         if new:
             for node in old:
                 self._zones[node.name].write(lambda remote: add_remote_ports(remote, new))
+                if self.northd:
+                    add_remote_chassis(self._zones[node.name].ovn.sb_remote, new)
             self.kube.add_objects(objects)
         return zones
 
@@ -461,7 +352,9 @@ class ZonedCluster(KubeUserActions, Lifecycle):
         del self._zones[name]
         self._forget(name)
         for other in self._zones.values():
-            other.write(lambda remote: delete_lsp(remote, f"tstor-{name}"))
+            other.write(lambda remote: remove_remote(remote, name))
+            if self.northd:
+                delete_remote_chassis(other.ovn.sb_remote, zone.node.chassis)
 
     def _resolve(self, spec: NodeSpec) -> tuple[ZoneNode, dict[str, Any]]:
         """Register one node to add: its zone node (subnet and id as given, else the next
@@ -554,13 +447,3 @@ class ZonedCluster(KubeUserActions, Lifecycle):
         node = (pod or {}).get("spec", {}).get("nodeName")
         if node in self._zones:
             self._zones[node].write(lambda remote: delete_lsp(remote, f"{namespace}_{name}"))
-
-    def move_pod(self, namespace: str, name: str, node: str) -> dict[str, Any]:
-        """The pod is deleted and recreated on ``node`` with its labels: what a rescheduled
-        pod of a Deployment or StatefulSet looks like to OVN (new UID, new address, the LSP
-        leaves one zone and appears in another)."""
-        old = self.kube.get_object("Pod", namespace, name)
-        if old is None:
-            raise KeyError(f"no pod {namespace}/{name}")
-        self.delete_pod(namespace, name)
-        return self.add_pod(namespace, name, node, old["metadata"].get("labels") or {})

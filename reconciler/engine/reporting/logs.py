@@ -48,13 +48,37 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """For humans (``--log-format text``): time, level and message, then every ``extra=``
+    field as ``key=value``, a list (a refused revision's ``file:line`` errors) one item per
+    indented line, so the reason is never only in the JSON form."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
+            + f" {record.levelname} {record.getMessage()}"
+        )
+        items: list[str] = []
+        for key, value in vars(record).items():
+            if key in _STANDARD or key.startswith("_"):
+                continue
+            if isinstance(value, list | tuple):
+                items.extend(f"    {item}" for item in value)
+                line += f" {key}={len(value)}"
+            else:
+                line += f" {key}={value}"
+        if record.exc_info and record.exc_info[1] is not None:
+            line += f" error={type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+        return "\n".join([line, *items])
+
+
 def setup_logging(fmt: str = "json", level: str = "info") -> None:
     """Route every logger to stderr, JSON lines (or plain text for humans)."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -151,7 +152,7 @@ def test_the_action_is_composite_and_installs_from_its_own_checkout() -> None:
     assert f'"{VENV}/bin/python"' in plan["run"]
     assert "if" not in plan, "the plan step must always run"
     assert set(action["outputs"]) == {"exit-code", "has-changes", "plan-file"}
-    assert {"path", "observed", "ovn-nb", "kubeconfig", "steering", "instance"} <= set(
+    assert {"path", "observed", "base", "ovn-nb", "kubeconfig", "steering", "instance"} <= set(
         action["inputs"]
     )
     assert {"comment", "github-token"} <= set(action["inputs"])
@@ -419,6 +420,37 @@ def test_changes_create_one_sticky_comment_and_the_next_run_updates_it(
     assert github.state["comments"][:3] == SEEDED_COMMENTS, "others' comments are left alone"
     for call in github.state["calls"]:
         assert call["token"] == TOKEN and TOKEN not in " ".join(call["args"])
+
+
+def test_the_comment_leads_with_protection_changes_then_diagrams_then_warnings(
+    run_action: Callable[..., ActionRun], github: FakeGitHub, tmp_path: Path
+) -> None:
+    """A pull request with a namespace typo, compared with its base branch (the ``base`` input):
+    the comment says first which pods stop being steered, draws the changed group's bindings,
+    and warns with the binding, the count and the likely typo before the rows."""
+    changed = tmp_path / "policies"
+    shutil.copytree(REPO / "examples" / "policies", changed)
+    backend = changed / "groups" / "backend.yaml"
+    backend.write_text(backend.read_text().replace("    - shop-backend", "    - shop-backnd"))
+    run = run_action(path=str(changed), observed=SNAPSHOT, base="examples/policies")
+    assert run.returncode == 0, run.stdout
+    (comment,) = github.ours()
+    body = comment["body"]
+    order = [
+        body.index("#### Protection changes"),
+        body.index("```mermaid"),
+        body.index("**Warnings**"),
+        body.index("#### Rows"),
+    ]
+    assert order == sorted(order)
+    assert "_Compared with the manifests in examples/policies._" in body
+    assert "- 🔴 Binding db-firewall (SecurityGroup db → firewall): stops steering 2 pods" in body
+    assert "SecurityGroup `db`:" in body
+    assert (
+        "Binding db-firewall stops steering 2 pods it steered before (shop-backend: 2); likely "
+        "typo: SecurityGroup db: no pod runs in namespace 'shop-backnd' (did you mean "
+        "'shop-backend'?)"
+    ) in body
 
 
 def test_no_changes_is_reported_as_such(

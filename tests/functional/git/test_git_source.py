@@ -94,7 +94,7 @@ def test_plan_and_apply_status_from_a_repo(remote: Remote, tmp_path: Path,
                  "--cache-dir", str(tmp_path / "c"), "--observed", str(snapshot)])  # fmt: skip
     err = capsys.readouterr().err
     assert (
-        code == 1 and "policies/vnfs.yaml:2:1: YAML syntax error" in err and "problem(s)" in err
+        code == 1 and "policies/vnfs.yaml:1:7: YAML syntax error" in err and "problem(s)" in err
     ), err
 
     # status: nothing yet -> clear message, exit 1

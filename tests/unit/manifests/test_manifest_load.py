@@ -114,7 +114,10 @@ def test_type_errors_name_the_value() -> None:
         """
     )
     issues = {i.path: i for i in issues_of(text)}
-    assert issues["spec.order"].message == "expected an integer, got the string '10'"
+    assert issues["spec.order"].message == (
+        "expected an integer, got the string '10' (write 10 without quotes: numbers are never "
+        "converted from text)"
+    )
     assert issues["spec.order"].line == 7
     assert issues["spec.traffic.ports[0]"].message == (
         "expected an integer or a mapping, got the string 'http'"

@@ -55,7 +55,7 @@ def test_unknown_group_and_vnf_with_suggestions() -> None:
 
 def test_unknown_reference_when_nothing_is_declared() -> None:
     issues = run(binding("b"))
-    assert issues[0].endswith("unknown SecurityGroup 'web' (expected no SecurityGroup is declared)")
+    assert issues[0].endswith("unknown SecurityGroup 'web': no SecurityGroup is declared")
 
 
 def test_reference_to_an_invalid_group_is_not_reported_twice() -> None:

@@ -1,0 +1,111 @@
+"""The "Protection changes" section every plan starts with (text and Markdown).
+
+It reads the plan's ``meta["protection_changes"]`` (the JSON form of
+``reconciler.core.protection.BindingProtection``) and ``meta["protection_basis"]`` (what the
+change is compared with), so a plan made anywhere renders the same. Per binding: how many pods
+start and stop being steered, then the pods themselves, one line each, or grouped by namespace
+with counts when a namespace has more than :data:`LIST_PODS`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any
+
+LIST_PODS = 5
+"""Pods of one namespace listed one per line; above that, a count and the first few names."""
+_SHOWN_NAMES = 3
+
+
+def _count(n: int) -> str:
+    return f"{n} pod{'' if n == 1 else 's'}"
+
+
+def basis_line(meta: dict[str, Any]) -> str:
+    """What the protection changes are compared with (``meta["protection_basis"]``)."""
+    basis = meta.get("protection_basis") or {}
+    return str(basis.get("detail") or "")
+
+
+def headline(change: dict[str, Any]) -> str:
+    """``Binding web-fw (SecurityGroup web → fw): starts steering 1 pod, stops steering 2``."""
+    chain = " → ".join(change.get("vnfs") or ()) or "?"
+    what: list[str] = []
+    if change["start"]:
+        what.append(f"starts steering {_count(len(change['start']))}")
+    if change["stop"]:
+        what.append(f"stops steering {_count(len(change['stop']))}")
+    note = {"added": " (new binding)", "removed": " (binding removed)"}.get(change["change"], "")
+    return (
+        f"Binding {change['binding']}{note} (SecurityGroup {change['security_group']} → "
+        f"{chain}): {', '.join(what)}; {change['steered_before']} → {change['steered_after']} "
+        "pods steered"
+    )
+
+
+def pod_lines(pods: list[dict[str, Any]], sign: str) -> list[str]:
+    """``+ ns/pod on node (via label)`` per pod, or per namespace ``- ns: 37 pods (api-0, …;
+    node-1: 19, node-2: 18)`` when it has more than :data:`LIST_PODS`."""
+    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        grouped[pod["namespace"]].append(pod)
+    lines: list[str] = []
+    for namespace, members in sorted(grouped.items()):
+        members.sort(key=lambda p: p["pod"])
+        if len(members) <= LIST_PODS:
+            lines += [
+                f"{sign} {namespace}/{p['pod']} on {p['node']} (via {p['label']})" for p in members
+            ]
+            continue
+        names = ", ".join(p["pod"] for p in members[:_SHOWN_NAMES])
+        nodes = Counter(p["node"] for p in members)
+        per_node = ", ".join(f"{node}: {n}" for node, n in sorted(nodes.items()))
+        labels = ", ".join(sorted({p["label"] for p in members}))
+        lines.append(
+            f"{sign} {namespace}: {_count(len(members))} ({names}, …; {per_node}; via {labels})"
+        )
+    return lines
+
+
+def text_section(meta: dict[str, Any]) -> list[str]:
+    """The section for the text plan (empty when the plan carries no protection data)."""
+    if "protection_changes" not in meta and "protection_basis" not in meta:
+        return []
+    changes = meta.get("protection_changes")
+    basis = basis_line(meta)
+    if changes is None:
+        return [f"Protection changes: unknown ({basis})", ""]
+    head = "Protection changes" + (f", compared with {basis}" if basis else "") + ":"
+    if not changes:
+        return [f"{head} none: the manifests steer the same pods as before.", ""]
+    lines = [head]
+    for change in changes:
+        lines.append(f"  {headline(change)}")
+        lines += [f"      {line}" for line in pod_lines(change["start"], "+")]
+        lines += [f"      {line}" for line in pod_lines(change["stop"], "-")]
+    return [*lines, ""]
+
+
+def markdown_section(meta: dict[str, Any]) -> list[str]:
+    """The section for the pull-request comment: one bullet per binding, the pods in a
+    ``diff`` block (``+`` start, ``-`` stop) that GitHub colours."""
+    if "protection_changes" not in meta and "protection_basis" not in meta:
+        return []
+    changes = meta.get("protection_changes")
+    basis = basis_line(meta)
+    if changes is None:
+        return ["#### Protection changes", "", f"Unknown: {basis}", ""]
+    lines = ["#### Protection changes", ""]
+    if basis:
+        lines += [f"_Compared with {basis}._", ""]
+    if not changes:
+        return [*lines, "None: the manifests steer the same pods as before.", ""]
+    for change in changes:
+        icon = "🔴" if change["stop"] else "🟢"
+        lines.append(f"- {icon} {headline(change)}")
+    lines += ["", "```diff"]
+    for change in changes:
+        lines.append(f"# Binding {change['binding']}")
+        lines += pod_lines(change["start"], "+")
+        lines += pod_lines(change["stop"], "-")
+    return [*lines, "```", ""]

@@ -1,0 +1,385 @@
+"""``osc-gitops sandbox up`` / ``down``: a local cluster that stays up, to try your own manifests.
+
+``up`` starts a background process (the *session*) that runs real OVN daemons (NB, SB and
+northd: OVN 26.03 from the sid root, or the host's 23.03 with ``--ovn 23.03``) and the
+Kubernetes API emulator, seeds them from a cluster description (``--cluster DIR``, default
+``examples/cluster/``: ``namespaces.yaml``, ``nodes.yaml``, ``pods.yaml`` in kubectl's List
+format) as OVN-Kubernetes would, and prints the environment that points every osc-gitops command
+and ``kubectl`` at it::
+
+    eval "$(osc-gitops sandbox up)"
+    kubectl get pods -A
+    osc-gitops plan examples/policies
+    osc-gitops sandbox down
+
+While it runs, the session plays OVN-Kubernetes for what you do through the API: a pod you
+create (``kubectl run``, ``kubectl apply``) is placed on a node when it names none, given an
+address (the ``k8s.ovn.org/pod-networks`` annotation) and its logical switch port; a pod you
+delete loses its port. Relabelling (``kubectl label``) needs nothing from it.
+
+Everything lives in one folder (``--dir``, ``OSC_SANDBOX_DIR``, default
+``~/.cache/osc-gitops/sandbox``): ``session.json`` (what ``up`` printed, and the session's pid),
+``session.log``, the databases and sockets under ``world/``, and ``bin/`` with ``ovn-nbctl``,
+``ovn-sbctl`` and ``ovn-trace`` wrappers of the sandbox's own OVN (the NB/SB as defaults).
+``down`` stops the session (SIGTERM; its OVN daemons die with it: they are started with the
+parent-death signal) and removes the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import UserError
+
+STATE = "session.json"
+LOG = "session.log"
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 20.0
+TOOLS = ("ovn-nbctl", "ovn-sbctl", "ovn-trace")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def default_dir() -> Path:
+    if os.environ.get("OSC_SANDBOX_DIR"):
+        return Path(os.environ["OSC_SANDBOX_DIR"])
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "osc-gitops" / "sandbox"
+
+
+def _cluster_dir(given: str | None) -> Path:
+    for candidate in (
+        [Path(given)] if given else [Path("examples/cluster"), REPO / "examples/cluster"]
+    ):
+        if candidate.is_dir():
+            return candidate.resolve()
+    if given:
+        raise UserError(f"--cluster {given}: no such folder")
+    raise UserError("no cluster description: pass --cluster DIR (like examples/cluster/)")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(folder: Path) -> dict[str, Any] | None:
+    """The running session's ``session.json`` (``None`` when there is none, or it died)."""
+    try:
+        state = json.loads((folder / STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or not _alive(int(state.get("pid", 0))):
+        return None
+    return state
+
+
+def exports(state: Mapping[str, Any]) -> str:
+    """The shell lines ``up`` prints on stdout (for ``eval``)."""
+    names = {
+        "OSC_OVN_NB": state["nb"],
+        "OSC_OVN_SB": state["sb"],
+        "KUBECONFIG": state["kubeconfig"],
+        "OSC_OVN_TRACE": state["trace"],
+    }
+    return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in names.items())
+
+
+def _summary(state: Mapping[str, Any]) -> str:
+    return (
+        f"osc-gitops sandbox is up (pid {state['pid']}): OVN {state['ovn']} NB+SB+northd and a "
+        f"Kubernetes API emulator at {state['api']}, seeded from {state['cluster']} "
+        f"({state['nodes']} nodes, {state['pods']} pods).\n"
+        f'Set the variables in your shell with: eval "$(osc-gitops sandbox up)"; then\n'
+        "  kubectl get pods -A\n"
+        "  osc-gitops plan examples/policies        # or your own manifests\n"
+        f"OVN tools of this sandbox: {state['bin']} (ovn-nbctl, ovn-sbctl, ovn-trace)\n"
+        "Stop it with: osc-gitops sandbox down\n"
+    )
+
+
+def up(state_dir: str | None, cluster_dir: str | None, ovn_version: str | None) -> int:
+    """Start the session (or report the one running) and print its exports."""
+    from osc_gitops_sandbox.datapath_world import DEFAULT_OVN, OVN_VERSIONS
+    from osc_gitops_sandbox.ovn import ovn_unavailable_reason
+
+    folder = Path(state_dir) if state_dir else default_dir()
+    version = ovn_version or DEFAULT_OVN
+    if version not in OVN_VERSIONS:
+        raise UserError(f"--ovn {version}: one of {', '.join(OVN_VERSIONS)}")
+    seed = _cluster_dir(cluster_dir)
+    running = read_state(folder)
+    if running is not None:
+        if running["ovn"] != version or running["cluster"] != str(seed):
+            raise UserError(
+                f"a sandbox is already up in {folder} (OVN {running['ovn']}, cluster "
+                f"{running['cluster']}): run `osc-gitops sandbox down` first"
+            )
+        sys.stdout.write(exports(running))
+        print(f"(already up) {_summary(running)}", end="", file=sys.stderr)
+        return 0
+    reason = ovn_unavailable_reason(northd=True, distribution=OVN_VERSIONS[version].distribution)
+    if reason:
+        other = ", or try --ovn 23.03" if version != "23.03" else ""
+        raise UserError(f"the sandbox on OVN {version} cannot run here: {reason}{other}")
+    _check_seed(seed)
+    _remove(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOG, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "osc_gitops_sandbox.session", "serve", str(folder),
+             str(seed), version],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+        )  # fmt: skip
+    deadline = time.monotonic() + START_TIMEOUT
+    while (state := read_state(folder)) is None or state["pid"] != proc.pid:
+        if proc.poll() is not None:
+            raise UserError(
+                f"the sandbox did not start (exit code {proc.returncode}); its log "
+                f"{folder / LOG}:\n{_tail(folder / LOG)}"
+            )
+        if time.monotonic() > deadline:
+            proc.terminate()
+            raise UserError(
+                f"the sandbox did not start within {START_TIMEOUT:.0f} s; log {folder / LOG}"
+            )
+        time.sleep(0.05)
+    sys.stdout.write(exports(state))
+    print(_summary(state), end="", file=sys.stderr)
+    return 0
+
+
+def down(state_dir: str | None) -> int:
+    """Stop the session and remove its folder."""
+    folder = Path(state_dir) if state_dir else default_dir()
+    state = read_state(folder)
+    if state is None:
+        existed = folder.exists()
+        _remove(folder)
+        print(
+            f"no sandbox is up in {folder}"
+            + (" (removed what a stopped one left)" if existed else ""),
+            file=sys.stderr,
+        )
+        return 0
+    pid = int(state["pid"])
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    _remove(folder)
+    print(f"sandbox stopped (pid {pid}) and {folder} removed", file=sys.stderr)
+    return 0
+
+
+def _ours(folder: Path) -> bool:
+    """Whether ``folder`` is a sandbox folder (or empty): the only kind ``up``/``down`` remove."""
+    if not folder.is_dir():
+        return False
+    names = {p.name for p in folder.iterdir()}
+    return not names or bool(names & {STATE, LOG, "world", "bin"})
+
+
+def _remove(folder: Path) -> None:
+    import shutil
+
+    if not folder.exists():
+        return
+    if not _ours(folder):
+        raise UserError(
+            f"{folder} is not a sandbox folder (no {STATE}, {LOG} or world/ in it): choose "
+            "another --dir"
+        )
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _check_seed(folder: Path) -> None:
+    """Refuse a cluster description the session could not seed, here, with the file named."""
+    from osc_gitops_sandbox.cluster import load_seed_dir
+
+    try:
+        nodes, pods, _ = load_seed_dir(folder)
+    except Exception as exc:  # a YAML error of the user's file: one line, no traceback
+        raise UserError(f"cannot read the cluster description in {folder}: {exc}") from None
+    if not nodes:
+        raise UserError(f"{folder}/nodes.yaml: no Node: the sandbox needs at least one node")
+    names = {n.get("metadata", {}).get("name") for n in nodes}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node is not None and node not in names:
+            meta = pod.get("metadata", {})
+            raise UserError(
+                f"{folder}/pods.yaml: pod {meta.get('namespace')}/{meta.get('name')} is on node "
+                f"{node}, which nodes.yaml does not declare"
+            )
+
+
+# -- the session process --------------------------------------------------------------------------
+
+
+class OvnKubernetesPlayer:
+    """Plays OVN-Kubernetes for pods created or deleted through the API while the sandbox runs:
+    places a pod without ``spec.nodeName`` on a node (in turn), gives it an address and its
+    LSP, and removes the LSP of a deleted pod (or of a pod recreated under the same name)."""
+
+    def __init__(self, cluster: Any) -> None:
+        from osc_gitops_sandbox.cluster import PodAddresses, node_subnet
+
+        self.cluster = cluster
+        self.addresses = PodAddresses()
+        self.nodes: list[str] = []
+        for node in cluster.kube.objects("Node"):
+            name = node["metadata"]["name"]
+            self.addresses.add_node(name, node_subnet(node))
+            self.nodes.append(name)
+        self.known: dict[tuple[str, str], str] = {}
+        self._turn = 0
+        for pod in cluster.kube.objects("Pod"):
+            self._adopt(pod)
+
+    def _adopt(self, pod: Mapping[str, Any]) -> bool:
+        """A pod that already has its address and port (seeded): remember it."""
+        from osc_gitops_sandbox.cluster import POD_NETWORKS, seed_pod_of
+
+        meta = pod["metadata"]
+        if POD_NETWORKS not in (meta.get("annotations") or {}) or not pod["spec"].get("nodeName"):
+            return False
+        self.addresses.observe(seed_pod_of(pod))
+        self.known[(meta["namespace"], meta["name"])] = meta["uid"]
+        return True
+
+    def sync(self) -> None:
+        from osc_gitops_sandbox.cluster import (
+            api_request,
+            delete_lsp,
+            insert_pod_lsps,
+            pod_object,
+        )
+        from osc_gitops_sandbox.ovn import SeedPod
+
+        current: dict[tuple[str, str], str] = {}
+        for pod in self.cluster.kube.objects("Pod"):
+            meta = pod["metadata"]
+            ident = (meta["namespace"], meta["name"])
+            current[ident] = meta["uid"]
+            if self.known.get(ident) == meta["uid"]:
+                continue
+            if ident in self.known:  # recreated under the same name: a new pod, a new port
+                delete_lsp(self.cluster.nb_remote, f"{ident[0]}_{ident[1]}")
+            node = pod["spec"].get("nodeName") or self.nodes[self._turn % len(self.nodes)]
+            self._turn += 1
+            if node not in self.nodes:
+                self.known[ident] = meta["uid"]  # not a node of the sandbox: no port
+                continue
+            mac, ip, prefixlen = self.addresses.allocate(node)
+            placed = pod_object(ident[0], ident[1], node, meta.get("labels"), mac, ip, prefixlen)
+            patch = {"metadata": {"annotations": placed["metadata"]["annotations"]},
+                     "spec": {"nodeName": node}}  # fmt: skip
+            path = f"/api/v1/namespaces/{ident[0]}/pods/{ident[1]}"
+            try:
+                api_request(self.cluster.kube, "PATCH", path, patch)
+            except RuntimeError:
+                continue  # deleted meanwhile
+            insert_pod_lsps(self.cluster.nb_remote, [SeedPod(*ident, meta["uid"], node, mac, ip)])
+            self.known[ident] = meta["uid"]
+        for ident in set(self.known) - set(current):
+            delete_lsp(self.cluster.nb_remote, f"{ident[0]}_{ident[1]}")
+            del self.known[ident]
+
+
+def _wrappers(folder: Path, dist: Any, nb: str, sb: str) -> Path:
+    """``bin/`` with the sandbox's own OVN tools, the NB/SB as their defaults."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    env = {"OVN_NB_DB": nb, "OVN_SB_DB": sb}
+    for tool in TOOLS:
+        command = " ".join(shlex.quote(part) for part in dist.command(tool))
+        assignments = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        script = bin_dir / tool
+        script.write_text(
+            f"#!/bin/sh\n# {tool} of the osc-gitops sandbox ({dist.label})\n"
+            f'exec env {assignments} {command} "$@"\n'
+        )
+        script.chmod(0o755)
+    return bin_dir
+
+
+def serve(folder: Path, seed: Path, version: str) -> int:
+    """The session: start, seed, publish ``session.json``, play OVN-Kubernetes until SIGTERM."""
+    from osc_gitops_sandbox.cluster import SandboxCluster, load_seed_dir
+    from osc_gitops_sandbox.datapath_world import OVN_VERSIONS
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    distribution = OVN_VERSIONS[version].distribution
+    with SandboxCluster(folder / "world", distribution=distribution, northd=True) as cluster:
+        nodes, pods, namespaces = load_seed_dir(seed)
+        placed = [p for p in pods if (p.get("metadata", {}).get("annotations") or {}).get(
+            "k8s.ovn.org/pod-networks") and (p.get("spec") or {}).get("nodeName")]  # fmt: skip
+        cluster.seed(nodes, placed, namespaces)
+        if len(placed) < len(pods):  # the others the player places, addresses and wires
+            cluster.kube.add_objects([p for p in pods if p not in placed])
+        player = OvnKubernetesPlayer(cluster)
+        player.sync()
+        ovn_version = cluster.distribution.version("ovn-northd")
+        bin_dir = _wrappers(folder, cluster.distribution, cluster.nb_remote, cluster.ovn.sb_remote)
+        state: dict[str, Any] = {
+            "pid": os.getpid(),
+            "ovn": version,
+            "ovn_release": ovn_version,
+            "distribution": cluster.distribution.label,
+            "nb": cluster.nb_remote,
+            "sb": cluster.ovn.sb_remote,
+            "kubeconfig": cluster.kubeconfig,
+            "api": cluster.kube.url,
+            "cluster": str(seed),
+            "nodes": len(nodes),
+            "pods": len(pods),
+            "bin": str(bin_dir),
+            "trace": str(bin_dir / "ovn-trace"),
+        }
+        tmp = folder / (STATE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, folder / STATE)
+        print(f"sandbox up: {json.dumps(state)}", flush=True)
+        while not stop.wait(0.2):
+            try:
+                player.sync()
+            except Exception as exc:  # keep serving; the log says what went wrong
+                print(f"playing OVN-Kubernetes failed: {exc!r}", flush=True)
+    (folder / STATE).unlink(missing_ok=True)
+    print("sandbox stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":  # the session process ``up`` starts
+    if len(sys.argv) != 5 or sys.argv[1] != "serve":
+        sys.exit("usage: python -m osc_gitops_sandbox.session serve DIR CLUSTER_DIR OVN_VERSION")
+    sys.exit(serve(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))

@@ -1,0 +1,158 @@
+"""Safe review through the CLI against the sandbox (issue #24 items 1, 2 and 6): a plan after
+an apply shows which pods stop being steered and the likely typo; apply on a terminal asks and
+writes nothing unless told ``yes``; apply records its status and manifests by default.
+
+One sandbox for the module (OVN 26.03 NB without northd and the API emulator); each test starts
+from the policies applied and leaves them applied."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from osc_gitops_sandbox.cluster import SandboxCluster
+
+from tests.support.cli import CliResult, cli
+from tests.support.ovn import require_ovn_or_fail
+from tests.support.paths import CLUSTER, POLICIES
+
+pytestmark = pytest.mark.ovn
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SandboxCluster, Path]]:
+    require_ovn_or_fail(northd=False)
+    work = tmp_path_factory.mktemp("review")
+    with SandboxCluster(work / "sb", nb_schema="26.03", northd=False) as cluster:
+        cluster.seed_dir(CLUSTER)
+        yield cluster, work
+
+
+@pytest.fixture
+def policies(world: tuple[SandboxCluster, Path], tmp_path: Path) -> Iterator[Path]:
+    """A private copy of examples/policies, applied; applied again afterwards (so the next test
+    starts from it, whatever this one changed)."""
+    target = tmp_path / "policies"
+    shutil.copytree(POLICIES, target)
+    assert run(world, "apply", target, "--auto-approve").code == 0
+    yield target
+    shutil.rmtree(target)
+    shutil.copytree(POLICIES, target)
+    assert run(world, "apply", target, "--auto-approve").code == 0
+
+
+def run(world: tuple[SandboxCluster, Path], command: str, *args: object) -> CliResult:
+    cluster, work = world
+    conn = ["--ovn-nb", cluster.nb_remote, "--kubeconfig", cluster.kubeconfig]
+    return cli(command, *args, *conn, "--cache-dir", work / "cache")
+
+
+def typo(policies: Path, old: str, new: str) -> None:
+    for file in policies.rglob("*.yaml"):
+        text = file.read_text()
+        if old in text:
+            file.write_text(text.replace(old, new))
+            return
+    raise AssertionError(f"{old!r} not in {policies}")
+
+
+def test_a_typo_warns_with_the_binding_the_count_and_the_likely_typo(
+    world: tuple[SandboxCluster, Path], policies: Path
+) -> None:
+    typo(policies, "    - shop-backend", "    - shop-backnd")
+    result = run(world, "plan", policies)
+    assert result.code == 2, result.err
+    out = result.out
+    assert out.index("Protection changes, compared with the manifests applied from") < out.index(
+        "osc-gitops will perform the following actions:"
+    )
+    assert "Binding db-firewall (SecurityGroup db → firewall): stops steering 2 pods" in out
+    assert (
+        "! Binding db-firewall stops steering 2 pods it steered before (shop-backend: 2); "
+        "likely typo: SecurityGroup db: no pod runs in namespace 'shop-backnd' (did you mean "
+        "'shop-backend'?)"
+    ) in out
+    data = json.loads(run(world, "plan", policies, "-o", "json").out)
+    (change,) = data["protection_changes"]
+    assert change["binding"] == "db-firewall"
+    assert sorted(p["pod"] for p in change["stop"]) == ["db-0", "db-1"]
+    assert data["meta"]["protection_basis"]["source"] == "applied"
+
+
+def test_a_label_typo_in_a_vnf_node_selector(
+    world: tuple[SandboxCluster, Path], policies: Path
+) -> None:
+    typo(policies, 'osc.io/vnf-capable: "true"', 'osc.io/vnf-capable: "ture"')
+    out = run(world, "plan", policies).out
+    assert "Binding api-ips stops steering 1 pod it steered before (shop-backend: 1); likely " \
+           "typo: VnfDeployment ips nodeSelector: no node carries osc.io/vnf-capable=ture " \
+           "(did you mean osc.io/vnf-capable=true?)" in out  # fmt: skip
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_apply_on_a_terminal_asks_and_writes_nothing_without_yes(
+    world: tuple[SandboxCluster, Path], policies: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    typo(policies, "app=web", "app=wbe")
+    monkeypatch.setattr("sys.stdin", _Terminal("no\n"))
+    cancelled = run(world, "apply", policies)
+    assert cancelled.code == 1
+    assert "Do you want to apply these changes? Only 'yes' will be accepted:" in cancelled.err
+    assert cancelled.err.rstrip().endswith("error: apply cancelled: nothing was written")
+    assert "Protection changes" in cancelled.out and "stops steering" in cancelled.out
+    assert run(world, "plan", policies).code == 2  # nothing was written
+
+    monkeypatch.setattr("sys.stdin", _Terminal("yes\n"))
+    approved = run(world, "apply", policies)
+    assert approved.code == 0, approved.err
+    assert approved.out.count("Protection changes") == 1  # shown once, before the question
+    assert run(world, "plan", policies).code == 0
+
+
+def test_auto_approve_and_no_terminal_never_ask(
+    world: tuple[SandboxCluster, Path], policies: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    typo(policies, "app=web", "app=wbe")
+    monkeypatch.setattr("sys.stdin", _Terminal(""))
+    result = run(world, "apply", policies, "--auto-approve")
+    assert result.code == 0 and "Do you want" not in result.err
+    typo(policies, "app=wbe", "app=web")
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # not a terminal (CI, a pipe)
+    result = run(world, "apply", policies)
+    assert result.code == 0 and "Do you want" not in result.err
+
+
+def test_apply_records_its_status_and_manifests_by_default(
+    world: tuple[SandboxCluster, Path], policies: Path
+) -> None:
+    _, work = world
+    status = cli("status", "--cache-dir", work / "cache", "-o", "json")
+    assert status.code == 0, status.err
+    data = json.loads(status.out)
+    assert data["result"] in ("applied", "unchanged") and data["source"] == str(policies)
+    record = json.loads((work / "cache" / "applied" / "osc-gitops.json").read_text())
+    assert sorted(record["manifests"]["bindings"]) == [
+        "api-firewall", "api-ips", "db-firewall", "web-firewall", "web-ips"]  # fmt: skip
+
+
+def test_a_plan_against_another_cluster_does_not_use_the_record(
+    world: tuple[SandboxCluster, Path], policies: Path, tmp_path: Path
+) -> None:
+    cluster, work = world
+    other = tmp_path / "kubeconfig"
+    shutil.copy(cluster.kubeconfig, other)  # the same server, but not the same kubeconfig
+    result = cli("plan", policies, "--ovn-nb", cluster.nb_remote, "--kubeconfig", other,
+                 "--cache-dir", work / "cache")  # fmt: skip
+    assert result.code == 0
+    assert "Protection changes: unknown (no record here of the manifests applied" in result.out
+    base = cli("plan", policies, "--ovn-nb", cluster.nb_remote, "--kubeconfig", other,
+               "--cache-dir", work / "cache", "--base", POLICIES)  # fmt: skip
+    assert f"Protection changes, compared with the manifests in {POLICIES}: none" in base.out

@@ -1,0 +1,116 @@
+"""Protection changes and typo guards, pure (issue #24 items 1 and 2)."""
+
+from __future__ import annotations
+
+from reconciler.core.model import Binding, BindingSpec, Metadata
+from reconciler.core.protection import protection_changes, steering_of, vnfs_of
+from reconciler.core.typos import one_edit, typo_warnings
+from tests.support.builders import binding, cluster, desired, sg, vnf
+
+PAYMENTS = [("payments", f"api-{i}", f"node-{i % 2 + 1}", {"app": "api", "tier": "edge"})
+            for i in range(37)]  # fmt: skip
+SHOP = [("shop", "web-1", "node-1", {"app": "web"}), ("shop", "web-2", "node-2", {"app": "web"})]
+OBSERVED = cluster([*PAYMENTS, *SHOP],
+                   node_labels={"node-1": {"zone": "dmz"}, "node-2": {"zone": "dmz"}})  # fmt: skip
+
+
+def shop(*, namespaces: list[str] | None = None, label: str = "app=api", **vnf_spec: object):
+    return desired(
+        sg("payments", label, namespaces=namespaces or ["payments"]),
+        sg("web", "app=web"),
+        vnf("ids", **vnf_spec),
+        binding("payments-ids", "payments", "ids", 10),
+        binding("web-ids", "web", "ids", 10),
+    )
+
+
+def test_steering_of_names_pod_node_label_and_vnf() -> None:
+    steering = steering_of(shop(), OBSERVED)
+    assert len(steering["payments-ids"]) == 37
+    web = steering["web-ids"][("shop", "web-2")]
+    assert (web.node, web.label, web.vnfs) == ("node-2", "app=web", ("ids",))
+
+
+def test_a_namespace_typo_stops_steering_and_the_warning_names_binding_count_and_typo() -> None:
+    before, after = shop(), shop(namespaces=["paymnets"])
+    changes = protection_changes(before, OBSERVED, after)
+    (change,) = changes
+    assert (change.binding, change.change, len(change.stop), change.start) == (
+        "payments-ids", "changed", 37, ())  # fmt: skip
+    assert (change.before, change.after) == (37, 0)
+    warnings = typo_warnings(after, OBSERVED, changes)
+    assert warnings[0] == (
+        "Binding payments-ids stops steering 37 pods it steered before (payments: 37); likely "
+        "typo: SecurityGroup payments: no pod runs in namespace 'paymnets' (did you mean "
+        "'payments'?)"
+    )
+    assert len(warnings) == 1  # the cause is not repeated as a group warning
+
+
+def test_a_label_value_typo_suggests_the_label_one_edit_away() -> None:
+    after = shop(label="tier=egde")
+    changes = protection_changes(shop(label="tier=edge"), OBSERVED, after)
+    assert typo_warnings(after, OBSERVED, changes) == [
+        "Binding payments-ids stops steering 37 pods it steered before (payments: 37); likely "
+        "typo: SecurityGroup payments: no pod carries tier=egde (did you mean tier=edge?)"
+    ]
+
+
+def test_a_node_selector_typo_is_named() -> None:
+    after = shop(nodeSelector={"zone": "dzm"})
+    changes = protection_changes(shop(), OBSERVED, after)
+    assert {c.binding for c in changes} == {"payments-ids", "web-ids"}
+    warnings = typo_warnings(after, OBSERVED, changes)
+    assert all("likely typo: VnfDeployment ids nodeSelector: no node carries zone=dzm (did you "
+               "mean zone=dmz?)" in w for w in warnings)  # fmt: skip
+    assert len(warnings) == 2
+
+
+def test_guards_without_a_before() -> None:
+    typo = desired(
+        sg("pay", "app=api", namespaces=["paymnets"]),
+        sg("idle", "app=nothing-like-it"),
+        sg("edge", "tier=egde", "app=web"),
+        vnf("ids", nodeSelector={"zone": "dzm"}),
+    )
+    assert typo_warnings(typo, OBSERVED) == [
+        "SecurityGroup edge: no pod carries tier=egde (did you mean tier=edge?)",
+        "SecurityGroup idle selects no pod: no pod carries app=nothing-like-it",
+        "SecurityGroup pay selects no pod: no pod runs in namespace 'paymnets' (did you mean "
+        "'payments'?)",
+        "VnfDeployment ids: nodeSelector matches none of the 2 nodes (no node carries zone=dzm "
+        "(did you mean zone=dmz?)): it runs nowhere and its bindings steer nothing",
+    ]
+
+
+def test_new_and_removed_bindings_and_relabelled_pods() -> None:
+    before = desired(sg("web", "app=web"), vnf("ids"), binding("old", "web", "ids", 10))
+    after = desired(sg("web", "app=web"), vnf("ids"), binding("new", "web", "ids", 10))
+    changes = {c.binding: c for c in protection_changes(before, OBSERVED, after)}
+    assert changes["old"].change == "removed" and len(changes["old"].stop) == 2
+    assert changes["new"].change == "added" and len(changes["new"].start) == 2
+    assert typo_warnings(after, OBSERVED, tuple(changes.values()))[0] == (
+        "Binding old stops steering 2 pods it steered before (shop: 2): the binding is removed"
+    )
+    relabelled = cluster([*PAYMENTS, SHOP[0], ("shop", "web-2", "node-2", {"app": "db"})])
+    (change,) = protection_changes(after, OBSERVED, after, relabelled)
+    assert [p.ref for p in change.stop] == ["shop/web-2"]
+
+
+def test_a_chain_is_steered_where_one_of_its_vnfs_runs() -> None:
+    # spec.vnf as a list (the chains of issue #21), built without validation until it lands.
+    spec = BindingSpec.model_construct(securityGroup="web", vnf=["fw", "ids"], order=10)
+    chain = Binding.model_construct(metadata=Metadata(name="web-chain"), spec=spec)
+    state = desired(sg("web", "app=web"), vnf("fw"), vnf("ids", nodeSelector={"zone": "a"}))
+    state = state.model_copy(update={"bindings": {"web-chain": chain}})
+    assert vnfs_of(chain) == ("fw", "ids")
+    labelled = cluster(SHOP, node_labels={"node-1": {"zone": "a"}})
+    steering = steering_of(state, labelled)["web-chain"]
+    assert steering[("shop", "web-1")].vnfs == ("fw", "ids")
+    assert steering[("shop", "web-2")].vnfs == ("fw",)
+
+
+def test_one_edit() -> None:
+    assert one_edit("edge", "egde") and one_edit("payments", "paymnets")
+    assert one_edit("dmz", "dzm") and one_edit("web", "webs") and one_edit("web", "wab")
+    assert not one_edit("web", "web") and not one_edit("web", "api") and not one_edit("ab", "ba c")

@@ -1,0 +1,111 @@
+"""Protection changes first in every plan: text, the pull-request Markdown (with a Mermaid
+diagram of each changed group's bindings) and the JSON contract (issue #24 item 1)."""
+
+from __future__ import annotations
+
+import json
+
+from reconciler.cli.review import annotate
+from reconciler.core.compile import CompileOptions
+from reconciler.core.planning import make_plan
+from reconciler.render import render
+from reconciler.render.mermaid import diagram, group_bindings
+from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.simulate import apply_to, with_live
+
+PODS = [("payments", f"api-{i}", f"node-{i % 2 + 1}", {"app": "api"}) for i in range(8)]
+PODS += [("shop", "web-1", "node-1", {"app": "web"})]
+BEFORE = desired(
+    sg("payments", "app=api", namespaces=["payments"]),
+    sg("web", "app=web"),
+    vnf("ids"),
+    binding("payments-ids", "payments", "ids", 10, failurePolicy="fail-open",
+            traffic=[{"protocol": "tcp", "ports": [443, {"start": 8000, "end": 8080}]}]),
+    binding("web-ids", "web", "ids", 5),
+)  # fmt: skip
+AFTER = desired(
+    sg("payments", "app=api", namespaces=["paymnets"]),
+    sg("web", "app=web"),
+    vnf("ids"),
+    binding("payments-ids", "payments", "ids", 10, failurePolicy="fail-open",
+            traffic=[{"protocol": "tcp", "ports": [443, {"start": 8000, "end": 8080}]}]),
+    binding("web-ids", "web", "ids", 5),
+)  # fmt: skip
+
+
+def reviewed_plan():
+    base = cluster(PODS)
+    live = with_live(base, apply_to({}, make_plan(BEFORE, base, CompileOptions())))
+    plan = make_plan(AFTER, live, CompileOptions())
+    return annotate(plan, AFTER, live, BEFORE, {"source": "base", "detail": "the manifests in b/"})
+
+
+def test_text_leads_with_the_protection_changes_grouped_by_namespace() -> None:
+    text = render(reviewed_plan(), "text")
+    head = text.index("Protection changes, compared with the manifests in b/:")
+    assert head < text.index("osc-gitops will perform the following actions:")
+    assert (
+        "  Binding payments-ids (SecurityGroup payments → ids): stops steering 8 pods; 8 → 0 "
+        "pods steered\n"
+        "      - payments: 8 pods (api-0, api-1, api-2, …; node-1: 4, node-2: 4; via app=api)\n"
+    ) in text
+    assert "! Binding payments-ids stops steering 8 pods it steered before (payments: 8); " in text
+
+
+def test_short_lists_name_every_pod() -> None:
+    plan = reviewed_plan()
+    meta = dict(plan.meta)
+    meta["protection_changes"][0]["stop"] = meta["protection_changes"][0]["stop"][:2]
+    text = render(plan, "text")
+    assert "      - payments/api-0 on node-1 (via app=api)\n" in text
+
+
+def test_markdown_leads_with_protection_then_diagrams_then_warnings_then_rows() -> None:
+    md = render(reviewed_plan(), "markdown")
+    order = [
+        md.index("#### Protection changes"),
+        md.index("```mermaid"),
+        md.index("**Warnings**"),
+        md.index("#### Rows"),
+    ]
+    assert order == sorted(order)
+    assert "- 🔴 Binding payments-ids (SecurityGroup payments → ids): stops steering 8 pods" in md
+    assert "- payments: 8 pods (api-0, api-1, api-2, …" in md
+    assert "SecurityGroup `payments`:" in md and "SecurityGroup `web`:" not in md
+
+
+def test_the_mermaid_diagram_shows_order_direction_filters_policy_and_chain() -> None:
+    lines = diagram("payments", group_bindings(AFTER, ["payments"])["payments"])
+    assert lines[0] == "flowchart LR"
+    assert 'sg_payments(["SecurityGroup payments<br/>app=api<br/>in paymnets"])' in lines[1]
+    edge = next(line for line in lines if "-->" in line)
+    assert edge == (
+        '  sg_payments -->|"order 10 · exit-lport · tcp 443,8000-8080 · fail-open · '
+        'after-network-policy"| b_payments_ids_0_ids'
+    )
+    chained = {"labels": ["app=web"], "namespaces": None, "bindings": [
+        {"name": "c", "order": 1, "redirection": "both", "traffic": "all IP",
+         "failurePolicy": "fail-close", "precedence": "after-network-policy",
+         "vnfs": ["fw", "ids"]}]}  # fmt: skip
+    chain = diagram("web", chained)
+    assert "  b_c_0_fw --> b_c_1_ids" in chain and '  b_c_1_ids["VNF ids"]' in chain
+
+
+def test_json_has_protection_changes_before_the_changes() -> None:
+    data = json.loads(render(reviewed_plan(), "json"))
+    assert list(data)[:4] == ["format_version", "meta", "protection_changes", "changes"]
+    (change,) = data["protection_changes"]
+    assert change["binding"] == "payments-ids" and change["change"] == "changed"
+    assert change["steered_before"] == 8 and change["steered_after"] == 0 and not change["start"]
+    assert change["stop"][0] == {"namespace": "payments", "pod": "api-0", "node": "node-1",
+                                 "label": "app=api", "vnfs": ["ids"]}  # fmt: skip
+    assert data["meta"]["protection_basis"] == {"source": "base", "detail": "the manifests in b/"}
+    assert "protection_changes" not in data["meta"]
+
+
+def test_unknown_basis_renders_as_unknown() -> None:
+    base = cluster(PODS)
+    plan = annotate(make_plan(AFTER, base, CompileOptions()), AFTER, base, None,
+                    {"source": "none", "detail": "no record"})  # fmt: skip
+    assert "Protection changes: unknown (no record)" in render(plan, "text")
+    assert json.loads(render(plan, "json"))["protection_changes"] is None
