@@ -118,6 +118,10 @@ class KubeCluster:
     """Extra attempts for 429/5xx answers (``Retry-After`` honoured, capped at 10 s)."""
     retry_backoff: float = 0.1
     """First delay between retries without ``Retry-After``; doubles each attempt (max 2 s)."""
+    concurrent_writes: int = 8
+    """Independent writes an apply may have in flight at once (``reconciler.engine.apply``):
+    safe, since calls are thread-safe and within the client's connection pool (10 by default
+    on 2 cores, 5 per core)."""
 
     def __init__(self, settings: KubeSettings, *, node: str | None = None) -> None:
         self.settings = settings
