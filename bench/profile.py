@@ -160,7 +160,7 @@ def _profile_zones(args: argparse.Namespace, scale: Scale, prof: AllThreads) -> 
     node = node_name(0)
     with tempfile.TemporaryDirectory(prefix="oscp-") as tmp:
         manifests = write_manifests(scale, Path(tmp) / "policies")
-        with ZonedCluster(Path(tmp) / "z", distribution="sid") as zones:
+        with ZonedCluster(Path(tmp) / "z", distribution="sid", kubevirt=False) as zones:
             build(zones, scale, [node])
             who, command = args.phase.split("-")
             flags = ["--kubeconfig", zones.kubeconfig]
