@@ -69,12 +69,18 @@ class _Settled:
 
 def run_apply(args: argparse.Namespace) -> int:
     from reconciler.adapters.notify import post_json
+    from reconciler.cli import saved as saved_plans
     from reconciler.cli.approve import ReviewListener, asks
     from reconciler.cli.review import annotate, before_of, write_applied
     from reconciler.engine.pipeline import Pipeline
     from reconciler.render import render
 
-    desired, revision = load_source(args)
+    saved = None if args.repo else saved_plans.load(args.path)  # apply FILE: a saved plan
+    if saved is not None:
+        saved_plans.adopt(args, saved)
+        desired, revision = saved.desired(), saved.body.get("revision")
+    else:
+        desired, revision = load_source(args)
     options = compile_options(args)
     scope = scope_of(args)
     settled = _Settled()
@@ -86,11 +92,20 @@ def run_apply(args: argparse.Namespace) -> int:
         sys.stdout.write(render(plan, args.output))
         sys.stdout.flush()
 
-    review = ReviewListener(settled, reviewed, ask=asks(args), show=show)
+    def unchanged(plan: Plan, observed: Observed) -> None:
+        assert saved is not None
+        saved_plans.check(saved, plan)
+
+    review = ReviewListener(
+        settled, reviewed, ask=asks(args) and saved is None, show=show,
+        check=unchanged if saved is not None else None,
+    )  # fmt: skip
     with connections(args, one_shot=True, scope=scope) as (kube, ovn):
         pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
                             scope=scope)  # fmt: skip
         report = pipeline.run(desired, revision, review).report
+    if saved is not None and report.plan.empty:
+        saved_plans.check(saved, report.plan)  # an empty fresh plan must be what was saved
     _record_apply(args, revision, report, settled.last)
     write_applied(args, desired, revision)
     if not review.shown:
@@ -156,11 +171,13 @@ COMMAND = Command(
     ),
     epilog=(
         "On a terminal, apply shows the plan and asks before writing (--auto-approve: do not "
-        "ask); without a terminal it never asks.\n\n"
+        "ask); without a terminal it never asks. apply FILE applies exactly the plan `plan -out "
+        "FILE` saved, without asking, and refuses it when the live state changed since.\n\n"
         "exit codes: 0 applied and converged (or nothing to do), 1 error, not converged or "
         "cancelled\n\n"
         "examples:\n"
         "  osc-gitops apply examples/policies --ovn-nb tcp:10.0.0.5:6641\n"
+        "  osc-gitops plan policies/ -out plan.json && osc-gitops apply plan.json\n"
         "  osc-gitops apply policies/ --steering router-policy   # OVN < 26.03\n"
         "  osc-gitops apply policies/ --kubernetes-only          # interconnect: VMs, NADs\n"
         "  osc-gitops apply policies/ --node node-1 --ovn-nb unix:/var/run/ovn/ovnnb_db.sock"

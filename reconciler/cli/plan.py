@@ -21,7 +21,7 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
-from reconciler.cli.review import add_base_arg
+from reconciler.cli.review import SNAPSHOT_KEY, add_base_arg
 from reconciler.errors import UserError
 
 
@@ -38,6 +38,11 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         "--all-nodes: every zone of an interconnect cluster)",
     )
     add_base_arg(parser)
+    parser.add_argument(
+        "-out", "--out", dest="out", default=None, metavar="FILE",
+        help="also save the plan to FILE: `osc-gitops apply FILE` applies exactly it, and "
+        "refuses when the live state changed since",
+    )  # fmt: skip
     parser.add_argument(
         "--allow-empty",
         action="store_true",
@@ -62,11 +67,17 @@ def run_plan(args: argparse.Namespace) -> int:
             from reconciler.cli.review import merged_zones
             from reconciler.cli.zones import plan_zoned
 
+            if args.out:
+                raise UserError(
+                    "-out: a zoned snapshot's plan is applied zone by zone by the node agents; "
+                    "save plans per node (--node) against its NB instead"
+                )
             the_plan = plan_zoned(args, data, desired, options)
             if revision:
                 the_plan = with_meta(the_plan, revision=revision)
             return finish_plan(args, desired, the_plan, merged_zones(data))
         observed = parse_snapshot(args.observed, data)
+        args.snapshot_applied = data.get(SNAPSHOT_KEY)  # the protection changes' basis
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
             observed = observe_in(scope, kube, ovn, options.instance)
@@ -90,7 +101,12 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
     before, basis = before_of(args, observed, offline=bool(args.observed))
     the_plan = annotate(the_plan, desired, observed, before, basis)
     guard_empty(desired, the_plan, args.allow_empty)
-    return print_plan(the_plan, args.output)
+    code = print_plan(the_plan, args.output)
+    if args.out:
+        from reconciler.cli import saved
+
+        saved.write(args, args.out, desired, the_plan.meta.get("revision"), the_plan)
+    return code
 
 
 def print_plan(the_plan: Any, output: str) -> int:

@@ -9,7 +9,8 @@ the cluster observed. "Before" is, in this order:
    pod is steered now, whatever any manifest says;
 3. the manifests the last successful ``apply`` of this instance and scope recorded in its
    cache dir (``<cache-dir>/applied/<instance>.json``), when it was against the same NB and
-   kubeconfig;
+   kubeconfig; for ``plan --observed``, the record ``osc-gitops snapshot`` found that way and
+   embedded in the snapshot (key ``osc_gitops_applied``);
 4. otherwise unknown: the plan says so (``protection_changes: null``) and how to tell it.
 
 Why a record and not the live OVN rows: which rows carry the steering of which pod is the
@@ -91,18 +92,34 @@ def write_applied(args: argparse.Namespace, desired: Any, revision: str | None) 
         print(f"warning: cannot record the applied manifests in {path}: {exc}", file=sys.stderr)
 
 
-def read_applied(args: argparse.Namespace) -> tuple[Any, str] | None:
-    """The manifests last applied from here to this cluster, and how to describe them."""
-    from pydantic import ValidationError
+SNAPSHOT_KEY = "osc_gitops_applied"
+"""Where ``osc-gitops snapshot`` puts the applied record it found (plans of the snapshot then
+compare with it)."""
 
-    path = record_path(args)
+
+def applied_record(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The record the last apply from here to this cluster wrote (``None``: none, or for
+    another cluster)."""
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(record_path(args).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict) or record.get("format_version") != RECORD_FORMAT:
         return None
     if record.get("endpoint") != endpoint_of(args):
+        return None
+    return record
+
+
+def read_applied(
+    args: argparse.Namespace, record: dict[str, Any] | None = None
+) -> tuple[Any, str] | None:
+    """The manifests last applied from here to this cluster (or those of ``record``, e.g. the
+    one a snapshot carries), and how to describe them."""
+    from pydantic import ValidationError
+
+    record = record if record is not None else applied_record(args)
+    if not isinstance(record, dict) or record.get("format_version") != RECORD_FORMAT:
         return None
     try:
         desired = desired_from_json(record.get("manifests"))
@@ -133,7 +150,10 @@ def before_of(
             "source": "nothing-applied",
             "detail": "nothing applied (this instance owns no row or object yet)",
         }
-    record = None if offline else read_applied(args)
+    carried = getattr(args, "snapshot_applied", None)  # what `snapshot` embedded
+    record = read_applied(args, carried) if offline and carried else None
+    if not offline:
+        record = read_applied(args)
     if record is not None:
         return record[0], {"source": "applied", "detail": record[1]}
     why = "a snapshot" if offline else "this cluster"

@@ -31,8 +31,8 @@ def add_trace_args(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--peer", default=None, metavar="NAMESPACE/POD",
-        help="the other end of the traced traffic (default: a pod on the same node that no "
-        "group steers)",
+        help="the other end of the traced traffic (default: a pod no group steers, on the same "
+        "node; with router-policy steering, which sees routed traffic only, on another node)",
     )  # fmt: skip
     group.add_argument(
         "--ovn-trace", default=env("OSC_OVN_TRACE", "ovn-trace"), metavar="COMMAND",
@@ -60,7 +60,7 @@ def run_traces(
         if peer is None:
             raise TraceError(f"--peer {args.peer}: no such pod with an OVN port")
     else:
-        peer = choose_peer(desired, observed, port)
+        peer = choose_peer(desired, observed, port, routed=explanation.steering == "router-policy")
     planned = probes(explanation, observed, port, peer, explanation.steering)
     if not planned:
         return []

@@ -115,9 +115,12 @@ def gateway_mac(observed: Observed, switch: str) -> str:
     return "0a:58:" + ":".join(f"{b:02x}" for b in gateway.packed)
 
 
-def choose_peer(desired: Desired, observed: Observed, pod_port: PodPort) -> PodPort:
-    """A pod to trace against: on the same node and steered by no group if there is one (its
-    own steering would mix into the trace), else any pod on the node, else any pod."""
+def choose_peer(
+    desired: Desired, observed: Observed, pod_port: PodPort, *, routed: bool = False
+) -> PodPort:
+    """A pod to trace against: on the same node (with ``routed``, for router-policy steering,
+    which sees routed traffic only: on another node), steered by no group if there is one (its
+    own steering would mix into the trace); else any other pod."""
     steered = {
         port.name
         for nodes in members_by_group_and_node(desired, observed.pods, observed.pod_ports).values()
@@ -125,7 +128,9 @@ def choose_peer(desired: Desired, observed: Observed, pod_port: PodPort) -> PodP
         for port in ports
     }
     others = [p for p in observed.pod_ports if p.name != pod_port.name and _LSP.fullmatch(p.name)]
-    ranked = sorted(others, key=lambda p: (p.switch != pod_port.switch, p.name in steered, p.name))
+    ranked = sorted(
+        others, key=lambda p: ((p.switch != pod_port.switch) != routed, p.name in steered, p.name)
+    )
     if not ranked:
         raise TraceError("no other pod has an OVN port to trace against: pass --peer NS/POD")
     return ranked[0]

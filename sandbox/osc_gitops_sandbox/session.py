@@ -221,12 +221,23 @@ def _tail(path: Path, lines: int = 20) -> str:
 
 def _check_seed(folder: Path) -> None:
     """Refuse a cluster description the session could not seed, here, with the file named."""
-    from osc_gitops_sandbox.cluster import load_seed_dir
+    from ruamel.yaml.error import MarkedYAMLError
 
-    try:
-        nodes, pods, _ = load_seed_dir(folder)
-    except Exception as exc:  # a YAML error of the user's file: one line, no traceback
-        raise UserError(f"cannot read the cluster description in {folder}: {exc}") from None
+    from osc_gitops_sandbox.cluster import load_items, load_seed_dir
+
+    for name in ("namespaces.yaml", "nodes.yaml", "pods.yaml"):
+        path = folder / name
+        if not path.exists():
+            continue
+        try:
+            load_items(path)
+        except MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+            raise UserError(f"{where}: YAML syntax error: {exc.problem or exc.context}") from None
+        except Exception as exc:  # not kubectl's List format: one line, no traceback
+            raise UserError(f"{path}: not a list of Kubernetes objects ({exc})") from None
+    nodes, pods, _ = load_seed_dir(folder)
     if not nodes:
         raise UserError(f"{folder}/nodes.yaml: no Node: the sandbox needs at least one node")
     names = {n.get("metadata", {}).get("name") for n in nodes}

@@ -156,3 +156,58 @@ def test_a_plan_against_another_cluster_does_not_use_the_record(
     base = cli("plan", policies, "--ovn-nb", cluster.nb_remote, "--kubeconfig", other,
                "--cache-dir", work / "cache", "--base", POLICIES)  # fmt: skip
     assert f"Protection changes, compared with the manifests in {POLICIES}: none" in base.out
+
+
+def test_a_saved_plan_is_applied_exactly_and_refused_when_the_live_state_moved(
+    world: tuple[SandboxCluster, Path], policies: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    cluster, _ = world
+    saved = tmp_path / "plan.json"
+    typo(policies, "app=web", "app=wbe")
+    planned = run(world, "plan", policies, f"-out={saved}")
+    assert planned.code == 2 and f"Saved the plan to {saved}." in planned.err
+    # The live state moves underneath: a new pod the plan did not know of.
+    cluster.add_pod("shop-frontend", "web-late", "node-1", {"app": "wbe"})
+    stale = run(world, "apply", saved)
+    assert stale.code == 1
+    assert f"the live state changed since {saved} was planned" in stale.err
+    assert (
+        "now also update Port_Group osc.web.node_1" in stale.err
+        and "nothing was written" in stale.err
+    )
+    cluster.delete_pod("shop-frontend", "web-late")
+
+    monkeypatch.setattr("sys.stdin", _Terminal(""))  # a saved plan never asks
+    applied = run(world, "apply", saved)
+    assert applied.code == 0, applied.err
+    assert "Do you want" not in applied.err and "Protection changes" in applied.out
+    assert run(world, "plan", policies).code == 0  # exactly what was planned, converged
+    again = run(world, "apply", saved)  # applied already: the fresh plan is empty
+    assert again.code == 1 and "no longer update Port_Group" in again.err
+
+    data = json.loads(saved.read_text())
+    data["manifests"]["bindings"].pop("web-ips")
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(data))
+    refused = run(world, "apply", tampered)
+    assert refused.code == 1 and "was changed after it was saved" in refused.err
+    other = run(world, "apply", saved, "--instance", "other")
+    assert other.code == 1
+    assert "was planned with --instance osc-gitops, this apply gives --instance other" in other.err
+
+
+def test_a_snapshot_carries_the_applied_record_for_offline_plans(
+    world: tuple[SandboxCluster, Path], policies: Path, tmp_path: Path
+) -> None:
+    snapshot = tmp_path / "snapshot.json"
+    assert run(world, "snapshot", "-f", snapshot).code == 0
+    assert "osc_gitops_applied" in json.loads(snapshot.read_text())
+    typo(policies, "app=web", "app=wbe")
+    offline = cli("plan", policies, "--observed", snapshot)
+    assert offline.code == 2
+    assert "Protection changes, compared with the manifests applied from" in offline.out
+    assert (
+        "Binding web-firewall stops steering 1 pod it steered before (shop-backend: 1); likely "
+        "typo: SecurityGroup web: no pod carries app=wbe (did you mean app=web?)"
+    ) in offline.out

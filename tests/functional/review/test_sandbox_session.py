@@ -170,3 +170,21 @@ def test_down_stops_everything(session: tuple[Path, dict[str, str]]) -> None:
         wait_for(lambda process=process: not Path(f"/proc/{process}").exists())
     assert "no sandbox is up" in osc("sandbox", "down", "--dir", folder).stderr
     assert cli("sandbox").code == 1  # up or down is required: a usage error
+
+
+def test_up_refuses_a_bad_cluster_description_or_folder(tmp_path: Path) -> None:
+    bad = tmp_path / "cluster"
+    bad.mkdir()
+    (bad / "nodes.yaml").write_text("kind: List\nitems: [\n")
+    result = cli("sandbox", "up", "--cluster", bad, "--dir", tmp_path / "s")
+    assert result.code == 1
+    assert result.err == (
+        f"error: {bad}/nodes.yaml:3:1: YAML syntax error: expected the node content, but found "
+        "'<stream end>'\n"
+    )
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    refused = cli("sandbox", "up", "--dir", other)
+    assert refused.code == 1 and "is not a sandbox folder" in refused.err
+    assert (other / "notes.txt").exists()

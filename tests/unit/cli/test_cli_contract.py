@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,21 @@ def test_text_logs_carry_the_reason_and_every_issue() -> None:
     text = TextFormatter().format(record)
     assert "ERROR revision refused revision=abc errors=2" in text
     assert text.splitlines()[1:] == ["    p/a.yaml:3:1: bad", "    p/b.yaml:9:2: worse"]
+
+
+def test_plan_out_saves_a_plan_that_apply_recognises(tmp_path: Path) -> None:
+    from reconciler.cli import saved
+
+    snapshot = converged_snapshot(tmp_path)
+    changed = tmp_path / "policies"
+    shutil.copytree(POLICIES, changed)
+    (changed / "bindings" / "web.yaml").unlink()
+    out = tmp_path / "plan.json"
+    result = cli("plan", changed, "--observed", snapshot, "-out", out)
+    assert result.code == 2 and f"Saved the plan to {out}." in result.err
+    plan = saved.load(str(out))
+    assert plan is not None and plan.body["endpoint"] is None  # made offline
+    assert plan.desired().bindings.keys() == {"api-firewall", "api-ips", "db-firewall"}
+    assert {c["action"] for c in plan.changes} == {"delete"}
+    assert saved.load(str(POLICIES / "vnfs.yaml")) is None  # a manifest file is not a plan
+    assert saved.load(str(POLICIES)) is None

@@ -47,6 +47,8 @@ class Explanation:
 def test_the_peer_is_an_unsteered_pod_on_the_same_node() -> None:
     assert choose_peer(DESIRED, OBSERVED, PORTS["web-1"]).name == "shop_cache-1"
     assert choose_peer(DESIRED, OBSERVED, PORTS["web-2"]).name == "shop_cache-1"  # another node
+    # router-policy steering sees routed traffic only: a peer on another node first
+    assert choose_peer(DESIRED, OBSERVED, PORTS["web-1"], routed=True).name == "shop_web-2"
 
 
 def test_probes_follow_the_redirection_and_the_first_filter() -> None:
