@@ -8,17 +8,21 @@ setup:
 	@bash scripts/setup.sh
 
 # The NB-rows story, then (as root: network namespaces) the same product steering real packets
-# through a bridging VNF on OVN 26.03, with a VNF dying and coming back.
+# through a bridging VNF on OVN 26.03, with a VNF dying and coming back; then the same in
+# OVN-Kubernetes' interconnect topology (two zones, two chassis).
 demo: setup
 	$(VENV)/bin/osc-gitops demo
-	@if [ "$$(id -u)" -eq 0 ]; then $(VENV)/bin/osc-gitops demo --datapath; \
-	else echo "(the packet demo needs root: sudo $(VENV)/bin/osc-gitops demo --datapath)"; fi
+	@if [ "$$(id -u)" -eq 0 ]; then $(VENV)/bin/osc-gitops demo --datapath && \
+	$(VENV)/bin/osc-gitops demo --datapath --zones; \
+	else echo "(the packet demos need root: sudo $(VENV)/bin/osc-gitops demo --datapath [--zones])"; fi
 
 test: setup
 	$(PY) -m pytest -q
 
-# The product and the sandbox distribution are typed alike (the sandbox imports the product).
-TYPED := reconciler/ sandbox/osc_gitops_sandbox/
+# The product and the sandbox distribution are typed alike (the sandbox imports the product),
+# and so are the tests' helpers: mypy checks the in-memory fakes against the engine's protocols
+# (tests/support/fakes.py). .github/workflows/ci.yml's typecheck job runs the same list.
+TYPED := reconciler/ sandbox/osc_gitops_sandbox/ tests/support/
 
 # Style (ruff), types (mypy) and the architecture (import-linter, contracts in .importlinter).
 # --no-cache: the import graph builds in well under a second, and no cache dir lands in the tree.

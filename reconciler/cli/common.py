@@ -35,7 +35,9 @@ from typing import TYPE_CHECKING, Any
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
+    from reconciler.adapters.kube.client import KubeCluster
     from reconciler.core.slicing import Scope
+    from reconciler.engine.providers import OvnProvider
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -241,7 +243,7 @@ def connections(
     read_only: bool = False,
     one_shot: bool = False,
     scope: Scope | None = None,
-) -> Iterator[tuple[Any, Any]]:
+) -> Iterator[tuple[KubeCluster, OvnProvider]]:
     """Kubernetes and OVN adapters from the flags (their errors are ``EndpointError``s, which
     :func:`reconciler.cli.app.main` prints as one line naming the endpoint).
 
@@ -280,8 +282,9 @@ def connections(
     # the time and memory at 10,000 pods (docs/benchmarks.md).
     # A one-shot apply reads the same way and writes with one raw transaction: the IDL would
     # also parse and keep the server's echo of every row it inserts.
+    ovn: OvnProvider
     if read_only:
-        ovn: Any = OvnSnapshot(settings)
+        ovn = OvnSnapshot(settings)
     elif one_shot:
         ovn = OvnOneShot.connect(settings)
     else:
@@ -309,7 +312,7 @@ def check_tls_flags(args: argparse.Namespace) -> None:
         raise UserError(f"--ovn-nb {args.ovn_nb} is a TLS remote: also give {', '.join(missing)}")
 
 
-def kube_connection(args: argparse.Namespace) -> Any:
+def kube_connection(args: argparse.Namespace) -> KubeCluster:
     """The Kubernetes adapter from the flags (a node agent's sees only its node's share)."""
     from reconciler.adapters.kube.client import KubeCluster
 

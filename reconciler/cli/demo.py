@@ -34,6 +34,13 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
         help="run a real OVS/ovn-controller data path instead and show packets through the "
         "VNF: steering, fail-close/fail-open when a VNF dies, recovery",
     )
+    parser.add_argument(
+        "--zones",
+        action="store_true",
+        help="with --datapath: OVN-Kubernetes interconnect, one zone (NB, SB, northd, chassis) "
+        "per node, a --node agent per zone and the --kubernetes-only owner; packets across the "
+        "zones, a firewall and a zone's NB dying, a pod moving zones",
+    )
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -48,7 +55,12 @@ def run_demo(args: argparse.Namespace) -> int:
             "the demo needs the osc-gitops sandbox: `make setup` in a source checkout installs "
             "it (pip install -e ./sandbox)"
         )
+    if args.zones and not args.datapath:
+        raise UserError("--zones is the packet story of interconnect clusters: add --datapath")
     run = next(iter(found)).load()
+    if args.zones:
+        return int(run(args.policies, args.cluster, args.steering, datapath=True,
+                       ovn_version=args.ovn, zones=True))  # fmt: skip
     return int(
         run(
             args.policies, args.cluster, args.steering, datapath=args.datapath,
@@ -64,6 +76,6 @@ COMMAND = Command(
     run=run_demo,
     epilog=(
         "examples:\n  osc-gitops demo\n  osc-gitops demo --datapath\n"
-        "  osc-gitops demo --datapath --ovn 23.03"
+        "  osc-gitops demo --datapath --ovn 23.03\n  osc-gitops demo --datapath --zones"
     ),
 )

@@ -52,11 +52,9 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from reconciler.core.health import plan_report
-    from reconciler.core.observed import Observed
+    from reconciler.core.plan import with_meta
     from reconciler.core.zoned import is_zoned
-    from reconciler.engine.pipeline import with_meta
-    from reconciler.engine.scoped import observe_in, plan_in
+    from reconciler.engine.pipeline import Pipeline, preview
 
     desired, revision = load_source(args)
     options = compile_options(args)
@@ -78,17 +76,11 @@ def run_plan(args: argparse.Namespace) -> int:
             return finish_plan(args, desired, the_plan, merged_zones(data))
         observed = parse_snapshot(args.observed, data)
         args.snapshot_applied = data.get(SNAPSHOT_KEY)  # the protection changes' basis
+        shown = preview(desired, observed, options, scope=scope, revision=revision)
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
-            observed = observe_in(scope, kube, ovn, options.instance)
-    assert isinstance(observed, Observed)
-    planned = plan_in(scope, desired, observed, options)
-    # Beside the changes: each VNF instance's health as OVN reports it, and the NF id budget.
-    report = plan_report(planned.compiled.target, planned.view.observed) if scope.reads_ovn else {}
-    the_plan = with_meta(planned.plan, **report)
-    if revision:
-        the_plan = with_meta(the_plan, revision=revision)
-    return finish_plan(args, desired, the_plan, planned.view.observed)
+            shown = Pipeline(kube, ovn, options, scope=scope).preview(desired, revision)
+    return finish_plan(args, desired, shown.plan, shown.observed)
 
 
 def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed: Any) -> int:

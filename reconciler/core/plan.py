@@ -8,10 +8,12 @@ documented contract, see ``reconciler.render.json_render``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from reconciler.core.target import KUBE_KINDS, OVN_TABLES
+
+__all__ = ["KIND_ORDER", "Action", "Change", "Plan", "with_meta"]
 
 Action = Literal["create", "update", "delete"]
 KIND_ORDER: dict[str, int] = {k: i for i, k in enumerate((*KUBE_KINDS, *OVN_TABLES))}
@@ -60,3 +62,8 @@ class Plan:
 
     def kube_changes(self) -> list[Change]:
         return [c for c in self.changes if not c.is_ovn]
+
+
+def with_meta(the_plan: Plan, **meta: Any) -> Plan:
+    """``the_plan`` with ``meta`` added to :attr:`Plan.meta` (later keys after earlier ones)."""
+    return replace(the_plan, meta={**the_plan.meta, **meta})

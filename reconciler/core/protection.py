@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core.model import Binding, Desired, SecurityGroup
-from reconciler.core.observed import Observed
+from reconciler.core.observed import Observed, PodPort
+from reconciler.core.selectors import LabelIndex
 
 __all__ = [
     "BindingProtection",
@@ -96,22 +97,18 @@ def _vnf_nodes(desired: Desired, observed: Observed) -> dict[str, set[str]]:
     return placed
 
 
-def _members(group: SecurityGroup, observed: Observed) -> dict[tuple[str, str], tuple[str, str]]:
+def _members(
+    group: SecurityGroup, index: LabelIndex, ports: Mapping[str, PodPort]
+) -> dict[tuple[str, str], tuple[str, str]]:
     """``(namespace, pod)`` -> ``(node, label)`` of the group's members that OVN knows as the
     same pod (the rule of ``compile.members_by_group_and_node``)."""
-    ports = {p.name: p for p in observed.pod_ports}
-    namespaces = set(group.spec.namespaces) if group.spec.namespaces is not None else None
     terms = group.spec.label_pairs()
     found: dict[tuple[str, str], tuple[str, str]] = {}
-    for pod in observed.pods:
-        if namespaces is not None and pod.namespace not in namespaces:
-            continue
-        label = next((f"{k}={v}" for k, v in terms if pod.labels.get(k) == v), None)
-        if label is None:
-            continue
+    for pod in index.members(terms, group.spec.namespaces):
         port = ports.get(pod.lsp_name)
         if port is None or (port.pod_uid is not None and port.pod_uid != pod.uid):
             continue
+        label = next(f"{k}={v}" for k, v in terms if pod.labels.get(k) == v)
         found[(pod.namespace, pod.name)] = (port.switch, label)
     return found
 
@@ -121,6 +118,8 @@ def steering_of(
 ) -> dict[str, dict[tuple[str, str], SteeredPod]]:
     """Which pods each binding of ``desired`` steers on the cluster ``observed`` describes."""
     placed = _vnf_nodes(desired, observed)
+    index = LabelIndex(observed.pods)
+    ports = {p.name: p for p in observed.pod_ports}
     members: dict[str, dict[tuple[str, str], tuple[str, str]]] = {}
     out: dict[str, dict[tuple[str, str], SteeredPod]] = {}
     for name, binding in sorted(desired.bindings.items()):
@@ -129,7 +128,7 @@ def steering_of(
             out[name] = {}
             continue
         if group.metadata.name not in members:
-            members[group.metadata.name] = _members(group, observed)
+            members[group.metadata.name] = _members(group, index, ports)
         chain = vnfs_of(binding)
         steered: dict[tuple[str, str], SteeredPod] = {}
         for ident, (node, label) in members[group.metadata.name].items():

@@ -55,21 +55,37 @@ def _terms(labelled: Iterable[Mapping[str, str]]) -> set[str]:
     return {f"{k}={v}" for labels in labelled for k, v in labels.items()}
 
 
-def group_causes(group: SecurityGroup, pods: Sequence[Pod]) -> tuple[bool, list[str]]:
+class _PodLabels:
+    """The ``key=value`` terms pods carry, per namespace and in all (computed once per plan:
+    a group's checks are then set look-ups, not a scan of every pod)."""
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self.by_namespace: dict[str, set[str]] = {}
+        for pod in pods:
+            terms = self.by_namespace.setdefault(pod.namespace, set())
+            terms.update(f"{k}={v}" for k, v in pod.labels.items())
+        self.everywhere: set[str] = set().union(*self.by_namespace.values())
+
+    def carried(self, namespaces: Sequence[str] | None) -> set[str]:
+        if namespaces is None:
+            return self.everywhere
+        return set().union(*(self.by_namespace.get(ns, set()) for ns in namespaces))
+
+
+def group_causes(group: SecurityGroup, labels: _PodLabels) -> tuple[bool, list[str]]:
     """Whether the group selects any pod, and the likely causes when something it names is
     not in the cluster: namespaces without pods, labels no pod carries (with the neighbour one
     edit away, when there is one)."""
     namespaces = group.spec.namespaces
-    present = {p.namespace for p in pods}
-    scope = [p for p in pods if namespaces is None or p.namespace in namespaces]
+    present = labels.by_namespace.keys()
     causes: list[str] = []
     for ns in namespaces or ():
         if ns not in present:
             near = _close(ns, present)
             hint = f" (did you mean {near!r}?)" if near else ""
             causes.append(f"no pod runs in namespace {ns!r}{hint}")
-    carried = _terms(p.labels for p in scope)
-    everywhere = _terms(p.labels for p in pods)
+    carried = labels.carried(namespaces)
+    in_scope = bool(present) and (namespaces is None or any(ns in present for ns in namespaces))
     selects = False
     unused: list[tuple[str, str | None]] = []
     for key, value in group.spec.label_pairs():
@@ -77,11 +93,11 @@ def group_causes(group: SecurityGroup, pods: Sequence[Pod]) -> tuple[bool, list[
         if term in carried:
             selects = True
             continue
-        unused.append((term, _close(term, carried) or _close(term, everywhere)))
+        unused.append((term, _close(term, carried) or _close(term, labels.everywhere)))
     for term, near in unused:
         if near:
             causes.append(f"no pod carries {term} (did you mean {near}?)")
-        elif not selects and scope:
+        elif not selects and in_scope:
             causes.append(f"no pod carries {term}")
     return selects, causes
 
@@ -124,9 +140,9 @@ def typo_warnings(
     first (with the likely typo), then each SecurityGroup and VnfDeployment that selects nothing
     or names a label one edit away from a real one. A cause quoted in a Binding's warning is not
     repeated."""
-    pods = list(observed.pods)
+    labels = _PodLabels(observed.pods)
     groups: dict[str, tuple[bool, list[str]]] = {
-        name: group_causes(group, pods) for name, group in sorted(desired.security_groups.items())
+        name: group_causes(group, labels) for name, group in sorted(desired.security_groups.items())
     }
     vnfs = {name: vnf_causes(vnf, observed) for name, vnf in sorted(desired.vnfs.items())}
     quoted: set[str] = set()

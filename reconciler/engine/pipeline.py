@@ -1,8 +1,9 @@
 """The reconcile pipeline: observe -> plan -> empty guard -> apply -> verify. The only one.
 
 ``osc-gitops apply`` (through :func:`reconcile`) and every pass of the loop
-(``reconciler.engine.loop``) run this same :class:`Pipeline`; they differ only in what they hand
-it:
+(``reconciler.engine.loop``) run this same :class:`Pipeline`; ``osc-gitops plan`` runs its first
+half (:meth:`Pipeline.preview`, or :func:`preview` of a snapshot file): the same read, the same
+scope and the same planning step, nothing written. They differ only in what they hand it:
 
 - the **planner**: a full compile every time (``reconciler.core.planning.FullPlanner``) for the
   CLI, the incremental planner with a periodic full resync for the loop;
@@ -24,15 +25,16 @@ must be empty, else :class:`NotConverged`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from reconciler.core.compile import CompileOptions
+from reconciler.core.health import plan_report
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
-from reconciler.core.planning import FullPlanner
-from reconciler.core.slicing import CentralScope, Scope
+from reconciler.core.plan import Plan, with_meta
+from reconciler.core.planning import CompiledPlan, FullPlanner, compile_plan
+from reconciler.core.slicing import CentralScope, Scope, ScopedView
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
@@ -52,11 +54,12 @@ __all__ = [
     "PassListener",
     "Pipeline",
     "Planner",
+    "Preview",
     "Reconciled",
     "guard_empty",
     "observe",
+    "preview",
     "reconcile",
-    "with_meta",
 ]
 
 
@@ -90,10 +93,6 @@ def guard_empty(desired: Desired, the_plan: Plan, allow_empty: bool) -> None:
         )
 
 
-def with_meta(the_plan: Plan, **meta: Any) -> Plan:
-    return replace(the_plan, meta={**the_plan.meta, **meta})
-
-
 class Planner(Protocol):
     """Desired + observed -> plan. ``full`` asks a planner with memory to compile everything
     (a planner without memory always does)."""
@@ -101,6 +100,65 @@ class Planner(Protocol):
     def plan(
         self, desired: Desired, observed: Observed, options: CompileOptions, *, full: bool = False
     ) -> Plan: ...
+
+
+def scoped_plan(
+    planner: Planner,
+    scope: Scope,
+    desired: Desired,
+    view: ScopedView,
+    options: CompileOptions,
+) -> Plan:
+    """The planning step of every pass, verify and preview: ``planner``'s plan of ``desired``
+    (already the scope's: :meth:`Scope.desired`) from what the scope sees, restricted to the
+    part the scope carries out."""
+    return scope.restrict(planner.plan(desired, view.observed, options), view)
+
+
+class _Compiling:
+    """A full compile that keeps the last :class:`CompiledPlan`: a preview shows, beside its
+    changes, what it compiled (VNF instances, NF ids)."""
+
+    compiled: CompiledPlan | None = None
+
+    def plan(
+        self, desired: Desired, observed: Observed, options: CompileOptions, *, full: bool = False
+    ) -> Plan:
+        self.compiled = compile_plan(desired, observed, options)
+        return self.compiled.plan
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a pass would change (``osc-gitops plan``), and the live state it was planned from,
+    as the scope sees it."""
+
+    plan: Plan
+    observed: Observed
+
+
+def preview(
+    desired: Desired,
+    observed: Observed,
+    options: CompileOptions,
+    *,
+    scope: Scope | None = None,
+    revision: str | None = None,
+) -> Preview:
+    """What a pass would change, from the live state ``observed`` (``osc-gitops plan``; a
+    snapshot file, or :meth:`Pipeline.preview`'s read): always a full compile, with each VNF
+    instance's health as OVN reports it and the NF id budget beside the changes (``Plan.meta``,
+    where the scope reads OVN), and ``revision`` (the commit) when given."""
+    scope = scope if scope is not None else CentralScope()
+    planner = _Compiling()
+    view = scope.view(observed)
+    the_plan = scoped_plan(planner, scope, scope.desired(desired), view, scope.options(options))
+    if scope.reads_ovn:
+        assert planner.compiled is not None
+        the_plan = with_meta(the_plan, **plan_report(planner.compiled.target, view.observed))
+    if revision:
+        the_plan = with_meta(the_plan, revision=revision)
+    return Preview(the_plan, view.observed)
 
 
 class PassListener(Protocol):
@@ -184,6 +242,15 @@ class Pipeline:
         self.notify = notify
         self.allow_empty = allow_empty
 
+    def observe(self) -> Observed:
+        """Read what the scope plans from (the OVN read waits for the initial sync)."""
+        return observe_in(self.scope, self.kube, self.ovn, self.options.instance)
+
+    def preview(self, desired: Desired, revision: str | None = None) -> Preview:
+        """What :meth:`run` would change now, nothing written (:func:`preview` of a fresh
+        read)."""
+        return preview(desired, self.observe(), self.options, scope=self.scope, revision=revision)
+
     def run(
         self,
         desired: Desired,
@@ -195,17 +262,15 @@ class Pipeline:
         :class:`EmptyDesiredRefused`, ``Aborted`` from the guard, :class:`NotConverged`."""
         events = listener if listener is not None else SilentListener()
         scope = self.scope
-        instance = self.options.instance
         compiled_desired = scope.desired(desired)
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        view = scope.view(observe_in(scope, self.kube, self.ovn, instance))
+        view = scope.view(self.observe())
         observed = view.observed
         timings["observe"] = time.perf_counter() - started
         events.observed(observed)
         started = time.perf_counter()
-        planned = self.planner.plan(compiled_desired, observed, self.compile_options)
-        first = scope.restrict(planned, view)
+        first = scoped_plan(self.planner, scope, compiled_desired, view, self.compile_options)
         timings["plan"] = time.perf_counter() - started
         guard_empty(desired, first, self.allow_empty)
         if first.empty:
@@ -223,11 +288,10 @@ class Pipeline:
         events.applied(report, observed)
 
         started = time.perf_counter()
-        after_view = scope.view(observe_in(scope, self.kube, self.ovn, instance))
+        after_view = scope.view(self.observe())
         after = after_view.observed
-        second = scope.restrict(
-            self.planner.plan(compiled_desired, after, self.compile_options), after_view
-        )
+        second = scoped_plan(self.planner, scope, compiled_desired, after_view,
+                             self.compile_options)  # fmt: skip
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
         events.settled(after)

@@ -9,26 +9,23 @@ it inside its part: read what the scope reads, never write what it may not.
 - :class:`ReadOnlyKube` is an agent's Kubernetes writer: any write is a bug of ours. The scope
   already drops every Kubernetes change from an agent's plan; this makes the rule hold even if
   that ever broke.
-- :func:`plan_in` is the one-shot plan of a scope (``osc-gitops plan``), the same steps as a
-  pipeline pass.
+
+How a scope's plan is made from what it reads is the pipeline's (``reconciler.engine.pipeline``:
+one planning step for every pass, verify and ``osc-gitops plan``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.model import Desired
 from reconciler.core.observed import Observed, OvnState
-from reconciler.core.plan import Change, Plan
-from reconciler.core.planning import CompiledPlan, compile_plan
-from reconciler.core.slicing import Scope, ScopedView, kubernetes_observed
+from reconciler.core.plan import Change
+from reconciler.core.slicing import Scope, kubernetes_observed
 from reconciler.engine.providers import KubeReader, KubeWriter, NodeNetworkReader, OvnReader
 from reconciler.errors import InternalError
 
-__all__ = ["NO_OVN", "NoOvn", "ReadOnlyKube", "ScopedPlan", "observe", "observe_in", "plan_in"]
+__all__ = ["NO_OVN", "NoOvn", "ReadOnlyKube", "observe", "observe_in", "writer_for"]
 
 
 def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
@@ -107,21 +104,3 @@ class ReadOnlyKube:
 def writer_for(scope: Scope, kube: KubeWriter) -> KubeWriter:
     """``kube``, or :class:`ReadOnlyKube` for a scope that may not write Kubernetes."""
     return kube if scope.writes_kubernetes else ReadOnlyKube()
-
-
-@dataclass(frozen=True)
-class ScopedPlan:
-    """A scope's full plan: the restricted plan, the compile it came from, and the view."""
-
-    plan: Plan
-    compiled: CompiledPlan
-    view: ScopedView
-
-
-def plan_in(
-    scope: Scope, desired: Desired, observed: Observed, options: CompileOptions
-) -> ScopedPlan:
-    """A full plan of ``scope`` from the live state ``observed`` (:func:`observe_in`)."""
-    view = scope.view(observed)
-    compiled = compile_plan(scope.desired(desired), view.observed, scope.options(options))
-    return ScopedPlan(scope.restrict(compiled.plan, view), compiled, view)

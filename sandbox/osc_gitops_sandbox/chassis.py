@@ -223,7 +223,14 @@ class Chassis(Lifecycle):
             f"addr add {self.encap_ip}/{prefix} dev {TUNNEL_BRIDGE}",
         ]))  # fmt: skip
         disable_tx_checksum_offload(self.netns, TUNNEL_BRIDGE)
-        self.appctl(self.vswitchd, "ovs/route/add", f"{UNDERLAY_NETWORK}", TUNNEL_BRIDGE)
+        # ovs-vswitchd learns the route from the kernel (netlink); wait until it has, so the
+        # first encapsulated packet finds its way out of br-phy.
+        assert self.vswitchd is not None
+        wait_until(
+            lambda: f"{UNDERLAY_NETWORK} dev {TUNNEL_BRIDGE}"
+            in self.appctl(self.vswitchd, "ovs/route/show", timeout=2),
+            self.vswitchd, "the underlay route in ovs-vswitchd", self.timeout,
+        )  # fmt: skip
 
     def add_peers(self, peers: Iterable[tuple[str, str]]) -> None:
         """Static neighbour entries ``(tunnel IP, MAC of its br-phy)`` for the other chassis,

@@ -169,6 +169,17 @@ class Applier(Protocol):
     def close(self) -> None: ...
 
 
+def run_cli(args: Sequence[str]) -> tuple[int, str, str]:
+    """``osc-gitops ARGS`` through the CLI's ``main``, in-process: (exit code, stdout,
+    stderr)."""
+    from reconciler.cli.app import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue().strip()
+
+
 @dataclass
 class CliApply:
     """``osc-gitops apply`` through the CLI's ``main``, in-process: a fresh connection to both
@@ -184,14 +195,10 @@ class CliApply:
         return args + (["--steering", self.steering] if self.steering else [])
 
     def apply(self, manifests: Path) -> str:
-        from reconciler.cli.app import main
-
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(self.command(manifests))
+        code, out, err = run_cli(self.command(manifests))
         if code != 0:
-            raise UserError(f"osc-gitops apply failed ({code}): {err.getvalue().strip()}")
-        return out.getvalue()
+            raise UserError(f"osc-gitops apply failed ({code}): {err}")
+        return out
 
     def close(self) -> None:
         pass
@@ -263,18 +270,31 @@ class ZoneApply:
         return self.commands(manifests)[0]
 
     def apply(self, manifests: Path) -> str:
-        from reconciler.cli.app import main
-
         outputs = []
         for args in self.commands(manifests):
-            out, err = io.StringIO(), io.StringIO()
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = main(args)
+            code, out, err = run_cli(args)
             if code != 0:
-                raise UserError(f"osc-gitops {' '.join(args[2:4])} failed ({code}): "
-                                f"{err.getvalue().strip()}")  # fmt: skip
-            outputs.append(out.getvalue())
+                raise UserError(f"osc-gitops {' '.join(args[2:4])} failed ({code}): {err}")
+            outputs.append(out)
         return "\n".join(outputs)
+
+    def run_once(self, manifests: Path, node: str | None, revision: str) -> tuple[int, str, str]:
+        """One pass of the deployed loop (``osc-gitops run --once``) of ``node``'s agent (the
+        central owner for ``None``), publishing its status Lease in ``osc-gitops``."""
+        args = ["run", str(manifests), "--once", "--revision", revision,
+                "--lease-namespace", "osc-gitops", "--log-format", "text",
+                "--kubeconfig", self.kubeconfig]  # fmt: skip
+        if node is None:
+            return run_cli([*args, "--kubernetes-only"])
+        steering = ["--steering", self.steering] if self.steering else []
+        return run_cli([*args, "--node", node, "--ovn-nb", self.nb_remotes[node], *steering])
+
+    def status(self) -> tuple[int, dict[str, Any]]:
+        """``osc-gitops status --all-nodes -o json``: (exit code, report)."""
+        code, out, err = run_cli(
+            ["status", "--all-nodes", "--kubeconfig", self.kubeconfig, "-o", "json"]
+        )
+        return code, json.loads(out) if out.strip() else {"error": err}
 
     def close(self) -> None:
         pass
@@ -352,6 +372,34 @@ class World:
         self.dp.unplug_pod(NAMESPACE, pod)
         self.cluster.move_pod(NAMESPACE, pod, node)
         return self.dp.plug_pods([(NAMESPACE, pod)])[f"{NAMESPACE}_{pod}"]
+
+    @contextlib.contextmanager
+    def service(
+        self, name: str, cluster_ip: str, port: int, backends: Sequence[str], target_port: int
+    ) -> Iterator[None]:
+        """A ClusterIP Service as OVN-Kubernetes writes it (``osc_gitops_sandbox.services``:
+        its load balancer in ``clusterLBGroup`` on every node switch, in every NB), the
+        backends being pods by name; removed again after, group and all."""
+        from osc_gitops_sandbox.services import add_cluster_ip, remove_service
+
+        endpoints = [(self.pod(b).ip, target_port) for b in backends]
+        for stack in self.dp.stacks:
+            switches = self._node_switches(stack)
+            add_cluster_ip(stack.nb_remote, switches, NAMESPACE, name, cluster_ip, port, endpoints)
+        try:
+            self.dp.wait_hv()
+            yield
+        finally:
+            for stack in self.dp.stacks:
+                remove_service(stack.nb_remote, NAMESPACE, name,
+                               detach_from=self._node_switches(stack))  # fmt: skip
+            self.dp.wait_hv()
+
+    def _node_switches(self, stack: Any) -> list[str]:
+        """The node switches an NB holds (both in one NB, its own node's in a zone's)."""
+        if not self.dp.zoned:
+            return list(NODES)
+        return [n for n in NODES if self.dp.stack_of(n) is stack]
 
     def label(self, pod: str, value: str | None, key: str = "app") -> None:
         """``kubectl label pod <pod> <key>=<value>`` (``None``: ``<key>-``) through the API."""
@@ -463,7 +511,8 @@ def world(
         manifests = root / "manifests"
         manifests.mkdir(parents=True, exist_ok=True)
         namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-                      for ns in (NAMESPACE, VNF_NAMESPACE)]  # fmt: skip
+                      for ns in (NAMESPACE, VNF_NAMESPACE, "osc-gitops", "osc-gitops-agents")
+                      ]  # fmt: skip
         nodes = [node_object(n, s) for n, s in NODES.items()]
         cluster: Any
         if topology == "zones":

@@ -50,17 +50,24 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
 
 def run(
     policies: str | None, cluster_dir: str | None, steering: str | None, *,
-    datapath: bool = False, ovn_version: str | None = None,
+    datapath: bool = False, ovn_version: str | None = None, zones: bool = False,
 ) -> int:  # fmt: skip
     """The demo. ``ovn_version``: ``"26.03"`` (default; OVN 26.03 from the sid root that
     ``make setup`` builds, Network Function steering) or ``"23.03"`` (the host's Debian OVN,
-    router-policy steering); ``steering`` overrides the backend the version implies."""
+    router-policy steering); ``steering`` overrides the backend the version implies.
+    ``zones``: the two-zone interconnect story with packets (``demo --datapath --zones``)."""
     from osc_gitops_sandbox.datapath_world import DEFAULT_OVN, OVN_VERSIONS
     from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
     version = ovn_version or DEFAULT_OVN
     if version not in OVN_VERSIONS:
         raise UserError(f"--ovn {version}: one of {', '.join(OVN_VERSIONS)}")
+    if zones:
+        if version != DEFAULT_OVN or steering not in (None, "network-function"):
+            raise UserError("--zones runs OVN 26.03 with network-function steering only")
+        from osc_gitops_sandbox.demo_zones import run as run_zones
+
+        return run_zones()
     if datapath:
         from osc_gitops_sandbox.demo_datapath import run as run_datapath
 

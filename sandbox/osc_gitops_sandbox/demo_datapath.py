@@ -40,16 +40,16 @@ FAILOVER_LIMIT = 60.0
 """Seconds the demo waits for OVN to notice a dead or revived VNF before it says it did not."""
 
 
-def _say(text: str = "") -> None:
+def say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def _step(title: str) -> None:
-    _say()
-    _say(f"=== {title}")
+def step(title: str) -> None:
+    say()
+    say(f"=== {title}")
 
 
-def _show(label: str, probe: Any, *, tcp: bool = False) -> None:
+def show(label: str, probe: Any, *, tcp: bool = False) -> None:
     via = ", ".join(f"{k.split('/')[-1]} +{v}" for k, v in sorted(probe.forwarded.items()))
     verdict = f"{probe.replies}/{probe.sent} " + ("connected" if tcp else "replies")
     if probe.ttl:
@@ -57,10 +57,10 @@ def _show(label: str, probe: Any, *, tcp: bool = False) -> None:
     path = "direct" if probe.replies else "dropped"
     if probe.through:
         path = "through " + ", ".join(t.split("/")[-1] for t in probe.through)
-    _say(f"  {label:<36} {verdict:<20} {path:<28} [{via}]")
+    say(f"  {label:<36} {verdict:<20} {path:<28} [{via}]")
 
 
-def _first_times(
+def first_times(
     conditions: dict[str, Callable[[], bool]], since: float, limit: float = FAILOVER_LIMIT
 ) -> dict[str, float]:
     """Seconds from ``since`` until each condition first held (polled in turn); conditions
@@ -77,22 +77,33 @@ def _first_times(
 def _apply(w: World, *, wait: bool = True) -> None:
     """Apply; with ``wait`` also wait (and say how long) until OVN counts every VNF instance
     healthy and the chassis installed everything."""
-    _say(f"$ osc-gitops {' '.join(w.apply_args)}")
+    say(f"$ osc-gitops {' '.join(w.apply_args)}")
     start = time.perf_counter()
     plan = w.apply(wait=False)
     summary = next((ln for ln in reversed(plan.splitlines()) if ln.startswith("Plan:")), "")
-    _say(f"  applied in {(time.perf_counter() - start) * 1000:.0f} ms. {summary}")
+    say(f"  applied in {(time.perf_counter() - start) * 1000:.0f} ms. {summary}")
     if wait:
         inactive = [g for g, nf in w.active_functions().items() if nf is None]
         took = w.wait_all_active()
         if inactive:
-            _say(f"  OVN's health probes found the new VNF instances alive {took:.2f} s later "
+            say(f"  OVN's health probes found the new VNF instances alive {took:.2f} s later "
                  "(until then their fail-close traffic is dropped)")  # fmt: skip
         w.dp.wait_hv()
 
 
-def _label(w: World, pod: str, value: str | None) -> None:
-    _say(f"$ kubectl label pod {pod} app{'=' + value if value else '-'}")
+def answered(dp: Any, src: Any, dst: Any, vnf: str, *, through: bool) -> Callable[[], bool]:
+    """A check for :func:`first_times`: one echo (a new connection) from ``src`` to ``dst``
+    comes back, crossing VNF ``vnf`` (``<namespace>/<vm>``) or not, as ``through`` says."""
+
+    def check() -> bool:
+        probe = dp.probe(src, dst, count=1, timeout=0.03)
+        return probe.replies == 1 and (probe.through == [vnf]) == through
+
+    return check
+
+
+def label(w: World, pod: str, value: str | None) -> None:
+    say(f"$ kubectl label pod {pod} app{'=' + value if value else '-'}")
     w.label(pod, value)
 
 
@@ -100,35 +111,36 @@ def _introduce(w: World, started: float) -> None:
     dist = w.cluster.distribution
     versions = dist.versions(("ovn-northd", "ovn-controller", "ovs-vswitchd"))
     steering = w.applier.steering or "network-function"
-    _say(f"osc-gitops demo --datapath: real packets, {steering} steering on OVN {w.ovn_version} "
+    say(f"osc-gitops demo --datapath: real packets, {steering} steering on OVN {w.ovn_version} "
          f"({dist.name})")  # fmt: skip
-    _say("  " + ", ".join(f"{tool} {version}" for tool, version in versions.items()))
-    _say(f"  OVN NB {w.cluster.nb_remote}")
-    _say(f"  one chassis ({w.dp.chassis!r}): OVS userspace datapath + ovn-controller, both nodes")
+    say("  " + ", ".join(f"{tool} {version}" for tool, version in versions.items()))
+    say(f"  OVN NB {w.cluster.nb_remote}")
+    (chassis,) = w.dp.chassis
+    say(f"  one chassis ({chassis!r}): OVS userspace datapath + ovn-controller, both nodes")
     for lsp, ep in sorted(w.dp.pods.items()):
-        _say(f"  pod {lsp:<16} {ep.ip:<12} on {ep.node}")
-    _say(f"  set up in {time.perf_counter() - started:.2f} s")
+        say(f"  pod {lsp:<16} {ep.ip:<12} on {ep.node}")
+    say(f"  set up in {time.perf_counter() - started:.2f} s")
 
 
 def _deploy(w: World) -> None:
-    _step("1. Apply: a firewall VM on each node, binding web -> firewall (nobody labelled yet)")
+    step("1. Apply: a firewall VM on each node, binding web -> firewall (nobody labelled yet)")
     _apply(w)
     for key, vnf in sorted(w.dp.vnfs.items()):
         kind = "bridges" if vnf.bridge else "routes on"
         ports = " + ".join(e.lsp for e in vnf.endpoints)
-        _say(f"  VM {key}: the guest {kind} OVN port(s) {ports}")
-    _show("client-c -> web-a", w.dp.probe(w.pod("client-c"), w.pod("web-a")))
+        say(f"  VM {key}: the guest {kind} OVN port(s) {ports}")
+    show("client-c -> web-a", w.dp.probe(w.pod("client-c"), w.pod("web-a")))
 
 
 def _label_and_measure(w: World) -> None:
-    _step("2. A pod gets the label: steered with the next apply")
+    step("2. A pod gets the label: steered with the next apply")
     dp, web, client = w.dp, w.pod("web-a"), w.pod("client-c")
     t0 = time.perf_counter()
-    _label(w, "web-a", "web")
+    label(w, "web-a", "web")
     _apply(w, wait=False)
     polled = dp.wait_steered(client, web, w.vnf("node-1"))
     total = (time.perf_counter() - t0) * 1000
-    _say(f"  first steered packet {total:.0f} ms after the label change "
+    say(f"  first steered packet {total:.0f} ms after the label change "
          f"({polled * 1000:.0f} ms of it after apply returned)")  # fmt: skip
 
 
@@ -136,92 +148,85 @@ def _network_function_story(w: World) -> None:
     dp = w.dp
     web, other = w.pod("web-a"), w.pod("other-b")
     client_c, client_d = w.pod("client-c"), w.pod("client-d")
-    _show("client-c -> web-a (routed)", dp.probe(client_c, web))
-    _show("web-a -> client-c", dp.probe(web, client_c))
-    _show("other-b -> web-a (same node switch)", dp.probe(other, web))
+    show("client-c -> web-a (routed)", dp.probe(client_c, web))
+    show("web-a -> client-c", dp.probe(web, client_c))
+    show("other-b -> web-a (same node switch)", dp.probe(other, web))
     with web.listen_tcp(8080):
         tcp = dp.tcp_probe(client_c, web.ip, 8080, count=3)
-        _show("client-c -> web-a:8080 (TCP)", tcp, tcp=True)
-    _show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
-    _show("client-d -> client-c (unlabelled)", dp.probe(client_d, client_c))
+        show("client-c -> web-a:8080 (TCP)", tcp, tcp=True)
+    show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
+    show("client-d -> client-c (unlabelled)", dp.probe(client_d, client_c))
 
-    _step("3. Failure policy: web -> firewall fail-close, api -> firewall fail-open")
+    step("3. Failure policy: web -> firewall fail-close, api -> firewall fail-open")
     w.write_manifests(*FAILURE_POLICY_MANIFESTS)
-    _say("(manifests: SecurityGroup api [app=api], Binding api-firewall failurePolicy: fail-open)")
-    _label(w, "other-b", "api")
+    say("(manifests: SecurityGroup api [app=api], Binding api-firewall failurePolicy: fail-open)")
+    label(w, "other-b", "api")
     _apply(w)
     checked = w.health_checked()
     if checked:
-        _say("  OVN health-checks every firewall instance (Network_Function_Health_Check)")
+        say("  OVN health-checks every firewall instance (Network_Function_Health_Check)")
     else:
-        _say("  ! apply wrote no health check: OVN counts a dead firewall as healthy, so the")
-        _say("    failure policy cannot act (fail-open traffic is swallowed like fail-close)")
-    _show("client-c -> web-a (fail-close)", dp.probe(client_c, web))
-    _show("client-c -> other-b (fail-open)", dp.probe(client_c, other))
+        say("  ! apply wrote no health check: OVN counts a dead firewall as healthy, so the")
+        say("    failure policy cannot act (fail-open traffic is swallowed like fail-close)")
+    show("client-c -> web-a (fail-close)", dp.probe(client_c, web))
+    show("client-c -> other-b (fail-open)", dp.probe(client_c, other))
 
-    _step("4. The node-1 firewall stops forwarding")
+    step("4. The node-1 firewall stops forwarding")
     vnf = w.vnf("node-1")
     key = f"{vnf.namespace}/{vnf.vm}"
     groups = [g for g in w.active_functions() if "node_1" in g]
 
-    def answered(pod: Any, *, through: bool) -> Callable[[], bool]:
-        def check() -> bool:
-            probe = dp.probe(client_c, pod, count=1, timeout=0.03)
-            return probe.replies == 1 and (probe.through == [key]) == through
-
-        return check
-
     t0 = time.perf_counter()
     dp.set_forwarding(vnf, False)
     if checked:
-        seen = _first_times({
+        seen = first_times({
             "offline": lambda: all(w.active_functions()[g] is None for g in groups),
-            "bypass": answered(other, through=False),
+            "bypass": answered(dp, client_c, other, key, through=False),
         }, t0)  # fmt: skip
         if len(seen) < 2:
-            _say(f"  ! OVN did not react within {FAILOVER_LIMIT:.0f} s: {seen}")
+            say(f"  ! OVN did not react within {FAILOVER_LIMIT:.0f} s: {seen}")
         else:
-            _say(f"  OVN marked it offline after {seen['offline']:.2f} s; fail-open traffic "
+            say(f"  OVN marked it offline after {seen['offline']:.2f} s; fail-open traffic "
                  f"bypassed it after {seen['bypass']:.2f} s")  # fmt: skip
-    _show("client-c -> web-a (fail-close)", dp.probe(client_c, web, count=2, timeout=0.3))
-    _show("client-c -> other-b (fail-open)", dp.probe(client_c, other, count=2, timeout=0.3))
-    _show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
+    show("client-c -> web-a (fail-close)", dp.probe(client_c, web, count=2, timeout=0.3))
+    show("client-c -> other-b (fail-open)", dp.probe(client_c, other, count=2, timeout=0.3))
+    show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
 
-    _step("5. The firewall forwards again")
+    step("5. The firewall forwards again")
     t1 = time.perf_counter()
     dp.set_forwarding(vnf, True)
     if checked:
-        back = _first_times({
+        back = first_times({
             "online": lambda: all(w.active_functions()[g] is not None for g in groups),
-            "fail-close": answered(web, through=True),
-            "fail-open": answered(other, through=True),
+            "fail-close": answered(dp, client_c, web, key, through=True),
+            "fail-open": answered(dp, client_c, other, key, through=True),
         }, t1)  # fmt: skip
         if len(back) < 3:
-            _say(f"  ! not steered again within {FAILOVER_LIMIT:.0f} s: {back}")
+            say(f"  ! not steered again within {FAILOVER_LIMIT:.0f} s: {back}")
         else:
-            _say(f"  OVN marked it online after {back['online']:.2f} s; steered again after "
+            say(f"  OVN marked it online after {back['online']:.2f} s; steered again after "
                  f"{back['fail-close']:.2f} s (fail-close) / {back['fail-open']:.2f} s "
                  "(fail-open)")  # fmt: skip
-    _show("client-c -> web-a (fail-close)", dp.probe(client_c, web))
-    _show("client-c -> other-b (fail-open)", dp.probe(client_c, other))
+    show("client-c -> web-a (fail-close)", dp.probe(client_c, web))
+    show("client-c -> other-b (fail-open)", dp.probe(client_c, other))
 
 
 def _router_policy_story(w: World) -> None:
     dp = w.dp
     web, other = w.pod("web-a"), w.pod("other-b")
     client_c, client_d = w.pod("client-c"), w.pod("client-d")
-    _show("client-c -> web-a (routed)", dp.probe(client_c, web))
-    _show("web-a -> client-c", dp.probe(web, client_c))
-    _show("other-b -> web-a (same node)", dp.probe(other, web))
-    _show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
-    _say("  (router-policy steers routed traffic only; the guest routes, TTL one lower)")
+    show("client-c -> web-a (routed)", dp.probe(client_c, web))
+    show("web-a -> client-c", dp.probe(web, client_c))
+    show("other-b -> web-a (same node)", dp.probe(other, web))
+    show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
+    say("  (router-policy steers routed traffic only; the guest routes, TTL one lower)")
 
-    _step("3. The node-1 firewall stops forwarding: no health check, so always fail-close")
+    step("3. The node-1 firewall stops forwarding: no health check, so always fail-close")
     dp.set_forwarding(w.vnf("node-1"), False)
-    _show("client-c -> web-a", dp.probe(client_c, web, count=2, timeout=0.3))
-    _show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
+    show("client-c -> web-a", dp.probe(client_c, web, count=2, timeout=0.3))
+    show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
     dp.set_forwarding(w.vnf("node-1"), True)
-    _show("client-c -> web-a (forwarding again)", dp.probe(client_c, web))
+    show("client-c -> web-a (forwarding again)", dp.probe(client_c, web))
 
 
 def run(ovn: str = DEFAULT_OVN, steering: str | None = None) -> int:
@@ -235,11 +240,11 @@ def run(ovn: str = DEFAULT_OVN, steering: str | None = None) -> int:
             _network_function_story(w)
         else:
             _router_policy_story(w)
-        _step("Last: kubectl label pod web-a app-; apply: new connections bypass the firewall")
-        _label(w, "web-a", None)
+        step("Last: kubectl label pod web-a app-; apply: new connections bypass the firewall")
+        label(w, "web-a", None)
         _apply(w)
-        _show("client-c -> web-a", w.dp.probe(w.pod("client-c"), w.pod("web-a")))
-        _say()
-        _say("demo finished: namespaces, OVS, ovn-controller and the sandbox are being removed.")
-    _say(f"done in {time.perf_counter() - started:.1f} s, nothing left running.")
+        show("client-c -> web-a", w.dp.probe(w.pod("client-c"), w.pod("web-a")))
+        say()
+        say("demo finished: namespaces, OVS, ovn-controller and the sandbox are being removed.")
+    say(f"done in {time.perf_counter() - started:.1f} s, nothing left running.")
     return 0

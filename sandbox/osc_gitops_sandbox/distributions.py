@@ -46,6 +46,7 @@ __all__ = [
     "host",
     "sid",
     "sid_root",
+    "write_wrappers",
 ]
 
 HOST = "host"
@@ -287,6 +288,26 @@ def distribution(spec: str | Distribution) -> Distribution:
     raise DistributionError(f"unknown OVN distribution {spec!r}: use one of {DISTRIBUTION_NAMES}")
 
 
+def write_wrappers(dist: Distribution, folder: str | os.PathLike[str]) -> dict[str, str]:
+    """A shell script per tool in ``folder`` that ``exec``s it through the distribution's
+    loader (the pid stays the tool's), so a script written for a plain installation (e.g. the
+    reproductions in ``docs/upstream/``) runs this distribution with ``folder`` first on
+    ``PATH``. Returns the environment such a script also needs: ``PATH`` and the schema
+    folders (``OVN_SCHEMA_DIR``, ``OVS_SCHEMA_DIR``)."""
+    path = Path(folder)
+    path.mkdir(parents=True, exist_ok=True)
+    for tool in _TOOL_PATHS:
+        script = path / tool
+        quoted = " ".join("'" + part.replace("'", "'\\''") + "'" for part in dist.command(tool))
+        script.write_text(f'#!/bin/sh\nexec {quoted} "$@"\n')
+        script.chmod(0o755)
+    return {
+        "PATH": f"{path}{os.pathsep}{os.environ.get('PATH', '')}",
+        "OVN_SCHEMA_DIR": str(dist.ovn_share),
+        "OVS_SCHEMA_DIR": str(dist.ovs_share),
+    }
+
+
 def summary(versions: Mapping[str, str]) -> str:
     """``OVN 26.03.1 + OVS 4.0.0 (ovsdb-server 4.0.0, ...)`` for :meth:`Distribution.versions`."""
     each = ", ".join(f"{tool} {version}" for tool, version in versions.items())
@@ -302,11 +323,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     verify = sub.add_parser("verify", help="check a sid root: every tool runs and is new enough")
     verify.add_argument("--root", help="the sid root to check (default: the cache folder)")
     sub.add_parser("show", help="print both distributions' versions (default)")
+    wrappers = sub.add_parser(
+        "wrappers", help="write a wrapper script per tool of the sid root into DIR (put it first "
+        "on PATH to run a script such as docs/upstream/*.sh against it)",
+    )  # fmt: skip
+    wrappers.add_argument("dir")
     args = parser.parse_args(argv)
     try:
         if args.command == "verify":
             dist = sid(args.root)
             print(summary(dist.verify()))
+            return 0
+        if args.command == "wrappers":
+            env = write_wrappers(sid(), args.dir)
+            print(" ".join(f"{key}={value}" for key, value in env.items()))
             return 0
         for dist in (host(), sid()):
             reason = dist.unavailable_reason(("ovsdb-server",))

@@ -379,8 +379,10 @@ class FrameCounter:
     ``svc_monitor_ip`` to ``svc_monitor_ip_dst``, link-local by default) crosses a bridging
     VNF once per interval, so a plain counter cannot show that a pod's traffic did *not* cross.
     A packet socket bound to the NIC in its namespace sees every frame the NIC sends
-    (``PACKET_OUTGOING``); frames whose source or destination is link-local are counted as
-    health probes, every other IPv4 frame as pod traffic. Frames are read when a count is
+    (``PACKET_OUTGOING``); frames whose source *and* destination are link-local are counted as
+    health probes, every other IPv4 frame as pod traffic (a pod's own connection through a
+    Service comes back from OVN-Kubernetes' link-local ``hairpin_snat_ip`` to a pod address:
+    pod traffic). Frames are read when a count is
     asked for; the socket's buffer is enlarged so that the frames between two reads fit.
     """
 
@@ -418,7 +420,7 @@ class FrameCounter:
                 continue
             src = ipaddress.IPv4Address(frame[26:30])
             dst = ipaddress.IPv4Address(frame[30:34])
-            if src in LINK_LOCAL or dst in LINK_LOCAL:
+            if src in LINK_LOCAL and dst in LINK_LOCAL:  # svc_monitor_ip -> _dst
                 self.health_probes += 1
             else:
                 self.pod_frames += 1

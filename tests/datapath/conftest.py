@@ -7,7 +7,9 @@ The setup itself is ``osc_gitops_sandbox.datapath_world.world`` (shared with ``o
 - ``nf_world`` / ``nf_fresh``: OVN 26.03 + OVS 4.0 from the sid root, ``apply`` with default
   flags (``network-function`` steering), bridging VNF guests;
 - ``rp_world`` / ``rp_fresh``: the host's OVN 23.03, ``apply --steering router-policy``, routing
-  VNF guests.
+  VNF guests;
+- ``mc_world`` / ``mc``: OVN 26.03 on two chassis, ``central`` (one NB) and ``zones``
+  (interconnect: an NB, SB, northd and chassis per node), shared by the multi-chassis modules.
 
 Everything needs root and ``ip netns``: without root every test is skipped with the reason.
 A missing sid root (``make setup`` not run) is an error, not a skip. Processes and namespaces
@@ -25,10 +27,10 @@ import pytest
 from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, world
 
 
-def _world(ovn: str, workdir: Path) -> Iterator[World]:
+def _world(ovn: str, workdir: Path, topology: str = "single") -> Iterator[World]:
     if os.geteuid() != 0:
         pytest.skip("the data path needs root (network namespaces, veths, ovs-vswitchd)")
-    with world(ovn, workdir=workdir) as w:
+    with world(ovn, workdir=workdir, topology=topology) as w:
         yield w
 
 
@@ -42,6 +44,24 @@ def nf_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 def rp_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """The host's OVN 23.03, ``--steering router-policy``."""
     yield from _world("23.03", tmp_path_factory.mktemp("rp"))
+
+
+@pytest.fixture(scope="package", params=["central", "zones"])
+def mc_world(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    """Two chassis (a chassis per node, Geneve between them), OVN 26.03, default flags: one
+    world per topology, shared by the multi-chassis modules (test_multichassis,
+    test_services, test_zone_faults)."""
+    topology = str(request.param)
+    yield from _world("26.03", tmp_path_factory.mktemp(topology[0]), topology)
+
+
+@pytest.fixture
+def mc(mc_world: World) -> World:
+    """Baseline before each test (see ``World.reset``)."""
+    mc_world.reset()
+    return mc_world
 
 
 def _fresh(w: World) -> World:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from osc_gitops_sandbox import ovsdb_rpc
@@ -29,7 +29,6 @@ from osc_gitops_sandbox.datapath_world import (
     binding,
     security_group,
     vnf_deployment,
-    world,
 )
 from osc_gitops_sandbox.netns import FrameCounter
 
@@ -40,25 +39,6 @@ FW2 = f"{VNF_NAMESPACE}/firewall-node-2"
 ROUTED_TTL = {"central": 63, "zones": 62}
 """One router hop (``ovn_cluster_router``) with one NB; two with interconnect (each zone's
 cluster router, joined by the transit switch)."""
-
-
-@pytest.fixture(scope="module", params=["central", "zones"])
-def mc_world(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[World]:
-    import os
-
-    if os.geteuid() != 0:
-        pytest.skip("the data path needs root (network namespaces, veths, ovs-vswitchd)")
-    topology = str(request.param)
-    with world(topology=topology, workdir=tmp_path_factory.mktemp(topology[0])) as w:
-        yield w
-
-
-@pytest.fixture
-def mc(mc_world: World) -> World:
-    mc_world.reset()
-    return mc_world
 
 
 def topology(w: World) -> str:

@@ -14,6 +14,11 @@ first one (:attr:`NbProxy.hit`) it does what the test asked:
   client never gets the reply.
 
 Every other byte, and every later connection, is passed through unchanged.
+
+A server that is down refuses connections; a proxy accepts them anyway (and closes them when
+it cannot reach the server), which a client sees as "connected, then dropped": not the same
+thing. So a test that kills the server also calls :meth:`NbProxy.refuse` (connections fail
+like a dead server's, ``ECONNREFUSED``) and :meth:`NbProxy.accept_again` once it restarted.
 """
 
 from __future__ import annotations
@@ -49,13 +54,29 @@ class NbProxy:
         self._armed = threading.Lock()
         self._fired = False
         self._closing = False
-        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._server.bind(str(listen))
-        self._server.listen(64)
         self._threads: list[threading.Thread] = []
         self._sockets: list[socket.socket] = []
-        self._accept = threading.Thread(target=self._accept_loop, daemon=True)
+        self._listen()
+
+    def _listen(self) -> None:
+        self.listen.unlink(missing_ok=True)
+        self._server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._server.bind(str(self.listen))
+        self._server.listen(64)
+        server = self._server
+        self._accept = threading.Thread(target=self._accept_loop, args=(server,), daemon=True)
         self._accept.start()
+
+    def refuse(self) -> None:
+        """Stop listening (the socket file stays): new connections are refused, as a killed
+        server's are. Connections already made are left alone."""
+        with contextlib.suppress(OSError):
+            self._server.shutdown(socket.SHUT_RDWR)
+        self._server.close()
+
+    def accept_again(self) -> None:
+        """Listen again on the same path (after :meth:`refuse`, once the server is back)."""
+        self._listen()
 
     @property
     def remote(self) -> str:
@@ -63,9 +84,7 @@ class NbProxy:
 
     def close(self) -> None:
         self._closing = True
-        with contextlib.suppress(OSError):
-            self._server.shutdown(socket.SHUT_RDWR)
-        self._server.close()
+        self.refuse()
         for sock in list(self._sockets):
             with contextlib.suppress(OSError):
                 sock.close()
@@ -79,10 +98,10 @@ class NbProxy:
         self.close()
 
     # -- internals -------------------------------------------------------------------------------
-    def _accept_loop(self) -> None:
+    def _accept_loop(self, server: socket.socket) -> None:
         while not self._closing:
             try:
-                client, _ = self._server.accept()
+                client, _ = server.accept()
             except OSError:
                 return
             upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 
 import kubernetes.client  # noqa: F401  (pre-import: the point of this worker)
 import ovsdbapp.backend.ovs_idl  # noqa: F401
@@ -38,6 +39,9 @@ def _child(argv: list[str], out_dir: str) -> None:
     code = 1
     try:
         code = cli_main(argv)
+    except BaseException:
+        # What the console script would print: os._exit below would swallow it.
+        traceback.print_exc()
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

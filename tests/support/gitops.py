@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from tests.support.paths import POLICIES
+
+T = TypeVar("T")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -78,7 +82,7 @@ def owned_rows(remote_nb: str) -> dict[str, dict[str, str]]:
     return rows
 
 
-def wait_for(condition, timeout: float = 15.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+def wait_for(condition: Callable[[], T], timeout: float = 15.0, what: str = "condition") -> T:
     """Poll ``condition`` until it returns something truthy (no timing asserts, just a
     generous ceiling so a broken build fails instead of hanging)."""
     import time

@@ -23,6 +23,21 @@ def require_ovn_or_fail(northd: bool = True) -> None:
 
 NODES = [SeedNode("node0", "10.244.0.0/24"), SeedNode("node1", "10.244.1.0/24")]
 
+_STRINGS = {"type": {"key": "string", "value": "string", "min": 0, "max": "unlimited"}}
+_UUIDS = {"type": {"key": {"type": "uuid"}, "min": 0, "max": "unlimited"}}
+PORT_GROUP_SCHEMA: dict[str, Any] = {
+    "name": "OVN_Northbound",
+    "version": "7.18.0",
+    "tables": {
+        "Port_Group": {
+            "columns": {"name": {"type": "string"}, "external_ids": _STRINGS,
+                        "ports": _UUIDS, "acls": _UUIDS},
+        }
+    },
+}  # fmt: skip
+"""A ``get_schema`` reply of an NB that has only Port_Group: enough for in-memory tests of
+the writer and of python-ovs' IDL (no server)."""
+
 
 @dataclass(frozen=True)
 class Change:

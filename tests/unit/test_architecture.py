@@ -109,8 +109,22 @@ PROBES = (
         "import kubernetes\n",
         "reconciler.cli.probe_kubernetes -> kubernetes",
     ),
+    # Inside the OVN adapter too: only python_ovs may import ovs, and ovsdbapp only it and
+    # northbound (the IDL's connection layer).
     Probe(
-        "ovs-only-in-ovn-adapter",
+        "ovs-only-in-python-ovs",
+        "adapters/ovn/probe_ovs.py",
+        "from ovs.db import idl\n",
+        "reconciler.adapters.ovn.probe_ovs -> ovs",
+    ),
+    Probe(
+        "ovsdbapp-only-for-the-idl",
+        "adapters/ovn/probe_ovsdbapp.py",
+        "import ovsdbapp\n",
+        "reconciler.adapters.ovn.probe_ovsdbapp -> ovsdbapp",
+    ),
+    Probe(
+        "ovsdbapp-only-for-the-idl",
         "engine/probe_ovsdbapp.py",
         "import ovsdbapp\n",
         "reconciler.engine.probe_ovsdbapp -> ovsdbapp",

@@ -1,4 +1,5 @@
-"""The OVN Northbound adapter: the only package that imports ``ovs``/``ovsdbapp``.
+"""The OVN Northbound adapter: the only package that imports ``ovs``/``ovsdbapp`` (and in it,
+only ``python_ovs`` imports ``ovs``).
 
 Callers need only what is re-exported here::
 
@@ -6,25 +7,27 @@ Callers need only what is re-exported here::
 
 Three adapters, one per kind of command: :class:`OvnNorthbound` (the loop: an IDL mirror
 followed incrementally), :class:`OvnOneShot` (``apply``: snapshot reads, one raw transaction)
-and :class:`OvnSnapshot` (``plan``: reads only). All write through the same transaction
-builder and commit logic.
+and :class:`OvnSnapshot` (``plan``: reads only). Both writers run the same algorithm
+(``writer.write``) on their own channel, with the same transaction builder.
 
 The modules, one concern each:
 
 ``tables``       the one registry of NB tables/columns we read and write (start here to add one)
 ``rows``         how the rows we only read (pods, switches) become observed values
+``symbolic``     how a row we own becomes its symbolic OvnRow (both readers)
 ``errors``       the OvnError family (``reconciler.errors.EndpointError``)
 ``settings``     OvnSettings: how to reach the NB, which rows are ours, the timeout
-``northbound``   OvnNorthbound: connect, write lock, read, apply (the IDL-backed adapter)
-``read_cache``   the incremental read of the IDL cache
-``oneshot``      OvnOneShot: snapshot reads + one raw transaction under the write lock
-``snapshot``     OvnSnapshot / read_snapshot: the one-shot read (and the index a write needs)
-``transaction``  symbolic changes -> the raw operations of one transaction; did it commit?
-``commit``       waiting for a reply while the server is alive; finding out after a lost one
+``writer``       THE write: lock, send, wait, find out, resend once (the Channel protocol)
+``commit``       waiting for a reply while the server is alive; what a lost one means
+``transaction``  symbolic changes -> the raw operations of one transaction
 ``wire``         values in the OVSDB JSON wire format, checked against the column type
-``datum``        values out of the IDL's Datum (reading the cache)
-``idl_patches``  our ovs/ovsdbapp subclasses and why each exists
+``northbound``   OvnNorthbound: connect, read, apply on the IDL's session (IdlChannel)
+``read_cache``   the incremental read of the IDL cache
+``oneshot``      OvnOneShot: snapshot reads + one raw transaction (RawChannel)
+``snapshot``     OvnSnapshot / read_snapshot: the one-shot read (and the index a write needs)
 ``rpc``          the raw JSON-RPC session (framing, TLS, Raft leader, locks)
+``python_ovs``   the only importer of python-ovs (``ovs``): the IDL subclass, the raw request
+                 on its session, the change log, values out of its cache, column types
 """
 
 from reconciler.adapters.ovn.errors import (
@@ -36,12 +39,13 @@ from reconciler.adapters.ovn.errors import (
     OvnSnapshotError,
     tls_failure,
 )
-from reconciler.adapters.ovn.northbound import OvnNorthbound, write_lock_name
+from reconciler.adapters.ovn.northbound import OvnNorthbound
 from reconciler.adapters.ovn.oneshot import OvnOneShot
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.snapshot import OvnSnapshot, read_snapshot, snapshot_operations
 from reconciler.adapters.ovn.tables import symbolic_columns
 from reconciler.adapters.ovn.transaction import OvnChange
+from reconciler.adapters.ovn.writer import write_lock_name
 from reconciler.core.observed import OvnState
 
 __all__ = [

@@ -10,11 +10,11 @@ transaction it has received whether or not anyone still waits for the reply. So:
   (:class:`EchoProbe`); the wait ends only when the transaction's connection drops
   (:class:`ServerLost`) or no probe has been answered for ``--ovn-timeout`` seconds
   (:class:`ServerSilent`). A busy server answers the probe as soon as it has committed.
-- when the reply is lost, the adapter *finds out* before it says anything: it reconnects,
-  takes the write lock again (granted only once the server has dropped the old session, and a
-  server executes every request it fully received before it notices the drop: so from then on
-  the old transaction can no longer commit), reads our rows, and compares them with the
-  changes (:func:`outcome`). Committed: the apply
+- when the reply is lost, the writer (:mod:`~reconciler.adapters.ovn.writer`) *finds out*
+  before it says anything: it reconnects, takes the write lock again (granted only once the
+  server has dropped the old session, and a server executes every request it fully received
+  before it notices the drop: so from then on the old transaction can no longer commit), reads
+  our rows, and compares them with the changes (:func:`outcome`). Committed: the apply
   succeeded. Not committed: it is sent once more. No answer within ``--ovn-timeout``: it says
   exactly that it does not know (:func:`unknown`).
 """
@@ -26,7 +26,7 @@ import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnLockedError
 from reconciler.adapters.ovn.rpc import Session, rpc_error, ssl_context
@@ -39,6 +39,7 @@ __all__ = [
     "LOST",
     "EchoProbe",
     "Outcome",
+    "Probe",
     "ServerLost",
     "ServerSilent",
     "await_reply",
@@ -111,21 +112,31 @@ class EchoProbe:
         self.outstanding = None
 
 
+class Probe(Protocol):
+    """A liveness probe of the server that has the transaction (:class:`EchoProbe`)."""
+
+    def heard(self, wait: float) -> bool:
+        """True when the server answered within ``wait`` seconds."""
+        ...
+
+    def close(self) -> None: ...
+
+
 def await_reply(
     poll: Callable[[float], Mapping[str, Any] | None],
     lost: Callable[[], bool],
-    member: str,
+    probe_server: Callable[[], Probe],
     settings: OvnSettings,
 ) -> Mapping[str, Any]:
-    """The reply, waited for as long as ``member`` answers liveness probes.
+    """The reply, waited for as long as the server answers liveness probes.
 
     ``poll(seconds)`` returns the reply if it arrives within ``seconds`` (``None`` otherwise)
-    and raises :class:`ServerLost` when the connection drops; ``lost()`` tells the same
-    without waiting. Raises :class:`ServerSilent` when no probe was answered for
-    ``settings.timeout`` seconds.
+    and may raise :class:`ServerLost` when the connection drops; ``lost()`` tells the same
+    without waiting. ``probe_server()`` makes the probe (only once the reply is slow).
+    Raises :class:`ServerSilent` when no probe was answered for ``settings.timeout`` seconds.
     """
     interval = probe_interval(settings.timeout)
-    probe: EchoProbe | None = None
+    probe: Probe | None = None
     last_heard = time.monotonic()
     try:
         while True:
@@ -135,7 +146,7 @@ def await_reply(
             if lost():
                 raise ServerLost()
             if probe is None:
-                probe = EchoProbe(member, settings)
+                probe = probe_server()
             if probe.heard(interval):
                 last_heard = time.monotonic()
             elif time.monotonic() - last_heard > settings.timeout:

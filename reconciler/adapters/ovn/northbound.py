@@ -10,61 +10,60 @@ Why it looks like this:
   connection lock (the IDL applies a whole monitor reply in one ``run()`` under that lock), so a
   half-loaded cache can never make the diff re-create rows that exist. It is incremental
   (:mod:`~reconciler.adapters.ovn.read_cache`).
-- ``apply()`` builds every change into ONE raw ``transact``
-  (:mod:`~reconciler.adapters.ovn.transaction`), sent on the IDL's own session so it asserts
-  the write lock the IDL holds: either all of it commits or nothing does. Its reply is waited
-  for while the server answers, and a lost reply is never guessed at
-  (:mod:`~reconciler.adapters.ovn.commit`).
+- ``apply()`` is :func:`~reconciler.adapters.ovn.writer.write` on the IDL's own session
+  (:class:`IdlChannel`): ONE raw ``transact``
+  (:mod:`~reconciler.adapters.ovn.transaction`) that asserts the write lock the IDL holds, so
+  either all of it commits or nothing does; its reply is waited for while the server answers,
+  and a lost reply is never guessed at.
 
-The pieces: :mod:`~reconciler.adapters.ovn.tables` (what is read and written),
-:mod:`~reconciler.adapters.ovn.idl_patches` (our ovs/ovsdbapp subclasses),
-:mod:`~reconciler.adapters.ovn.datum` (values out of the IDL),
-:mod:`~reconciler.adapters.ovn.errors`.
+python-ovs (the IDL) is reached only through :mod:`~reconciler.adapters.ovn.python_ovs`;
+ovsdbapp's ``Connection`` is the IDL's connection layer (its thread, queue and lock).
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import ssl
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from types import TracebackType
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from ovs import jsonrpc, poller
-from ovs import stream as ovs_stream
-from ovs.db import idl as ovs_idl
 from ovsdbapp import exceptions as ovsdbapp_exceptions
 from ovsdbapp.backend.ovs_idl import connection as ovsdbapp_connection
 
-from reconciler.adapters.ovn import commit
-from reconciler.adapters.ovn.commit import Outcome, outcome
-from reconciler.adapters.ovn.datum import committed_map
+from reconciler.adapters.ovn.commit import EchoProbe
 from reconciler.adapters.ovn.errors import (
     OvnApplyError,
     OvnCapabilityError,
     OvnConnectError,
     OvnLockedError,
-    connect_error,
-    tls_failure,
 )
-from reconciler.adapters.ovn.idl_patches import (
+from reconciler.adapters.ovn.python_ovs import (
     ForceReconnect,
-    NbIdl,
     RawRequest,
+    column_types,
+    committed_map,
+    is_synced,
+    lock_state,
+    nb_idl,
     release_free_memory,
+    release_lock,
+    request_lock,
+    resynced_since,
+    use_tls_files,
 )
-from reconciler.adapters.ovn.read_cache import ReadCache, RowIndex, SymbolicRows
+from reconciler.adapters.ovn.read_cache import ReadCache, RowIndex, idl_symbolic
+from reconciler.adapters.ovn.rows import OwnedRow
+from reconciler.adapters.ovn.rpc import leader_schema, until_readable
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.adapters.ovn.tables import DB_NAME, NB_TABLES, NbSchema
-from reconciler.adapters.ovn.transaction import OvnChange, OwnedRow, TransactionBuilder
-from reconciler.adapters.ovn.wire import column_types
-from reconciler.core.observed import OvnState
+from reconciler.adapters.ovn.tables import NB_TABLES, NbSchema
+from reconciler.adapters.ovn.transaction import OvnChange
+from reconciler.adapters.ovn.writer import write, write_lock_name
+from reconciler.core.observed import OvnRow, OvnState
 
 __all__ = [
+    "IdlChannel",
     "OvnApplyError",
     "OvnCapabilityError",
     "OvnChange",
@@ -79,70 +78,6 @@ __all__ = [
 
 _LARGE_UPDATE = 5_000
 """Rows changed at once after which the C heap's free memory is given back."""
-
-
-def write_lock_name(instance: str) -> str:
-    """The OVSDB named lock two reconcilers of one instance serialise on.
-
-    OVSDB lock names are ids (``[_a-zA-Z][_a-zA-Z0-9]*``; the server answers anything else
-    with an error the IDL ignores), so ``-`` becomes ``_``: instance names are DNS-1123 labels
-    without ``_``, so the mapping stays injective.
-    """
-    return "osc_gitops_" + instance.replace("-", "_")
-
-
-def _set_ssl(settings: OvnSettings) -> None:
-    """The OVS stream library keeps SSL files process-wide: set them before connecting."""
-    key, cert, ca = settings.tls_files()
-    ovs_stream.Stream.ssl_set_private_key_file(key)
-    ovs_stream.Stream.ssl_set_certificate_file(cert)
-    ovs_stream.Stream.ssl_set_ca_cert_file(ca)
-
-
-def _fetch_schema(remote: str, deadline: float) -> dict[str, Any]:
-    """``get_schema`` from the first member that answers, bounded by ``deadline`` (ovsdbapp's
-    own helper blocks without a timeout)."""
-    errors: list[str] = []
-    for member in (m.strip() for m in remote.split(",") if m.strip()):
-        left_ms = int(max(0.0, deadline - time.monotonic()) * 1000)
-        try:
-            err, strm = ovs_stream.Stream.open_block(ovs_stream.Stream.open(member), left_ms)
-        except ssl.SSLError as exc:  # the OVS stream lets handshake errors escape
-            errors.append(tls_failure(member, exc))
-            continue
-        if err:
-            errors.append(f"{member}: {os.strerror(err) if err > 0 else 'failed'}")
-            continue
-        rpc = jsonrpc.Connection(strm)
-        try:
-            req = jsonrpc.Message.create_request("get_schema", [DB_NAME])
-            err = rpc.send(req)
-            while not err:
-                rpc.run()
-                err, msg = rpc.recv()
-                if err == errno.EAGAIN:
-                    err = 0
-                    if time.monotonic() >= deadline:
-                        errors.append(f"{member}: no answer before the timeout")
-                        break
-                    p = poller.Poller()
-                    rpc.wait(p)
-                    rpc.recv_wait(p)
-                    p.timer_wait(max(1, int((deadline - time.monotonic()) * 1000)))
-                    p.block()
-                    continue
-                if err or msg is None:
-                    break
-                if msg.id == req.id:
-                    if msg.type == jsonrpc.Message.T_ERROR:
-                        errors.append(f"{member}: {msg.error}")
-                        break
-                    return dict(msg.result)
-            if err:
-                errors.append(f"{member}: {os.strerror(err) if err > 0 else 'connection closed'}")
-        finally:
-            rpc.close()
-    raise connect_error(remote, errors)
 
 
 class OvnNorthbound:
@@ -162,7 +97,7 @@ class OvnNorthbound:
         self.capabilities = self._schema.capabilities()
         self._lock = threading.Lock()
         self._cache: ReadCache | None = None
-        self._symbolic = SymbolicRows(self._schema, conn.idl)
+        self._symbolic = idl_symbolic(self._schema, conn.idl)
         self.last_commit: float | None = None
         """``time.perf_counter()`` right after the last transaction's commit succeeded (for
         latency measurements: "pod labelled -> committed")."""
@@ -175,19 +110,14 @@ class OvnNorthbound:
         if not settings.remote.strip():
             raise OvnConnectError("cannot connect to OVN NB: no remote given")
         if any(m.strip().startswith("ssl:") for m in settings.remote.split(",")):
-            _set_ssl(settings)
+            use_tls_files(*settings.tls_files())
         deadline = time.monotonic() + settings.timeout
-        schema = _fetch_schema(settings.remote, deadline)
-        if schema.get("name") != DB_NAME:
-            raise OvnConnectError(f"{where}: server database is {schema.get('name')!r}")
+        # The leader's schema, from one request on a session of its own (rpc): the IDL
+        # mirrors only the columns of it that we read.
+        schema = until_readable(settings, leader_schema, deadline)
         server = NbSchema(schema)
-        helper = ovs_idl.SchemaHelper(None, schema)
-        for table in NB_TABLES:
-            if server.has_table(table):
-                helper.register_columns(table, list(server.present(table)))
-        # leader_only=True (the default, stated on purpose): with a Raft remote list the IDL
-        # moves on from followers, so reads are never stale and writes never bounce.
-        idl = NbIdl(settings.remote, helper, leader_only=True)
+        columns = {t: server.present(t) for t in NB_TABLES if server.has_table(t)}
+        idl = nb_idl(settings.remote, schema, columns)
         left = max(0.1, deadline - time.monotonic())
         conn = ovsdbapp_connection.Connection(idl=idl, timeout=settings.timeout)
         conn.timeout = left  # bound the initial sync by what is left of the budget
@@ -215,12 +145,7 @@ class OvnNorthbound:
     def __enter__(self) -> OvnNorthbound:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
@@ -236,7 +161,7 @@ class OvnNorthbound:
         """
         idl = self._conn.idl
         deadline = time.monotonic() + self.settings.timeout
-        while idl.state != ovs_idl.Idl.IDL_S_MONITORING or not idl.has_ever_connected():
+        while not is_synced(idl):
             if self._closed:
                 raise OvnConnectError(f"OVN NB connection to {self.remote} is closed")
             if time.monotonic() > deadline:
@@ -291,132 +216,88 @@ class OvnNorthbound:
 
     # -- writing -----------------------------------------------------------------------------
     def apply(self, changes: Sequence[OvnChange], revision: str | None = None) -> None:
-        """Apply ``changes`` in ONE transaction; on any failure nothing is committed."""
+        """Apply ``changes`` in ONE transaction (:func:`~reconciler.adapters.ovn.writer.write`
+        on the IDL's session); on any failure nothing is committed, and when the reply is lost
+        the error says what the NB shows."""
         if not changes:
             return
         with self._lock:
-            self._take_write_lock()
-            try:
-                self._apply_locked(changes, revision)
-            finally:
-                self._release_write_lock()
+            write(IdlChannel(self), changes, self.settings, revision)
+            self.last_commit = time.perf_counter()
 
-    # Two reconcilers of one instance (a CronJob overlapping a loop, two replicas without
-    # leader election) must not interleave: both would plan the same creates and the second
-    # would insert duplicate ACLs (ACL has no unique column). ovsdb-server's named locks solve
-    # it in the database itself: we take ``osc_gitops_<instance>`` before building the
-    # transaction from the cache, the IDL adds an ``assert`` of the lock to the transaction (so
-    # the server refuses the commit if the lock was lost meanwhile), and we release it after.
-    # The lock reply arrives on the same session after every update committed before it, so
-    # once we hold it our cache includes the other writer's rows. Locks are per server: with a
-    # Raft cluster they work because the adapter only talks to the leader (leader_only=True).
-    def _take_write_lock(self) -> None:
-        idl = self._conn.idl
-        name = write_lock_name(self.settings.instance)
-        deadline = time.monotonic() + self.settings.timeout
-        with self._conn.lock:
-            idl.set_lock(name)
+
+class IdlChannel:
+    """The :class:`~reconciler.adapters.ovn.writer.Channel` of the loop: the IDL's own session
+    (so the transaction asserts the lock the IDL holds), rows from its cache. One per apply;
+    everything touching the IDL runs under ovsdbapp's connection lock, and the request itself
+    is sent by the connection thread."""
+
+    def __init__(self, nb: OvnNorthbound) -> None:
+        self.nb = nb
+        self.conn = nb._conn
+        self.idl = nb._conn.idl
+        self.request: RawRequest | None = None
+        self.member = ""
+
+    def probe(self) -> EchoProbe:
+        return EchoProbe(self.member, self.nb.settings)
+
+    @property
+    def schema(self) -> NbSchema:
+        return self.nb._schema
+
+    @property
+    def types(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.nb._types
+
+    def lock(self, name: str, deadline: float) -> bool:
+        with self.conn.lock:
+            request_lock(self.idl, name)
         while True:
-            with self._conn.lock:
-                if idl.has_lock:
-                    return
-                contended = idl.is_lock_contended
-                if contended or time.monotonic() > deadline:
-                    idl.set_lock(None)
-            if contended:
-                raise OvnLockedError(
-                    f"cannot apply to OVN NB at {self.remote}: another osc-gitops process holds "
-                    f"the write lock {name!r} (same --instance {self.settings.instance!r}); "
-                    "refusing to apply so the two do not interleave. Nothing was written; "
-                    "retry when it has finished, or give each reconciler its own --instance"
-                )
-            if time.monotonic() > deadline:
-                raise OvnLockedError(
-                    f"cannot apply to OVN NB at {self.remote}: the server did not grant the "
-                    f"write lock {name!r} within {self.settings.timeout}s; nothing was written"
-                )
+            with self.conn.lock:
+                held = lock_state(self.idl)
+                if held is not None:
+                    return held
+                if time.monotonic() > deadline:
+                    raise TimeoutError(name)
             time.sleep(0.005)
 
-    def _release_write_lock(self) -> None:
-        with self._conn.lock:
-            self._conn.idl.set_lock(None)
+    @contextmanager
+    def rows(self) -> Iterator[IdlIndex]:
+        # The write lock is held: its grant arrived after every update committed before it,
+        # so refreshing the cached index now sees other writers' rows.
+        with self.conn.lock:
+            tables = self.nb._synced_tables()
+            self.member = str(self.idl.session_name())  # where the transaction will go
+            yield IdlIndex(self.nb._cache_for(tables).index, tables)
 
-    def _apply_locked(self, changes: Sequence[OvnChange], revision: str | None) -> None:
-        """Build and send the transaction; when its reply is lost, find out whether it
-        committed (see :mod:`~reconciler.adapters.ovn.commit`) and send it once more if it
-        did not."""
-        lock = write_lock_name(self.settings.instance)
-        for attempt in (1, 2):
-            with self._conn.lock:
-                # The write lock is held: its grant arrived after every update committed
-                # before it, so refreshing the cached index now sees other writers' rows.
-                tables = self._synced_tables()
-                index = self._cache_for(tables).index
-                built = TransactionBuilder(
-                    types=self._types,
-                    schema=self._schema,
-                    index=IdlIndex(index, tables),
-                    instance=self.settings.instance,
-                    remote=self.remote,
-                    revision=revision,
-                    lock=lock,
-                ).build(changes)
-                member = self._conn.idl.session_name()
-            request = RawRequest(self._conn.idl, "transact", built.params())
-            built.sent()
-            self._conn.queue_txn(request)
-            try:
-                reply = commit.await_reply(
-                    request.wait,
-                    request.lost,
-                    member,
-                    self.settings,
-                )
-            except (commit.ServerLost, commit.ServerSilent) as exc:
-                silent = isinstance(exc, commit.ServerSilent)
-                why = commit.silence(self.settings) if silent else commit.LOST
-                verdict = self._find_out(changes, request, silent)
-                if verdict is Outcome.COMMITTED:
-                    self.last_commit = time.perf_counter()
-                    return
-                if verdict is Outcome.NOT_COMMITTED and attempt == 1:
-                    continue
-                raise commit.verdict_error(self.remote, verdict, why, self.settings) from None
-            if reply is None:  # the request never left: the connection was down
-                raise OvnApplyError(
-                    f"OVN NB transaction at {self.remote} failed, nothing was committed: "
-                    "not connected to the server"
-                )
-            commit.check_reply(reply, built, self.remote, lock)
-            self.last_commit = time.perf_counter()
-            return
+    def send(self, params: list[Any]) -> RawRequest:
+        request = self.request = RawRequest(self.idl, "transact", params)
+        self.conn.queue_txn(request)
+        return request
 
-    def _find_out(
-        self, changes: Sequence[OvnChange], request: RawRequest, silent: bool
-    ) -> Outcome | None:
-        """Whether the lost transaction committed, from the NB once the IDL has reconnected,
-        re-synced and holds the write lock again; ``None`` when that does not happen within
-        the timeout (then nobody can tell)."""
-        idl = self._conn.idl
+    def abandon(self, silent: bool) -> None:
         if silent:
             # Drop the connection the transaction went out on: the server releases the lock
             # only when it drops that session, after executing whatever it received on it.
-            self._conn.queue_txn(ForceReconnect(idl))
-        deadline = time.monotonic() + self.settings.timeout
-        while time.monotonic() < deadline and not self._closed:
-            with self._conn.lock:
-                seqno = idl._session.get_seqno()
-                if (
-                    seqno != request.seqno
-                    and idl._last_seqno == seqno
-                    and idl.state == ovs_idl.Idl.IDL_S_MONITORING
-                    and idl.has_lock
-                ):
-                    tables = dict(idl.tables)
-                    state = self._cache_for(tables).state_now(tables)
-                    return outcome(changes, state.owned)
+            self.conn.queue_txn(ForceReconnect(self.idl))
+
+    def reread(self, name: str, deadline: float) -> Sequence[OvnRow] | None:
+        """Once the IDL has reconnected after the request's connection, re-synced and holds
+        the lock again (it asks for it on every reconnect): our rows from its cache."""
+        request = self.request
+        seqno = None if request is None else request.seqno
+        while time.monotonic() < deadline and not self.nb._closed:
+            with self.conn.lock:
+                if resynced_since(self.idl, seqno) and lock_state(self.idl):
+                    tables = dict(self.idl.tables)
+                    return self.nb._cache_for(tables).state_now(tables).owned
             time.sleep(0.02)
         return None
+
+    def release(self) -> None:
+        with self.conn.lock:
+            release_lock(self.idl, self.request)
 
 
 class IdlIndex:

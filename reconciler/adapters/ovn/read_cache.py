@@ -3,7 +3,7 @@ kept between reads and redone only for the rows the IDL changed.
 
 Why: the NB of a large cluster holds tens of thousands of rows, most of them ours, and
 converting all of them on every read dominated a loop in which usually nothing changed. The
-IDL tells us which rows it changed (:class:`~reconciler.adapters.ovn.idl_patches.ChangeLog`),
+IDL tells us which rows it changed (:class:`~reconciler.adapters.ovn.python_ovs.ChangeLog`),
 so a read only redoes those: unchanged :class:`OvnRow`, :class:`PodPort` and tuples are reused
 as the *same* objects (the core compares with ``is`` first), and a read with nothing changed
 returns the previous :class:`OvnState`.
@@ -23,37 +23,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.adapters.ovn.datum import (
+from reconciler.adapters.ovn.python_ovs import (
+    ChangeLog,
+    NbIdl,
+    column_reader,
     committed_list,
     committed_map,
     committed_scalar,
-    committed_value,
-    first_or_none,
-    uuid_of,
 )
-from reconciler.adapters.ovn.idl_patches import ChangeLog, NbIdl
 from reconciler.adapters.ovn.rows import is_ours, nb_global, pod_port, switch
+from reconciler.adapters.ovn.symbolic import SymbolicRows, active_functions, owned_order
 from reconciler.adapters.ovn.tables import (
     CHILD_COLUMNS,
     NAMED_TABLES,
     NB_TABLES,
     OWNED_TABLES,
     REFERRERS,
-    TABLE_ORDER,
     NbSchema,
-    symbolic_columns,
 )
-from reconciler.core.observed import (
-    NbGlobal,
-    OvnCapabilities,
-    OvnRow,
-    OvnState,
-    PodPort,
-    Switch,
-)
+from reconciler.core.observed import NbGlobal, OvnCapabilities, OvnRow, OvnState, PodPort, Switch
 from reconciler.core.target import NB_GLOBAL
 
-__all__ = ["ReadCache", "RowIndex", "SymbolicRows"]
+__all__ = ["ReadCache", "RowIndex", "idl_symbolic"]
 
 _OWNED_NAMES = tuple(t.name for t in OWNED_TABLES if t.naming != "singleton")
 _ID_TABLES = tuple(t.name for t in OWNED_TABLES if t.foreign_ids)
@@ -79,94 +70,13 @@ class RowIndex:
     parent: dict[str, dict[uuid.UUID, uuid.UUID]] = field(default_factory=dict)
 
 
-class SymbolicRows:
-    """Converts IDL rows to the symbolic form of ``reconciler.core.target``, following
-    :func:`~reconciler.adapters.ovn.tables.symbolic_columns` (the rule the snapshot reader
-    follows on JSON rows). How each column is converted is decided once per table: the schema
-    lookups per value would cost more than the conversion itself."""
-
-    def __init__(self, schema: NbSchema, idl: NbIdl) -> None:
-        self._schema = schema
-        self._idl = idl
-        self._plans: dict[str, list[tuple[str, str, Any, Any]]] = {}
-
-    def row(
-        self,
-        table: str,
-        key: str,
-        row: Any,
-        index: RowIndex,
-        dangling: set[uuid.UUID] | None = None,
-    ) -> OvnRow:
-        """A cache row as an :class:`OvnRow`.
-
-        A reference to a row the cache does not hold is named by its UUID and, when
-        ``dangling`` is given, remembered there (the read cache must redo this row if a row
-        with that UUID arrives later)."""
-        plan = self._plans.get(table)
-        if plan is None:
-            plan = self._plans[table] = self._plan(table)
-        data = row._data
-        fields: dict[str, Any] = {}
-        for col, how, col_type, extra in plan:
-            if how == "const":
-                fields[col] = extra
-                continue
-            datum = data.get(col)
-            if how == "map":
-                fields[col] = (
-                    {}
-                    if datum is None
-                    else dict(sorted((k.value, v.value) for k, v in datum.values.items()))
-                )
-                continue
-            value = (
-                committed_value(row, col, col_type)
-                if datum is None or how != "scalar"
-                else (next(iter(datum.values)).value)
-            )
-            if how == "ref":
-                ref_table, kind = extra
-                names = index.names.get(ref_table, {})
-                if kind == "set":
-                    uuids = [uuid_of(v) for v in value]
-                    value = sorted(names.get(u, str(u)) for u in uuids)
-                else:
-                    one = first_or_none(value)
-                    uuids = [] if one is None else [uuid_of(one)]
-                    value = None if one is None else names.get(uuids[0], str(uuids[0]))
-                if dangling is not None:
-                    dangling.update(u for u in uuids if u not in names)
-            elif how == "opt":
-                value = first_or_none(value)
-            elif isinstance(value, list):
-                value = sorted(value) if extra else list(value)
-            fields[col] = value
-        parent_spec = NB_TABLES[table].parent
-        if parent_spec is not None:
-            parent = index.parent.get(table, {}).get(row.uuid)
-            fields[parent_spec.field] = (
-                None if parent is None else index.names.get(parent_spec.table, {}).get(parent)
-            )
-        return OvnRow(table=table, key=key, fields=fields)
-
-    def _plan(self, table: str) -> list[tuple[str, str, Any, Any]]:
-        """Per column of ``table``: (column, how, column type, extra) for :meth:`row`."""
-        columns = self._schema.tables[table]["columns"]
-        idl_columns = self._idl.tables[table].columns
-        plan: list[tuple[str, str, Any, Any]] = []
-        for col, rule, extra in symbolic_columns(table, columns):
-            if rule == "const":
-                plan.append((col, "const", None, extra))
-                continue
-            col_type = idl_columns[col].type
-            if rule != "plain":
-                plan.append((col, rule, col_type, extra))
-            elif col_type.n_min == 1 and col_type.n_max == 1 and not col_type.is_map():
-                plan.append((col, "scalar", col_type, None))
-            else:
-                plan.append((col, "value", col_type, not extra))  # extra: sort the list
-        return plan
+def idl_symbolic(schema: NbSchema, idl: NbIdl) -> SymbolicRows:
+    """The symbolic conversion of the IDL's rows (:mod:`~reconciler.adapters.ovn.symbolic`,
+    the rule the snapshot reader follows on JSON rows)."""
+    return SymbolicRows(
+        lambda table: schema.tables[table]["columns"],
+        lambda table, col: column_reader(idl, table, col),
+    )
 
 
 class ReadCache:
@@ -434,15 +344,13 @@ class ReadCache:
         """Our groups by name -> the function northd made active (by name), or None."""
         if _NFG not in tables or _ACTIVE not in tables[_NFG].columns:
             return {}
-        names = self.index.names.get(_NF, {})
-        out: dict[str, str | None] = {}
-        for u, key in sorted(self._owned_key.get(_NFG, {}).items(), key=lambda kv: kv[1]):
+        groups = []
+        for u, key in self._owned_key.get(_NFG, {}).items():
             row = self.index.owned.get((_NFG, key))
             if row is None or row.uuid != u:
                 continue  # a duplicate of the key: the row that holds it answers
-            active = committed_list(row, _ACTIVE)
-            out[key] = names.get(active[0], str(active[0])) if active else None
-        return out
+            groups.append((key, committed_list(row, _ACTIVE)))
+        return active_functions(groups, self.index.names.get(_NF, {}))
 
     def _switches(self, tables: Mapping[str, Any]) -> tuple[Switch, ...]:
         out = []
@@ -522,7 +430,15 @@ class ReadCache:
                     del self._sym[tu]
                     reorder = True
                 continue
-            new = self._symbolic.row(table, key, row, self.index, self._dangling)
+            parent = self.index.parent.get(table)
+            new = self._symbolic.row(
+                table,
+                key,
+                row,
+                self.index.names,
+                None if parent is None else parent.get(u),
+                self._dangling,
+            )
             if old is not None and old == new:
                 continue
             self._sym[tu] = new
@@ -531,7 +447,7 @@ class ReadCache:
             else:
                 replaced.append((tu, new))
         if reorder:
-            items = sorted(self._sym.items(), key=lambda kv: (TABLE_ORDER[kv[1].table], kv[1].key))
+            items = sorted(self._sym.items(), key=lambda kv: owned_order(kv[1]))
             self._owned_list = [r for _tu, r in items]
             self._owned_pos = {tu: i for i, (tu, _r) in enumerate(items)}
         elif replaced:

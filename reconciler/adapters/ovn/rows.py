@@ -1,4 +1,5 @@
-"""How the NB rows we do not own become ``reconciler.core.observed`` values.
+"""How the NB rows we do not own become ``reconciler.core.observed`` values, and what a writer
+needs to know of one of ours (:class:`OwnedRow`).
 
 Shared by the IDL reader (:mod:`~reconciler.adapters.ovn.read_cache`) and the snapshot reader
 (:mod:`~reconciler.adapters.ovn.snapshot`): each passes plain Python values of the columns, so
@@ -9,6 +10,7 @@ NB_Global keys are ours) exist once and the two readers give equal results.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from reconciler.core import ownership
 from reconciler.core.observed import NbGlobal, OvnRow, PodPort, Switch
@@ -19,7 +21,16 @@ from reconciler.core.target import (
     svc_monitor_marker,
 )
 
-__all__ = ["is_ours", "nb_global", "parse_addresses", "pod_port", "switch"]
+__all__ = ["OwnedRow", "is_ours", "nb_global", "parse_addresses", "pod_port", "switch"]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedRow:
+    """One of our live rows, as the transaction builder needs it: its UUID and its
+    ``external_ids`` (both readers' write indexes give it)."""
+
+    uuid: str
+    external_ids: Mapping[str, str]
 
 
 def is_ours(external_ids: Mapping[str, str], instance: str) -> bool:

@@ -34,14 +34,16 @@ transaction from.
 from __future__ import annotations
 
 import gc
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from reconciler.adapters.ovn.errors import OvnError, OvnSnapshotError
-from reconciler.adapters.ovn.rows import is_ours, nb_global, pod_port, switch
+from reconciler.adapters.ovn.rows import OwnedRow, is_ours, nb_global, pod_port, switch
 from reconciler.adapters.ovn.rpc import Session, query_leader, rpc_error
 from reconciler.adapters.ovn.settings import OvnSettings
+from reconciler.adapters.ovn.symbolic import Read, SymbolicRows, active_functions, owned_order
 from reconciler.adapters.ovn.tables import (
     CHILD_COLUMNS,
     DB_NAME,
@@ -49,12 +51,9 @@ from reconciler.adapters.ovn.tables import (
     NB_TABLES,
     OWNED_TABLES,
     REFERRERS,
-    TABLE_ORDER,
     NbSchema,
     NbTable,
-    symbolic_columns,
 )
-from reconciler.adapters.ovn.transaction import OwnedRow
 from reconciler.core import ownership
 from reconciler.core.observed import NbGlobal, OvnCapabilities, OvnRow, OvnState, PodPort, Switch
 from reconciler.core.target import NB_GLOBAL
@@ -145,7 +144,7 @@ def snapshot_operations(schema: Mapping[str, Any], instance: str) -> list[dict[s
 
 
 # ---------------------------------------------------------------------------------------------
-# JSON datum -> Python value, the way the IDL presents it
+# JSON datum -> the values the symbolic conversion reads (as the IDL reader gives them)
 
 
 def _atom(value: Any) -> Any:
@@ -162,15 +161,6 @@ def _as_set(value: Any) -> list[Any]:
     return [_atom(value)]
 
 
-def _plain_set(value: Any) -> list[Any]:
-    """A set of strings/integers: only ``["set", [...]]`` is a JSON list there."""
-    return list(value[1]) if type(value) is list else [value]
-
-
-def _uuid_set(value: list[Any]) -> list[str]:
-    return [v[1] for v in value[1]] if value[0] == "set" else [value[1]]
-
-
 def _as_map(value: Any) -> dict[Any, Any]:
     return {_atom(k): _atom(v) for k, v in value[1]}
 
@@ -180,31 +170,67 @@ def _str_map(value: Any) -> dict[str, str]:
     return dict(value[1])
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 def _base_type(base: Any) -> str:
     return base if isinstance(base, str) else str(base.get("type", ""))
 
 
-def _reader(column_type: Any) -> tuple[str, Callable[[Any], Any]]:
-    """(shape, JSON datum -> the value the IDL reader gives) for an OVSDB column type; shape
-    is ``"map"``, ``"scalar"`` (exactly one value) or ``"set"``. Chosen once per column so
-    the per-row work is one call."""
+def json_reader(col: str, column_type: Any) -> tuple[Read, str]:
+    """``(read, shape)`` of column ``col`` of an OVSDB column type for JSON rows: ``read(row)``
+    is the value :mod:`~reconciler.adapters.ovn.symbolic` wants (UUIDs as strings, a map as a
+    dict sorted by key, a set as a new list); ``shape`` is ``"map"``, ``"scalar"`` (exactly
+    one value) or ``"set"``. Chosen once per column; each reader is one call per value (the
+    snapshot converts tens of thousands of rows)."""
     if isinstance(column_type, str):
-        return "scalar", (_atom if column_type == "uuid" else _identity)
-    key = _base_type(column_type["key"])
-    if "value" in column_type:
-        plain = key != "uuid" and _base_type(column_type["value"]) != "uuid"
-        return "map", (_str_map if plain else _as_map)
-    if column_type.get("min", 1) == 1 and column_type.get("max", 1) == 1:
-        return "scalar", (_atom if key == "uuid" else _identity)
-    return "set", (_uuid_set if key == "uuid" else _plain_set)
+        key, one = column_type, True
+    else:
+        key = _base_type(column_type["key"])
+        if "value" in column_type:
+            if key == "uuid" or _base_type(column_type["value"]) == "uuid":
+
+                def read_map(row: Any) -> Any:
+                    return dict(sorted(_as_map(row[col]).items()))
+
+                return read_map, "map"
+
+            # ovsdb-server sends a map sorted by key (bytewise, which for UTF-8 is code point
+            # order, Python's): a map of plain strings is already in the order
+            # ``dict(sorted(...))`` gives it.
+            def read_str_map(row: Any) -> Any:
+                return dict(row[col][1])
+
+            return read_str_map, "map"
+        one = column_type.get("min", 1) == 1 and column_type.get("max", 1) == 1
+    if one and key != "uuid":
+        return operator.itemgetter(col), "scalar"
+    if one:
+
+        def read_ref(row: Any) -> Any:
+            value = row[col]
+            return value[1] if type(value) is list else value
+
+        return read_ref, "scalar"
+    if key == "uuid":
+
+        def read_refs(row: Any) -> Any:
+            value = row[col]
+            return [v[1] for v in value[1]] if value[0] == "set" else [value[1]]
+
+        return read_refs, "set"
+
+    def read_set(row: Any) -> Any:  # only ``["set", [...]]`` is a JSON list here
+        value = row[col]
+        return list(value[1]) if type(value) is list else [value]
+
+    return read_set, "set"
 
 
-def _opt(value: list[Any]) -> Any:
-    return value[0] if value else None
+def json_symbolic(tables: Mapping[str, Any]) -> SymbolicRows:
+    """The symbolic conversion of JSON rows of the server's ``tables`` (its schema's), the
+    rule the IDL reader follows on its cache's rows."""
+    return SymbolicRows(
+        lambda table: tables[table]["columns"],
+        lambda table, col: json_reader(col, tables[table]["columns"][col]["type"]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -260,7 +286,7 @@ class _Builder:
         self.all_rows: dict[str, list[dict[str, Any]]] = {}
         self.pods: list[dict[str, Any]] = []
         self.foreign_rows: dict[str, list[dict[str, Any]]] = {}
-        self.plans: dict[str, list[tuple[str, str, Any, Any]]] = {}
+        self.symbolic = json_symbolic(self.tables)
         self.owned_index: dict[tuple[str, str], OwnedRow] = {}
         self.parent_index: dict[str, dict[str, str]] = {}
 
@@ -354,15 +380,12 @@ class _Builder:
         return nb_global(_str_map(row["options"]), _str_map(row["external_ids"]), self.instance)
 
     def _nf_active(self) -> dict[str, str | None]:
-        """Mirrors ``read_cache.ReadCache._nf_active`` on JSON rows."""
-        names = self.names.get(_NF, {})
-        out: dict[str, str | None] = {}
-        for row in self.owned_rows.get(_NFG, ()):
-            if _ACTIVE not in row:
-                continue
-            active = _as_set(row[_ACTIVE])
-            out[row["name"]] = names.get(active[0], active[0]) if active else None
-        return dict(sorted(out.items()))
+        groups = [
+            (row["name"], _as_set(row[_ACTIVE]))
+            for row in self.owned_rows.get(_NFG, ())
+            if _ACTIVE in row
+        ]
+        return active_functions(groups, self.names.get(_NF, {}))
 
     def _parents(self, spec: NbTable, children: set[str]) -> dict[str, str]:
         """child UUID -> parent UUID for the owned ``children`` of ``spec``."""
@@ -408,7 +431,8 @@ class _Builder:
         for table, keyed in keyed_by_table.items():
             parents = self.parent_index.get(table, {})
             for key, row in keyed:
-                rows[(table, key)] = self._symbolic(table, key, row, parents)
+                parent = parents.get(row["_uuid"][1])
+                rows[(table, key)] = self.symbolic.row(table, key, row, self.names, parent)
                 if self.want_index:
                     self.owned_index[(table, key)] = OwnedRow(
                         row["_uuid"][1], _str_map(row["external_ids"])
@@ -417,68 +441,7 @@ class _Builder:
             if not NB_TABLES[table].read_in_full:
                 self.owned_rows[table] = []
                 self.foreign_rows.pop(table, None)
-        return sorted(rows.values(), key=lambda r: (TABLE_ORDER[r.table], r.key))
-
-    def _plan(self, table: str) -> list[tuple[str, str, Any, Any]]:
-        """Per column of ``NB_TABLES[table].columns``, in order: (column, kind, reader, extra),
-        the steps the IDL reader takes for it, decided once per table."""
-        plan = self.plans.get(table)
-        if plan is not None:
-            return plan
-        columns = self.tables[table]["columns"]
-        plan = []
-        for col, rule, extra in symbolic_columns(table, columns):
-            if rule == "const":
-                plan.append((col, "const", None, extra))
-                continue
-            shape, read = _reader(columns[col]["type"])
-            if rule == "ref":
-                ref_table, ref_kind = extra
-                names = self.names.setdefault(ref_table, {})
-                plan.append((col, "refset" if ref_kind == "set" else "ref", read, names))
-            elif rule == "opt":
-                plan.append((col, "opt", read, None))
-            elif rule == "map":
-                # ovsdb-server sends a map sorted by key (bytewise, which for UTF-8 is code
-                # point order, Python's): a map of plain strings is already in the order
-                # ``dict(sorted(...))`` gives it, so only other maps are re-sorted.
-                plan.append((col, "keep" if read is _str_map else "map", read, None))
-            elif shape == "set":
-                plan.append((col, "keep" if extra else "sorted", read, None))
-            else:
-                plan.append((col, "keep", read, None))
-        self.plans[table] = plan
-        return plan
-
-    def _symbolic(
-        self, table: str, key: str, row: Mapping[str, Any], parents: Mapping[str, str]
-    ) -> OvnRow:
-        """Mirrors ``read_cache.SymbolicRows.row`` on a JSON row."""
-        fields: dict[str, Any] = {}
-        for col, kind, read, extra in self._plan(table):
-            if kind == "const":
-                fields[col] = extra
-                continue
-            value = read(row[col])
-            if kind == "map":
-                value = dict(sorted(value.items()))
-            elif kind == "sorted":
-                value.sort()
-            elif kind == "refset":
-                value = sorted([extra.get(u, u) for u in value])
-            elif kind == "ref":
-                one = _opt(value) if isinstance(value, list) else value
-                value = None if one is None else extra.get(one, one)
-            elif kind == "opt":
-                value = _opt(value) if isinstance(value, list) else value
-            fields[col] = value
-        parent_spec = NB_TABLES[table].parent
-        if parent_spec is not None:
-            parent = parents.get(row["_uuid"][1])
-            fields[parent_spec.field] = (
-                None if parent is None else self.names.get(parent_spec.table, {}).get(parent)
-            )
-        return OvnRow(table=table, key=key, fields=fields)
+        return sorted(rows.values(), key=owned_order)
 
 
 def read_on(

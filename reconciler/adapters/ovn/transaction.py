@@ -24,7 +24,7 @@ Why it looks like this:
   them silently; with it the whole transaction fails and nothing is committed.
 - ``NB_Global`` (the cluster's one row) is never created, updated or deleted as a row of ours:
   its changes set and delete exactly the map keys the plan names, as mutations.
-- Retrying is safe because the adapter never resends blindly: after a lost reply it finds out
+- Retrying is safe because the writer never resends blindly: after a lost reply it finds out
   from the NB whether the transaction committed
   (:func:`~reconciler.adapters.ovn.commit.outcome`) before sending it again.
 """
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnCapabilityError, OvnError
+from reconciler.adapters.ovn.rows import OwnedRow
 from reconciler.adapters.ovn.tables import DB_NAME, NB_TABLES, TABLE_ORDER, NbSchema
 from reconciler.adapters.ovn.wire import ColumnCodec, InvalidValue, Ref
 from reconciler.core import ownership
@@ -43,7 +44,6 @@ from reconciler.core import ownership
 __all__ = [
     "BuiltTransaction",
     "OvnChange",
-    "OwnedRow",
     "TransactionBuilder",
     "WriteIndex",
 ]
@@ -67,14 +67,6 @@ class OvnChange(Protocol):
 
     @property
     def after(self) -> Mapping[str, Any] | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class OwnedRow:
-    """One of our live rows, as the builder needs it: its UUID and its ``external_ids``."""
-
-    uuid: str
-    external_ids: Mapping[str, str]
 
 
 class WriteIndex(Protocol):

@@ -6,10 +6,11 @@ once and checked on the way: a value that does not fit the server's column is re
 column's name before anything is sent (the Python IDL's ``setattr`` used to log and silently
 drop it, so a priority out of range would have been committed as 0).
 
-The column types are the ``ovs.db.types.Type`` objects of the server's schema (the IDL's own,
-or :func:`column_types` of a ``get_schema`` reply): the checks are the library's own
-(``Atom.check_constraints``), only the common, unconstrained cases (plain strings, references
-the builder resolved itself) skip them.
+The column types are python-ovs' ``Type`` objects of the server's schema
+(:func:`~reconciler.adapters.ovn.python_ovs.column_types` of a ``get_schema`` reply): the
+constraint checks are the library's own (:func:`~reconciler.adapters.ovn.python_ovs.atom_problem`),
+only the common, unconstrained cases (plain strings, references the builder resolved itself)
+skip them.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ovs.db import data as ovs_data
-from ovs.db import error as ovs_error
-from ovs.db import schema as ovs_schema
-from ovs.db import types as ovs_types
+from reconciler.adapters.ovn.python_ovs import atom_problem, column_types
 
 __all__ = ["ColumnCodec", "InvalidValue", "Ref", "column_types"]
+
+_STRING, _INTEGER, _REAL, _BOOLEAN, _UUID = "string", "integer", "real", "boolean", "uuid"
+"""The atomic types' names (``base.type.name``)."""
 
 
 class InvalidValue(ValueError):
@@ -44,29 +45,23 @@ class Ref:
         return ["uuid", str(self.uuid)]
 
 
-def column_types(raw_schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Table -> column -> ``ovs.db.types.Type`` of a ``get_schema`` reply (no IDL needed)."""
-    db = ovs_schema.DbSchema.from_json(dict(raw_schema), allow_extensions=True)
-    return {name: {c: col.type for c, col in t.columns.items()} for name, t in db.tables.items()}
-
-
 def _constrained(base: Any) -> bool:
     """The base type has constraints beyond its atomic type (enum, range, lengths, refTable
     is not a constraint on the value we send: the builder resolved it)."""
     if base.enum is not None:
         return True
-    if base.type in (ovs_types.IntegerType, ovs_types.RealType):
+    if base.type.name in (_INTEGER, _REAL):
         return base.min is not None or base.max is not None
-    if base.type == ovs_types.StringType:
+    if base.type.name == _STRING:
         return base.min_length > 0 or base.max_length < 2**31 - 1
     return False
 
 
-_PYTHON_TYPES: dict[Any, tuple[type, ...]] = {
-    ovs_types.StringType: (str,),
-    ovs_types.IntegerType: (int,),
-    ovs_types.RealType: (int, float),
-    ovs_types.BooleanType: (bool,),
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    _STRING: (str,),
+    _INTEGER: (int,),
+    _REAL: (int, float),
+    _BOOLEAN: (bool,),
 }
 
 
@@ -92,8 +87,8 @@ class ColumnCodec:
         key = col_type.key
         plain = bool(
             col_type.is_map()
-            and key.type == ovs_types.StringType
-            and col_type.value.type == ovs_types.StringType
+            and key.type.name == _STRING
+            and col_type.value.type.name == _STRING
             and not _constrained(key)
             and not _constrained(col_type.value)
         )
@@ -101,9 +96,9 @@ class ColumnCodec:
         if plain:
             fast = "strmap"
         elif col_type.value is None and col_type.n_max == 1:
-            if key.type == ovs_types.StringType and not _constrained(key) and col_type.n_min == 1:
+            if key.type.name == _STRING and not _constrained(key) and col_type.n_min == 1:
                 fast = "str"
-            elif key.type == ovs_types.UuidType:
+            elif key.type.name == _UUID:
                 fast = "ref"
         return cls(col_type, plain, fast)
 
@@ -174,18 +169,16 @@ class ColumnCodec:
 
     @staticmethod
     def _atom(base: Any, value: Any) -> Any:
-        if base.type == ovs_types.UuidType:
+        name = base.type.name
+        if name == _UUID:
             if not isinstance(value, Ref):
                 raise InvalidValue(f"expected a reference, got {value!r}")
             return value.wire()
-        expected = _PYTHON_TYPES[base.type]
-        if not isinstance(value, expected) or (
-            base.type != ovs_types.BooleanType and isinstance(value, bool)
-        ):
+        expected = _PYTHON_TYPES[name]
+        if not isinstance(value, expected) or (name != _BOOLEAN and isinstance(value, bool)):
             raise InvalidValue(f"{value!r} is not of type {base.type.to_string()}")
         if _constrained(base):
-            try:
-                ovs_data.Atom(base.type, value).check_constraints(base)
-            except (ovs_error.Error, ovs_data.ConstraintViolation) as exc:
-                raise InvalidValue(str(exc)) from None
+            problem = atom_problem(base, value)
+            if problem is not None:
+                raise InvalidValue(problem)
         return value

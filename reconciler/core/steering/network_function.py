@@ -138,9 +138,15 @@ class NetworkFunction(PortGroupPods):
                     if node in lb_switches:
                         out.warnings.append(
                             f"switch {node} has load balancers (OVN-Kubernetes' Service group?): "
-                            f"OVN does not support Network Function insertion together with load "
-                            f"balancers on one switch, so Binding {binding.metadata.name} may not "
-                            "steer there"
+                            "OVN does not support Network Function insertion together with load "
+                            "balancers on one switch; measured on OVN 26.03 with OVN-Kubernetes' "
+                            "ClusterIP load balancers (1 and 2 chassis, one NB and interconnect): "
+                            f"connections to Binding {binding.metadata.name}'s pods through a "
+                            "Service are steered exactly as direct ones, a pod reaching itself "
+                            "through its Service crosses the VNF one way only (exit-lport, "
+                            "both), and with entry-lport or both a steered pod's own connections "
+                            "to any Service never complete (OVN drops the replies; "
+                            "docs/upstream/)"
                         )
                     for direction in directions(spec.redirection):
                         side = "outport" if direction == TO_LPORT else "inport"

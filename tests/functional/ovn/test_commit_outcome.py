@@ -141,6 +141,41 @@ def test_a_stopped_server_is_unknown_and_the_next_apply_converges(
     assert our_acls(nb26.nb_remote) == ["acl-0", "acl-1"]
 
 
+def test_a_server_killed_holding_the_transaction_and_still_down_is_unknown(
+    nb26: OvnSandbox, proxied: Callable[..., NbProxy], adapter: Adapter
+) -> None:
+    """The server dies with the transaction (it may or may not have committed it) and stays
+    down longer than the apply may wait: the apply says it cannot know, in the documented
+    words (issue #19: the IDL adapter raised a bare AssertionError from ``Idl.set_lock``), and
+    once the server is back the next apply converges."""
+    assert nb26.nb is not None
+    server = nb26.nb
+
+    def kill() -> None:
+        server.stop(sig=signal.SIGKILL)
+        proxy.refuse()  # connections now fail as the dead server's would
+
+    proxy = proxied("drop-reply", kill)
+    try:
+        with (
+            adapter(OvnSettings(remote=proxy.remote, timeout=1.5)) as nb,
+            pytest.raises(OvnApplyError) as err,
+        ):
+            nb.apply(creates(rows(2)))
+    finally:
+        nb26.start_nb()
+    assert proxy.hit.is_set()
+    message = str(err.value)
+    assert message.startswith(f"OVN NB transaction at {proxy.remote}: ")
+    assert "whether it committed is unknown" in message
+    assert "the server did not answer within --ovn-timeout 1.5s" in message
+    assert our_acls(nb26.nb_remote) in ([], ["acl-0", "acl-1"])
+    with adapter(OvnSettings(remote=nb26.nb_remote, timeout=5)) as nb:
+        present = {(r.table, r.key) for r in nb.read().owned}
+        nb.apply([c for c in creates(rows(2)) if (c.kind, c.key) not in present])
+    assert our_acls(nb26.nb_remote) == ["acl-0", "acl-1"]
+
+
 def test_a_briefly_stopped_server_is_waited_for(
     nb26: OvnSandbox, proxied: Callable[..., NbProxy], adapter: Adapter
 ) -> None:

@@ -11,7 +11,7 @@ import pytest
 from osc_gitops_sandbox.cluster import SandboxCluster
 from osc_gitops_sandbox.zones import ZonedCluster
 
-from reconciler.adapters.ovn.northbound import write_lock_name
+from reconciler.adapters.ovn import write_lock_name
 from reconciler.core import ownership as own
 from tests.functional.zones.support import LockHolder, acl_keys, agent, dump, owned
 from tests.reliability.harness import Worker

@@ -16,6 +16,7 @@ from reconciler.engine.pipeline import (
     EmptyDesiredRefused,
     NotConverged,
     Pipeline,
+    preview,
     reconcile,
 )
 from reconciler.errors import Aborted, error_cause
@@ -62,6 +63,25 @@ def test_writes_go_in_the_safe_order() -> None:
         "observe", "plan", "verify", "kube_writes", "ovn_transaction", "kube_deletes",
     ]  # fmt: skip
     assert reconcile(IPS, kube, ovn, OPTIONS).plan.empty, "converged"
+
+
+def test_a_preview_is_the_plan_a_run_carries_out_and_writes_nothing() -> None:
+    """``osc-gitops plan`` (:meth:`Pipeline.preview`) reads and plans as a pass does; of a
+    snapshot file (:func:`preview`) too. Beside the changes: the revision and the health
+    report."""
+    kube, ovn = applied_world(FIREWALL)
+    pipeline = Pipeline(kube, ovn, OPTIONS)
+
+    shown = pipeline.preview(IPS, revision="rev-2")
+    offline = preview(IPS, pipeline.observe(), OPTIONS, revision="rev-2")
+
+    assert kube.journal.entries == [], "a preview writes nothing"
+    assert shown.plan == offline.plan and shown.plan.meta["revision"] == "rev-2"
+    assert shown.observed == pipeline.observe()  # what it was planned from
+    assert "vnf_instances" in shown.plan.meta  # the health of the VNF instances it plans
+    done = pipeline.run(IPS, "rev-2").report.plan
+    assert done.changes == shown.plan.changes and done.warnings == shown.plan.warnings
+    assert pipeline.preview(IPS).plan.empty
 
 
 def test_rows_and_objects_record_the_revision() -> None:

@@ -1,0 +1,46 @@
+"""The standalone reproductions in ``docs/upstream/`` still reproduce on OVN 26.03.
+
+Each script is written for a plain OVN installation (tools on ``PATH``) so it can go to the
+OVN maintainers as it is; here it runs against the sid root through wrapper scripts
+(``osc_gitops_sandbox.distributions.write_wrappers``). The day an OVN release fixes the bug,
+this test fails: then the product's workaround or warning can go (see the script's header and
+``docs/upstream/README.md``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from osc_gitops_sandbox import distributions
+from osc_gitops_sandbox.datapath import DATAPATH_TOOLS
+
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.datapath
+
+UPSTREAM = REPO / "docs" / "upstream"
+
+
+def test_a_from_lport_network_function_and_a_load_balancer_drop_the_vip_connection(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the reproduction needs root (network namespaces, veths, ovs-vswitchd)")
+    sid = distributions.sid().require(DATAPATH_TOOLS)  # missing sid root: fail (make setup)
+    env = {**os.environ, **distributions.write_wrappers(sid, tmp_path / "bin")}
+    script = subprocess.Popen(
+        ["sh", str(UPSTREAM / "nf-from-lport-lb-reply-dropped.sh")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    out, err = script.communicate(timeout=120)
+    assert script.returncode == 0, f"{out}\n{err}"
+    assert "client -> server 10.0.0.2:8080 (direct):         connected" in out
+    assert "client -> VIP 10.96.0.100:80 (load balancer):    FAILED" in out
+    assert "the same ACL without the Network Function, VIP:  connected" in out
+    crossed = int(out.split("(SYN and its retransmits): ")[1].split()[0])
+    assert crossed >= 1, "the SYN did cross the VNF: it is the reply that is lost"
+    assert "REPRODUCED" in out and "ovn-northd 26.03" in out
+    mine = f"nflb{script.pid}-"  # the script names its namespaces after its pid
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(mine)], "left behind"
