@@ -47,7 +47,12 @@ def _serve(
     from osc_gitops_sandbox import ovsdb_rpc
     from osc_gitops_sandbox.cluster import SandboxCluster
 
-    cluster = SandboxCluster(workdir, nb_schema=nb_schema, distribution=distribution, northd=northd)
+    # Without the emulator's KubeVirt: its virt-controller makes a full pass over every VM on
+    # each change while holding the API server's lock (a real one is incremental), which would
+    # put O(VMs^2) of the test double into every first apply.
+    cluster = SandboxCluster(
+        workdir, nb_schema=nb_schema, distribution=distribution, northd=northd, kubevirt=False
+    )
     try:
         cluster.start()
         namespaces, nodes, pods = kube_objects(scale)
