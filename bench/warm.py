@@ -10,7 +10,9 @@ API server, the IDL-backed :class:`OvnNorthbound`, the incremental planner, a lo
 - pod labelled -> committed: the label is PATCHed at t0 (the pod joins a group it was not
   in); the watch delivers it to the cache; ``reconcile_pass("pod")`` runs at once (debounce
   excluded); the clock stops at ``OvnNorthbound.last_commit``; a raw ``select`` checks the
-  member; the labels are put back (not timed). The process's RSS is sampled every 100 events,
+  member; the labels are put back (not timed). Events where the pod is its group's first
+  member on its node (no Port_Group there yet: the pass creates it and its ACLs, issue 20) are
+  also reported apart (``label_first``). The process's RSS is sampled every 100 events,
   so growth over the events shows.
 
 :func:`measure_warm` runs all of it in a spawned child and returns plain data.
@@ -41,16 +43,6 @@ def _pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
-
-
-def _split(latencies: list[float], first: list[bool]) -> dict[str, Any]:
-    """p50/p99 of the events whose pod was the first member of its group on its node (the
-    Port_Group and its ACLs are created) and of the others (one ``ports`` mutation)."""
-    out: dict[str, Any] = {}
-    for name, want in (("first", True), ("joining", False)):
-        picked = [t for t, f in zip(latencies, first, strict=True) if f is want]
-        out[name] = {"events": len(picked), "p50": _pct(picked, 0.5), "p99": _pct(picked, 0.99)}
-    return out
 
 
 def measure_warm(
@@ -159,7 +151,7 @@ def _measure(
         desired_groups = load_path(Path(manifests)).security_groups  # to pick the labels
         out.update(noop=noop, noop_full=full, rss_before_events_mib=rss_mib())
         latencies: list[float] = []
-        first_member: list[bool] = []
+        first_member: list[float] = []
         phases: list[dict[str, float]] = []
         rss_samples: list[tuple[int, float]] = [(0, rss_mib())]
         for k in range(events):
@@ -171,9 +163,7 @@ def _measure(
             key, value = next(iter(dict(desired_groups[group].spec.label_pairs()).items()))
             labels = {**pod_labels(n), key: value}
             pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
-            first_member.append(
-                not port_group_exists(nb_remote, pg)
-            )  # its first member on the node
+            first = not port_group_exists(nb_remote, pg)
             t0 = time.perf_counter()
             patch_labels(kube_url, namespace, name, labels)
             t1 = time.perf_counter()
@@ -184,6 +174,8 @@ def _measure(
                 raise RuntimeError(f"label event {k}: {res.result} {res.error}")
             committed = ovn.last_commit
             latencies.append(committed - t0)
+            if first:
+                first_member.append(committed - t0)
             phases.append({"patch": t1 - t0, "watch": t2 - t1, "pass_to_commit": committed - t2})
             check_member(nb_remote, pg, f"{namespace}_{name}", res)
             patch_labels(kube_url, namespace, name, pod_labels(n))
@@ -198,13 +190,16 @@ def _measure(
                 "p99": _pct(latencies, 0.99),
                 "events": len(latencies),
                 "runs": latencies,
-                "first_member": first_member,
-                **_split(latencies, first_member),
                 "phases_median": {
                     key: statistics.median(p[key] for p in phases) for key in phases[0]
                 }
                 if phases
                 else {},
+            },
+            label_first={
+                "p50": _pct(first_member, 0.5) if first_member else None,
+                "p99": _pct(first_member, 0.99) if first_member else None,
+                "events": len(first_member),
             },
             rss_samples=rss_samples,
             rss_end_mib=rss_mib(),

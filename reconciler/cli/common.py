@@ -15,6 +15,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
+| ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
@@ -142,7 +143,11 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     """``--steering`` and (``health``: for commands that write or plan writes) the NB_Global
     health-probe addresses."""
     from reconciler.core.steering import DEFAULT_STEERING, STEERING_CHOICES
-    from reconciler.core.steering.base import DEFAULT_SVC_MONITOR_IP, DEFAULT_SVC_MONITOR_IP_DST
+    from reconciler.core.steering.base import (
+        DEFAULT_EMPTY_GRACE,
+        DEFAULT_SVC_MONITOR_IP,
+        DEFAULT_SVC_MONITOR_IP_DST,
+    )
 
     parser.add_argument(
         "--steering",
@@ -150,9 +155,18 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
     )
+    env = os.environ.get
+    parser.add_argument(
+        "--empty-grace",
+        type=float,
+        default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
+        metavar="SECONDS",
+        help="how long a group's Port_Group and ACLs on a node outlive its last member pod "
+        f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
+        "once)",
+    )
     if not health:
         return
-    env = os.environ.get
     probe = parser.add_argument_group(
         "VNF health checks (network-function steering)",
         "OVN probes a VNF only when NB_Global options:svc_monitor_ip and svc_monitor_ip_dst "
@@ -222,15 +236,20 @@ def compile_options(args: argparse.Namespace) -> Any:
 
     from reconciler.core.compile import CompileOptions
     from reconciler.core.model import DNS1123_LABEL
+    from reconciler.core.steering.base import DEFAULT_EMPTY_GRACE
     from reconciler.core.steering.network_function import svc_monitor_addresses
 
     if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
+    grace = float(getattr(args, "empty_grace", DEFAULT_EMPTY_GRACE))
+    if not 0 <= grace < float("inf"):
+        raise UserError(f"--empty-grace {grace:g} must be a number of seconds, 0 or more")
     options = CompileOptions(
         instance=args.instance,
         steering=args.steering,
         svc_monitor_ip=getattr(args, "svc_monitor_ip", None) or None,
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
+        empty_grace=grace,
     )
     svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
     return options

@@ -19,7 +19,8 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler.core import naming
 from reconciler.core import ownership as own
@@ -33,6 +34,7 @@ from reconciler.core.steering.base import (
     CompileOptions,
     Members,
     NodePods,
+    Pair,
     Side,
     TargetBuilder,
     VnfInstance,
@@ -41,6 +43,8 @@ from reconciler.core.steering.base import (
     bindings_by_group,
     directions,
 )
+from reconciler.core.steering.chains import chain_nodes
+from reconciler.core.steering.presence import PairState, check_gates, gate_rows, pair_states
 from reconciler.core.target import Resource, Target
 from reconciler.errors import InternalError
 
@@ -61,6 +65,7 @@ __all__ = [
     "compile_target",
     "directions",
     "fill_pods",
+    "live_port_groups",
     "members_by_group_and_node",
     "pods_by_node",
 ]
@@ -68,7 +73,7 @@ __all__ = [
 Ident = tuple[str, str]
 
 COMPILE_READS: frozenset[str] = frozenset(
-    {"pods", "pod_ports", "nodes", "switches", "network_policies", "capabilities"}
+    {"pods", "pod_ports", "nodes", "switches", "network_policies", "capabilities", "observed_at"}
 )
 """The ``Observed`` fields compile itself reads; the chosen backend reads its
 ``observed_fields`` besides. The incremental planner derives from both which changes need a
@@ -103,7 +108,20 @@ class Compiled:
     instances: dict[tuple[str, str], VnfInstance]
     """The VNF instances by ``(vnf, node)``, in compile order (sorted)."""
     pod_dependent: dict[str, list[Ident]]
-    """Node -> the resources whose fields come from that node's pods (:func:`fill_pods`)."""
+    """Node -> the resources whose fields come from that node's pods (:func:`fill_pods`),
+    among :attr:`potential`."""
+    potential: dict[Ident, Resource] = field(default_factory=dict)
+    """Every row the backend emitted, pod fields filled, whether its pair is present or not:
+    what the incremental planner adds when a pair appears."""
+    gates: dict[Ident, Pair] = field(default_factory=dict)
+    """Gated rows (of :attr:`potential`) -> their (group, node) pair."""
+    anchors: dict[Pair, Ident] = field(default_factory=dict)
+    """Each pair's Port_Group, whose live row says whether an empty pair is held."""
+    states: dict[Pair, PairState] = field(default_factory=dict)
+    """Each pair's state (``reconciler.core.steering.presence``)."""
+    health_read: frozenset[str] = frozenset()
+    """Network_Function_Groups whose ``Observed.nf_active`` the target depends on
+    (``TargetBuilder.health_read``)."""
 
 
 def compile_target(
@@ -128,9 +146,34 @@ def compile_full(
         _emit_vnf_instance(inst, backend, out)
     backend.emit_bindings(desired, backend_view(observed, backend), instances, options, out)
     resources, pod_dependent = fill_pods(backend, out.resources, pods, in_place=True)
+    anchors = check_gates(resources, out.gates)
+    live = live_port_groups(observed)
+    states = pair_states(
+        anchors,
+        lambda pair: len(members.get(pair[0], {}).get(pair[1], ())),
+        live.get,
+        observed.observed_at,
+        options.empty_grace,
+    )
+    present = gate_rows(resources, out.gates, states)
     _binding_warnings(desired, members, instances, observed, backend, out)
-    target = Target.of(resources, sorted(set(out.warnings)))
-    return Compiled(target, backend, instances, pod_dependent)
+    target = Target.of(present, sorted(set(out.warnings)))
+    return Compiled(
+        target,
+        backend,
+        instances,
+        pod_dependent,
+        potential={r.ident: r for r in resources},
+        gates=out.gates,
+        anchors={pair: res.ident for pair, res in anchors.items()},
+        states=states,
+        health_read=frozenset(out.health_read),
+    )
+
+
+def live_port_groups(observed: Observed) -> dict[str, dict[str, Any]]:
+    """Our live Port_Groups by name (whether an empty pair is held is read from them)."""
+    return {r.key: r.fields for r in observed.ovn_rows if r.table == "Port_Group"}
 
 
 def backend_view(observed: Observed, backend: SteeringBackend) -> Observed:
@@ -219,7 +262,7 @@ def _vnf_instances(
     desired: Desired, observed: Observed, backend: SteeringBackend, out: TargetBuilder
 ) -> dict[tuple[str, str], VnfInstance]:
     switches: dict[str, Switch] = {s.name: s for s in observed.switches}
-    instances: dict[tuple[str, str], VnfInstance] = {}
+    placed: dict[str, list[str]] = defaultdict(list)  # node -> VNFs there, sorted
     for vnf_name, vnf in sorted(desired.vnfs.items()):
         selector = vnf.spec.nodeSelector
         for node in sorted(observed.nodes, key=lambda n: n.name):
@@ -237,18 +280,56 @@ def _vnf_instances(
                     f"VnfDeployment {vnf_name} is not deployed there"
                 )
                 continue
-            subnet = switches[node.name].subnet
-            instances[(vnf_name, node.name)] = VnfInstance(
+            placed[node.name].append(vnf_name)
+    live = _live_vnf_addresses(observed)
+    addresses: dict[tuple[str, str], str | None] = {}
+    for where, vnfs in placed.items():
+        subnet = switches[where].subnet
+        # VNFs keep the address they have (a VM's address does not move), then new ones take
+        # free ones: each VNF on a node gets its own (``SteeringBackend.vnf_address``).
+        taken: set[str] = set()
+        for vnf_name in sorted(vnfs, key=lambda v: (live.get((v, where)) is None, v)):
+            ip = backend.vnf_address(
+                vnf_name, where, subnet, live.get((vnf_name, where)), frozenset(taken)
+            )
+            addresses[(vnf_name, where)] = ip
+            if ip is not None:
+                taken.add(ip)
+    instances: dict[tuple[str, str], VnfInstance] = {}
+    for vnf_name, vnf in sorted(desired.vnfs.items()):
+        for name in sorted(n for n, vnfs in placed.items() if vnf_name in vnfs):
+            instances[(vnf_name, name)] = VnfInstance(
                 vnf=vnf,
-                node=node.name,
-                in_port=naming.vnf_port(vnf_name, node.name, "in"),
-                out_port=naming.vnf_port(vnf_name, node.name, "out"),
-                mac_in=naming.mac_for(vnf_name, node.name, "in"),
-                mac_out=naming.mac_for(vnf_name, node.name, "out"),
-                ip=backend.vnf_address(vnf_name, node.name, subnet),
-                subnet=subnet,
+                node=name,
+                in_port=naming.vnf_port(vnf_name, name, "in"),
+                out_port=naming.vnf_port(vnf_name, name, "out"),
+                mac_in=naming.mac_for(vnf_name, name, "in"),
+                mac_out=naming.mac_for(vnf_name, name, "out"),
+                ip=addresses[(vnf_name, name)],
+                subnet=switches[name].subnet,
             )
     return instances
+
+
+def _live_vnf_addresses(observed: Observed) -> dict[tuple[str, str], str]:
+    """(VNF, node) -> the address its data-in port has in OVN now (``mac ip`` in our LSP
+    ``nf_<vnf>_<node>_in``), for the backends that give VNFs addresses."""
+    found: dict[tuple[str, str], str] = {}
+    for row in observed.ovn_rows:
+        if row.table != "Logical_Switch_Port" or not row.key.endswith("_in"):
+            continue
+        ids = row.fields.get("external_ids") or {}
+        kind, _, vnf = str(ids.get(own.RESOURCE, "")).partition("/")
+        node = ids.get(own.NODE)
+        if kind != "VnfDeployment" or not isinstance(node, str):
+            continue
+        if row.key != naming.vnf_port(vnf, node, "in"):
+            continue
+        for entry in row.fields.get("addresses") or ():
+            parts = str(entry).split()
+            if len(parts) == 2:
+                found[(vnf, node)] = parts[1]
+    return found
 
 
 def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetBuilder) -> None:
@@ -400,14 +481,42 @@ def _binding_warnings(
                     f"{common.shadow_text(by)} (evaluated first, takes every packet it would "
                     "take): a packet is steered by the first matching binding only"
                 )
-            vnf_nodes = {n for (v, n) in instances if v == binding.spec.vnf}
+            hops = binding.spec.vnfs
             for node, ports in sorted(members.get(group, {}).items()):
-                if node not in vnf_nodes:
+                missing = [vnf for vnf in hops if (vnf, node) not in instances]
+                if not missing:
+                    continue
+                if binding.spec.is_chain:
                     out.warnings.append(
                         f"{len(ports)} pod(s) of SecurityGroup {group} on node {node} are not "
-                        f"steered by Binding {name}: VnfDeployment {binding.spec.vnf} does not "
-                        "run there"
+                        f"steered by Binding {name}: its chain {binding.spec.vnf_text} is "
+                        f"incomplete there (VnfDeployment {', '.join(missing)} does not run "
+                        "there), and a chain steers only where every VNF of it runs"
                     )
+                else:
+                    out.warnings.append(
+                        f"{len(ports)} pod(s) of SecurityGroup {group} on node {node} are not "
+                        f"steered by Binding {name}: VnfDeployment {hops[0]} does not run there"
+                    )
+        for later, earlier, direction, packets, lost in common.first_match_losses(
+            bindings, tiered=tiered
+        ):
+            chain = list(dict.fromkeys((*earlier.spec.vnfs, *later.spec.vnfs)))
+            theirs = set(chain_nodes(earlier.spec.vnfs, instances))
+            mine = set(chain_nodes(later.spec.vnfs, instances))
+            if not theirs & mine:
+                continue  # they never steer on the same node
+            where = "" if mine <= theirs else f" on {', '.join(sorted(theirs & mine))}"
+            out.warnings.append(
+                f"Binding {later.metadata.name} (VNF {later.spec.vnf_text}) never gets "
+                f"{', '.join(common.describe_filters(packets))} of SecurityGroup {group} "
+                f"({direction}){where}: Binding {earlier.metadata.name} (order "
+                f"{earlier.spec.order}, "
+                f"VNF {earlier.spec.vnf_text}) is evaluated first and takes it, and a packet is "
+                f"steered by the first matching binding only, so it never crosses "
+                f"{', '.join(lost)}. To send it through {' and then '.join(chain)}, give "
+                f"Binding {earlier.metadata.name} the chain vnf: [{', '.join(chain)}]"
+            )
     _network_policy_warnings(desired, members, observed, out)
 
 

@@ -5,7 +5,9 @@ state, so only they can be updated or deleted. Comparison rules, chosen to be mi
 never fight other writers over fields we do not manage:
 
 - OVN rows: every managed column is compared whole, except ``external_ids``, where only our
-  ``osc.io/*`` keys count and ``osc.io/revision`` is ignored (a new commit alone rewrites nothing).
+  ``osc.io/*`` keys count and ``osc.io/revision`` is ignored (a new commit alone rewrites nothing);
+  the keys of ``ownership.WRITE_ONLY`` are written with a row that changes, but their absence
+  alone changes nothing.
 - Kubernetes objects: the live body is *projected* onto the shape of the target body (keys we do
   not set are dropped, recursively), like ``kubectl apply``: fields the API server or a webhook
   defaults (KubeVirt adds several to a VM spec) are not drift.
@@ -39,6 +41,15 @@ def live_state(ovn_rows: Iterable[OvnRow], kube_objects: Iterable[KubeObject]) -
 
 def _ours(ids: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in ids.items() if k.startswith(own.PREFIX) and k != own.REVISION}
+
+
+def _comparable(fields: dict[str, Any]) -> dict[str, Any]:
+    """OVN fields without the keys that are never a reason to write a row
+    (``ownership.WRITE_ONLY``)."""
+    ids = fields.get("external_ids")
+    if not ids or not own.WRITE_ONLY & ids.keys():
+        return fields
+    return {**fields, "external_ids": {k: v for k, v in ids.items() if k not in own.WRITE_ONLY}}
 
 
 def _normalise_ovn(fields: Mapping[str, Any], shape: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +110,7 @@ def diff(target: Target, live: LiveState, meta: Mapping[str, Any] | None = None)
             changes.append(Change("create", res.kind, res.key, res.origin, res.node, None, after))
             continue
         before = _normalise_ovn(current, after) if res.is_ovn else _normalise_kube(current, after)
-        if before != after:
+        if before != after and (not res.is_ovn or _comparable(before) != _comparable(after)):
             changes.append(
                 Change(
                     "update",

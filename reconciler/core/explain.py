@@ -49,6 +49,7 @@ __all__ = [
     "BindingView",
     "Explanation",
     "GroupMatch",
+    "HopView",
     "PodNotFound",
     "RowView",
     "Status",
@@ -81,9 +82,11 @@ ROW_ORDER: tuple[str, ...] = (
     "Network_Function",
     "Network_Function_Health_Check",
     "Logical_Switch_Port",
+    "Logical_Switch",
 )
 """Rows listed along a steered packet's path: the pod's Port_Group, the rows that match it, the
-function group and function they send it to, the function's probe, the VNF's data ports."""
+function group and function they send it to, the function's probe, the VNF's data ports (and a
+chain's child ports and link switches)."""
 
 
 class PodNotFound(UserError):
@@ -103,12 +106,26 @@ class GroupMatch:
 
 
 @dataclass(frozen=True, slots=True)
+class HopView:
+    """One VNF a Binding steers through (the only one, or a hop of its chain), on the pod's
+    node."""
+
+    vnf: str
+    instance: str | None
+    """The VirtualMachine ``namespace/name`` of the VNF's instance on the pod's node, if any."""
+    vm_state: RowState | None
+    health: Health
+    health_detail: str
+
+
+@dataclass(frozen=True, slots=True)
 class BindingView:
     """A Binding that applies to the pod, on the pod's node."""
 
     name: str
     group: str
-    vnf: str
+    vnf: str | list[str]
+    """``spec.vnf`` as written: one name, or the chain's names in order."""
     order: int
     order_default: bool
     redirection: str
@@ -127,6 +144,15 @@ class BindingView:
     steers: bool
     reason: str
     """Why it does not steer the pod (empty when it does)."""
+    hops: list[HopView] = field(default_factory=list)
+    """The VNFs in the order a packet crosses them, each on the pod's node (one for a single
+    VNF). For a chain, :attr:`instance` is ``None`` and :attr:`health` is the chain's (OVN
+    cannot probe it); each hop's own health is here."""
+
+    @property
+    def vnf_text(self) -> str:
+        """``firewall`` or ``ngfw -> ids``."""
+        return self.vnf if isinstance(self.vnf, str) else " -> ".join(self.vnf)
 
     @property
     def healthy(self) -> bool | None:
@@ -212,27 +238,37 @@ def explain_pod(
         )
 
     instances = planned.compiled.instances
-    on_node = [b for b in bindings if node is not None and (b.spec.vnf, node) in instances]
+    on_node = [
+        b
+        for b in bindings
+        if node is not None and all((vnf, node) in instances for vnf in b.spec.vnfs)
+    ]
     shadowed = common.shadowing(on_node, tiered=tiered)
     health = _health(planned, observed, node, bindings)
     vm_states = _vm_states(planned, node, bindings)
     views: list[BindingView] = []
     for binding in bindings:
         spec = binding.spec
-        inst = instances.get((spec.vnf, node)) if node is not None else None
+        hops = [_hop(desired, vnf, node, instances, health, vm_states) for vnf in spec.vnfs]
         reason = ""
         if spec.securityGroup not in member_of:
             reason = "the pod has no OVN port of its own yet"
-        elif inst is None:
-            reason = _why_no_instance(desired, observed, binding, node)
-        vm = naming.vm_name(spec.vnf, node) if inst is not None and node is not None else None
-        vnf_namespace = desired.vnfs[spec.vnf].spec.namespace
-        inst_health = health.get((spec.vnf, node or ""))
+        else:
+            missing = next((h.vnf for h in hops if h.instance is None), None)
+            if missing is not None:
+                reason = _why_no_instance(desired, observed, missing, node)
+                if spec.is_chain:
+                    reason = f"its chain {spec.vnf_text} is incomplete there: {reason}"
+        first = hops[0]
+        chain_detail = (
+            "a chain's function has no health check (OVN cannot probe across the link "
+            "between two VNFs); the hops' own health is listed per hop"
+        )
         views.append(
             BindingView(
                 name=binding.metadata.name,
                 group=spec.securityGroup,
-                vnf=spec.vnf,
+                vnf=list(spec.vnfs) if spec.is_chain else spec.vnfs[0],
                 order=spec.order,
                 order_default=spec.order_is_default,
                 redirection=spec.redirection.value,
@@ -241,15 +277,14 @@ def explain_pod(
                 traffic=common.filters_json(spec.traffic),
                 traffic_text=common.describe_filters(spec.traffic),
                 node=node,
-                instance=f"{vnf_namespace}/{vm}" if vm else None,
-                vm_state=vm_states.get((spec.vnf, node or "")),
-                health=inst_health.health if inst_health else UNKNOWN,
-                health_detail=(
-                    inst_health.detail if inst_health else "no VNF instance on the pod's node"
-                ),
+                instance=None if spec.is_chain else first.instance,
+                vm_state=_worst(h.vm_state for h in hops) if spec.is_chain else first.vm_state,
+                health=UNKNOWN if spec.is_chain else first.health,
+                health_detail=chain_detail if spec.is_chain else first.health_detail,
                 shadowed=shadowed.get(binding.metadata.name, {}),
                 steers=not reason,
                 reason=reason,
+                hops=hops,
             )
         )
 
@@ -322,10 +357,35 @@ def _selecting_groups(desired: Desired, pod: Pod, warnings: list[str]) -> list[G
 # --- the VNF instances ---------------------------------------------------------------------------
 
 
-def _why_no_instance(
-    desired: Desired, observed: Observed, binding: Binding, node: str | None
-) -> str:
-    vnf = binding.spec.vnf
+def _hop(
+    desired: Desired,
+    vnf: str,
+    node: str | None,
+    instances: Mapping[tuple[str, str], Any],
+    health: Mapping[tuple[str, str], InstanceHealth],
+    vm_states: Mapping[tuple[str, str], RowState],
+) -> HopView:
+    """One VNF of a binding on the pod's node: its VM, its state, its health."""
+    inst = instances.get((vnf, node)) if node is not None else None
+    vm = naming.vm_name(vnf, node) if inst is not None and node is not None else None
+    namespace = desired.vnfs[vnf].spec.namespace
+    inst_health = health.get((vnf, node or ""))
+    return HopView(
+        vnf=vnf,
+        instance=f"{namespace}/{vm}" if vm else None,
+        vm_state=vm_states.get((vnf, node or "")),
+        health=inst_health.health if inst_health else UNKNOWN,
+        health_detail=inst_health.detail if inst_health else "no VNF instance on the pod's node",
+    )
+
+
+def _worst(states: Iterable[RowState | None]) -> RowState | None:
+    """The first state of a hop's VM that is not ``ok`` (else ``ok``, or ``None``)."""
+    seen = [s for s in states if s is not None]
+    return next((s for s in seen if s != "ok"), "ok" if seen else None)
+
+
+def _why_no_instance(desired: Desired, observed: Observed, vnf: str, node: str | None) -> str:
     if node is None:
         return "the pod is not scheduled on a node yet"
     labels = next((n.labels for n in observed.nodes if n.name == node), None)
@@ -351,19 +411,23 @@ def _health(
     if node is None:
         return {}
     wanted = {
-        (b.spec.vnf, node) for b in bindings if (b.spec.vnf, node) in planned.compiled.instances
+        (vnf, node)
+        for b in bindings
+        for vnf in b.spec.vnfs
+        if (vnf, node) in planned.compiled.instances
     }
     functions = {
         (res.origin.partition("/")[2], res.node)
         for res in planned.target
-        if res.kind == "Network_Function"
+        if res.kind == "Network_Function" and res.origin.startswith("VnfDeployment/")
     }
     report = vnf_health(observed, wanted & functions)
     out: dict[tuple[str, str], InstanceHealth] = {}
     for vnf, n in sorted(wanted):
-        out[(vnf, n)] = report.get((vnf, n)) or InstanceHealth(
-            vnf, n, UNKNOWN, f"no health check with {planned.compiled.backend.name} steering"
-        )
+        detail = f"no health check with {planned.compiled.backend.name} steering"
+        if planned.compiled.backend.name == "network-function":
+            detail = "no function of its own here (it is only a hop of a chain)"
+        out[(vnf, n)] = report.get((vnf, n)) or InstanceHealth(vnf, n, UNKNOWN, detail)
     return out
 
 
@@ -372,18 +436,14 @@ def _vm_states(
 ) -> dict[tuple[str, str], RowState]:
     changes = _changes_by_ident(planned.plan.changes)
     states: dict[tuple[str, str], RowState] = {}
-    for binding in bindings:
-        vnf = binding.spec.vnf
-        if node is None or (vnf, node) not in planned.compiled.instances:
-            continue
-        for res in planned.target:
-            if (
-                res.kind == "VirtualMachine"
-                and res.origin == f"VnfDeployment/{vnf}"
-                and (res.node == node)
-            ):
-                change = changes.get(res.ident)
-                states[(vnf, node)] = _STATE_BY_ACTION[change.action] if change else "ok"
+    wanted = {vnf for b in bindings for vnf in b.spec.vnfs}
+    if node is None:
+        return states
+    for res in planned.target:
+        vnf = res.origin.partition("/")[2]
+        if res.kind == "VirtualMachine" and res.node == node and vnf in wanted:
+            change = changes.get(res.ident)
+            states[(vnf, node)] = _STATE_BY_ACTION[change.action] if change else "ok"
     return states
 
 
@@ -452,11 +512,14 @@ def _rows(
     checks = select(
         "Network_Function_Health_Check", lambda f: f.get("network_function") in nf_names
     )
-    vnfs = {f"VnfDeployment/{b.spec.vnf}" for b in bindings}
+    vnfs = {f"VnfDeployment/{vnf}" for b in bindings for vnf in b.spec.vnfs}
+    chains = {",".join(b.spec.vnfs) for b in bindings if b.spec.is_chain}
     ports = {
         ident
         for ident, res in compiled.items()
-        if res.kind == "Logical_Switch_Port" and res.origin in vnfs and res.node == node
+        if res.kind in ("Logical_Switch_Port", "Logical_Switch")
+        and res.node == node
+        and (res.origin in vnfs or (res.fields.get("external_ids") or {}).get(own.CHAIN) in chains)
     }
     changes = _changes_by_ident(planned.plan.changes)
     views: list[RowView] = []
@@ -530,9 +593,18 @@ def _binding_warnings(
         if view.steers and view.health == "not healthy":
             effect = "drops" if view.failure_policy == "fail-close" else "bypasses the VNF for"
             out.append(
-                f"VNF {view.vnf} on node {view.node} is not healthy as OVN reports it: "
+                f"VNF {view.vnf_text} on node {view.node} is not healthy as OVN reports it: "
                 f"Binding {view.name} ({view.failure_policy}) {effect} the traffic it steers"
             )
+        if view.steers and len(view.hops) > 1:
+            for hop in view.hops:
+                if hop.health == "not healthy":
+                    out.append(
+                        f"VNF {hop.vnf} of the chain of Binding {view.name} is not healthy as "
+                        f"OVN reports it on node {view.node}: the chain's traffic is dropped "
+                        "there (OVN cannot probe the chain itself, so its failure policy "
+                        "cannot act)"
+                    )
     for names in common.tied(on_node, tiered=tiered):
         out.append(
             f"Bindings {', '.join(names)} (different groups of this pod) have the same order"
@@ -581,7 +653,7 @@ def _cluster_warnings(
             "support Network Function insertion together with load balancers on one switch, so "
             f"Binding {', '.join(v.name for v in steering_views)} may not steer this pod"
         )
-    for vnf in sorted({v.vnf for v in steering_views}):
+    for vnf in sorted({v.vnf for v in steering_views if isinstance(v.vnf, str)}):
         if not desired.vnfs[vnf].spec.healthCheck.enabled and steering == "network-function":
             out.append(
                 f"VnfDeployment {vnf} has healthCheck.enabled: false: OVN counts it healthy "

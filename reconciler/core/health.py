@@ -140,15 +140,25 @@ def health_meta(health: Mapping[tuple[str, str], InstanceHealth]) -> list[dict[s
 
 def id_budget(target: Target, observed: Observed) -> dict[str, dict[str, int]]:
     """Per NF id table: ids in use in the NB once the plan is applied (ours in the target plus
-    everyone else's) and the limit. Empty when the NB has no Network_Function tables."""
+    everyone else's), the limit, and how ours add up: ``ours`` over ``nodes`` nodes, at most
+    ``per_node`` on one node (a central NB holds every node's: nodes x functions per node must
+    stay under 255). Empty when the NB has no Network_Function tables."""
     if not observed.capabilities.network_function:
         return {}
     ours = {table: 0 for table in NF_ID_TABLES}
+    per_node: dict[str, dict[str | None, int]] = {table: defaultdict(int) for table in ours}
     for res in target:
         if res.kind in ours:
             ours[res.kind] += 1
+            per_node[res.kind][res.node] += 1
     return {
-        table: {"used": ids_in_use(table, count, observed), "max": MAX_OVN_ID}
+        table: {
+            "used": ids_in_use(table, count, observed),
+            "max": MAX_OVN_ID,
+            "ours": count,
+            "nodes": len(per_node[table]),
+            "per_node": max(per_node[table].values(), default=0),
+        }
         for table, count in ours.items()
     }
 
@@ -171,7 +181,11 @@ def plan_report(target: Target, observed: Observed) -> dict[str, Any]:
     ``nf_ids``, the id budget of this NB after the plan. Keys are left out where they say
     nothing (no Network_Function anywhere; an NB without the tables)."""
     report: dict[str, Any] = {}
-    instances = {(res.origin.partition("/")[2], res.node) for res in target if res.kind == _NF}
+    instances = {
+        (res.origin.partition("/")[2], res.node)
+        for res in target
+        if res.kind == _NF and res.origin.startswith("VnfDeployment/")  # not a chain's
+    }
     health = vnf_health(observed, {(v, n) for v, n in instances if n is not None})
     if health:
         report["vnf_instances"] = health_meta(health)

@@ -8,18 +8,26 @@ planner remembers the last full compile and, for a new ``Observed``:
 
 - returns the remembered plan when nothing it depends on changed (a no-op pass costs a few
   identity checks);
-- when only pods, pod LSPs or owned rows changed, re-plans only what they can affect. It knows
-  no backend: the steering backend declares which of its rows depend on pods, and that they
-  depend only on the pods *of their own node* (``reconciler.core.steering.base``), so the pods of
-  the dirty nodes are gathered again, the backend's pod checks run for the VNF instances there,
-  and its pod-dependent rows there are refilled (``compile.fill_pods``, the call compile makes);
-  then only resources whose target or live row changed are diffed again;
+- when only pods, pod LSPs, owned rows or the clock changed, re-plans only what they can
+  affect. It knows no backend: the steering backend declares which of its rows depend on pods,
+  and that they depend only on the pods *of their own node* (``reconciler.core.steering.base``):
+  the fields of some rows, and whether a row exists at all (rows gated by a (group, node) pair,
+  present while the group has members there or is held, ``reconciler.core.steering.presence``).
+  So for the dirty nodes the pods are gathered again, the backend's pod checks run for the VNF
+  instances there, its pod-dependent rows are refilled (``compile.fill_pods``) and the states
+  of the pairs there decided again (``presence.pair_states``), the calls compile makes; then
+  only resources whose target or live row changed are diffed again. Dirty nodes are those whose
+  pods or pod LSPs changed, those with an owned ``Port_Group`` that changed (a held pair is
+  decided from its live Port_Group), and those whose pairs depend on the clock
+  (``Observed.observed_at``): a pair just emptied (held from *now* until its marker is live) on
+  every new clock value, a held pair once its grace has run out;
 - compiles everything again (the same ``make_plan`` as the CLI) when anything else changed: the
   manifests (a different ``Desired`` object), options, any ``Observed`` field that compile
   (``compile.COMPILE_READS``), the backend (``SteeringBackend.observed_fields``) or the diff of
   Kubernetes objects reads, an owned row of a table the backend reads back
   (``SteeringBackend.live_tables``, e.g. ids allocated across nodes), an owned row without a node,
-  pod LSP names or pods that are not unique (see :func:`_delta`), or when the caller asks for it
+  pod LSP names or pods that are not unique (see :func:`_delta`), the health northd reports
+  of a group compile read (a chain leaving out a dead fail-open hop), or when the caller asks for it
   (the loop does every ``--full-resync`` seconds, like controller-runtime's ``SyncPeriod``, as a
   safety net).
 
@@ -55,7 +63,8 @@ from reconciler.core.observed import Observed, OvnRow, Pod, PodPort
 from reconciler.core.plan import Plan
 from reconciler.core.planning import compile_plan
 from reconciler.core.steering import SteeringBackend
-from reconciler.core.steering.base import VnfInstance
+from reconciler.core.steering.base import Pair, VnfInstance
+from reconciler.core.steering.presence import PairState, gate_rows, pair_state
 from reconciler.core.target import Resource, Target
 
 Mode = Literal["full", "incremental", "cached"]
@@ -63,7 +72,7 @@ Ident = tuple[str, str]
 T = TypeVar("T")
 Rows = list[tuple[OvnRow | None, OvnRow | None]]
 
-_FOLLOWED = frozenset({"pods", "pod_ports", "ovn_rows"})
+_FOLLOWED = frozenset({"pods", "pod_ports", "ovn_rows", "observed_at", "nf_active"})
 """``Observed`` fields this planner follows change by change."""
 _LIVE_FIELDS = frozenset({"ovn_rows", "kube_objects"})
 """``Observed`` fields the diff reads (``live_state``)."""
@@ -90,7 +99,23 @@ class _Memo:
     target: dict[Ident, Resource]
     """The last target."""
     pod_dependent: dict[str, list[Ident]]
-    """The backend's pod-dependent resources of the target, by node."""
+    """The backend's pod-dependent resources (of :attr:`potential`), by node."""
+    potential: dict[Ident, Resource]
+    """Every row compile emitted, present or not, pod fields filled (``Compiled.potential``)."""
+    gates: dict[Ident, Pair]
+    gated: dict[str, list[Ident]]
+    """Node -> its gated rows (of :attr:`potential`)."""
+    pairs: dict[str, list[Pair]]
+    """Node -> its pairs."""
+    anchors: dict[Pair, Ident]
+    states: dict[Pair, PairState]
+    clock_nodes: frozenset[str]
+    """Nodes with a pair held from *now* (its marker not live yet): redone on a new clock."""
+    expiries: dict[str, float]
+    """Node -> the earliest moment one of its held pairs becomes absent."""
+    health_read: frozenset[str]
+    """The groups whose health (``nf_active``) the target depends on (``Compiled.health_read``):
+    a change of one of them, and of no other, makes the next pass compile everything."""
     instances: dict[str, list[VnfInstance]]
     """The VNF instances by node, each list in compile order (for the backend's pod checks)."""
     live: dict[Ident, dict[str, Any]]
@@ -127,6 +152,7 @@ class IncrementalPlanner:
         delta = _delta(memo, observed)
         if isinstance(delta, str):
             return self._full(desired, observed, options, delta)
+        delta.nodes |= _clock_dirty(memo, observed.observed_at)
         self.last_dirty_nodes = frozenset(delta.nodes)
         if not delta.nodes and not delta.rows:
             memo.observed, memo.ports, memo.pods = observed, delta.ports, delta.pods
@@ -148,6 +174,13 @@ class IncrementalPlanner:
             instances.setdefault(inst.node, []).append(inst)
         ports = {p.name: p for p in observed.pod_ports}
         pods = {p.lsp_name: p for p in observed.pods}
+        gated: dict[str, list[Ident]] = {}
+        for ident, pair in compiled.gates.items():
+            gated.setdefault(pair[1], []).append(ident)
+        pairs: dict[str, list[Pair]] = {}
+        for pair in compiled.anchors:
+            pairs.setdefault(pair[1], []).append(pair)
+        clock_nodes, expiries = _clock_of(compiled.states)
         self._memo = _Memo(
             desired=desired,
             options=options,
@@ -157,6 +190,15 @@ class IncrementalPlanner:
             full_fields=full_compile_fields(compiled.backend),
             target=dict(compiled.target.resources),
             pod_dependent=compiled.pod_dependent,
+            potential=compiled.potential,
+            gates=compiled.gates,
+            gated=gated,
+            pairs=pairs,
+            anchors=compiled.anchors,
+            states=compiled.states,
+            clock_nodes=clock_nodes,
+            expiries=expiries,
+            health_read=compiled.health_read,
             instances=instances,
             live=live,
             ports=ports,
@@ -183,21 +225,8 @@ class IncrementalPlanner:
         dirty = delta.nodes
         candidates: set[Ident] = set()
         target = memo.target
-        if dirty:
-            on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
-            pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
-            node_pods = pods_by_node(members_by_group_and_node(desired, pods, on_dirty), on_dirty)
-            checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
-            checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
-            check_pods(memo.backend, checked, node_pods)
-            stale = [target[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
-            filled, _ = fill_pods(memo.backend, stale, node_pods)
-            for before, after in zip(stale, filled, strict=True):
-                if after is not before:
-                    if target is memo.target:
-                        target = dict(memo.target)  # copy on write: the memo stays intact
-                    target[after.ident] = after
-                    candidates.add(after.ident)
+        potential = memo.potential
+        states = memo.states
         live = memo.live
         if delta.rows:
             live = dict(memo.live)
@@ -208,6 +237,53 @@ class IncrementalPlanner:
                 if after_row is not None:
                     live[_row_key(after_row)] = after_row.fields
                     candidates.add(_row_key(after_row))
+        if dirty:
+            on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
+            pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
+            node_pods = pods_by_node(members_by_group_and_node(desired, pods, on_dirty), on_dirty)
+            checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
+            checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
+            check_pods(memo.backend, checked, node_pods)
+            stale = [potential[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
+            filled, _ = fill_pods(memo.backend, stale, node_pods)
+            changed: set[Ident] = set()
+            for before, after in zip(stale, filled, strict=True):
+                if after is not before:
+                    if potential is memo.potential:
+                        potential = dict(memo.potential)  # copy on write: the memo stays intact
+                    potential[after.ident] = after
+                    changed.add(after.ident)
+            new_states = {}
+            for node in dirty:
+                members = node_pods[node].members if node in node_pods else {}
+                for pair in memo.pairs.get(node, ()):
+                    anchor = live.get(("Port_Group", memo.anchors[pair][1]))
+                    state = pair_state(
+                        len(members.get(pair[0], ())),
+                        anchor,
+                        observed.observed_at,
+                        memo.options.empty_grace,
+                    )
+                    if state != states[pair]:
+                        new_states[pair] = state
+            if new_states:
+                states = {**memo.states, **new_states}
+            flipped = {i for node in dirty for i in memo.gated.get(node, ())
+                       if memo.gates[i] in new_states}  # fmt: skip
+            for ident in changed | flipped:
+                res = potential[ident]
+                now_row = gate_rows([res], memo.gates, states) if ident in memo.gates else [res]
+                new = now_row[0] if now_row else None
+                old = target.get(ident)
+                if new is old or (new is not None and old is not None and new == old):
+                    continue
+                if target is memo.target:
+                    target = dict(memo.target)
+                if new is None:
+                    del target[ident]
+                else:
+                    target[ident] = new
+                candidates.add(ident)
         sub_target = {i: target[i] for i in candidates if i in target}
         sub_live = {i: live[i] for i in candidates if i in live}
         sub = diff(Target(resources=sub_target), sub_live, memo.plan.meta)
@@ -215,12 +291,19 @@ class IncrementalPlanner:
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
         the_plan = Plan(tuple(changes), memo.plan.warnings, dict(memo.plan.meta))
+        clock_nodes, expiries = (
+            _clock_of(states) if states is not memo.states else (memo.clock_nodes, memo.expiries)
+        )
         self._memo = dataclasses.replace(
             memo,
             desired=desired,
             observed=observed,
             plan=the_plan,
             target=target,
+            potential=potential,
+            states=states,
+            clock_nodes=clock_nodes,
+            expiries=expiries,
             live=live,
             ports=delta.ports,
             pods=delta.pods,
@@ -260,6 +343,10 @@ def _why_full(
             return f"{name.replace('_', ' ')} changed"
     if not memo.unique:
         return "pod LSP names or pods are not unique"
+    if memo.health_read and observed.nf_active is not memo.observed.nf_active:
+        now, then = observed.nf_active, memo.observed.nf_active
+        if any((g in now, now.get(g)) != (g in then, then.get(g)) for g in memo.health_read):
+            return "the health of a chain's VNF changed"
     return None
 
 
@@ -290,6 +377,27 @@ def _changed(
             out.append((prev, item))
     out.extend((prev, None) for prev in before.values())
     return out
+
+
+def _clock_of(states: dict[Pair, PairState]) -> tuple[frozenset[str], dict[str, float]]:
+    """The nodes whose pairs depend on every new clock value, and each node's earliest
+    deadline (a held pair becoming absent)."""
+    clock: set[str] = set()
+    expiries: dict[str, float] = {}
+    for (_, node), state in states.items():
+        if state.clock:
+            clock.add(node)
+        if state.expires is not None:
+            expiries[node] = min(state.expires, expiries.get(node, state.expires))
+    return frozenset(clock), expiries
+
+
+def _clock_dirty(memo: _Memo, now: float | None) -> set[str]:
+    """Nodes whose pairs may have changed state because the clock moved to ``now``."""
+    if now == memo.observed.observed_at:
+        return set()
+    due = {node for node, deadline in memo.expiries.items() if now is None or now >= deadline}
+    return due | memo.clock_nodes
 
 
 def _pod_key(pod: Pod) -> tuple[str, str]:
@@ -357,10 +465,13 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
             for row in pair:
                 if row is None:
                     continue
-                if _row_node(row) is None:
+                node = _row_node(row)
+                if node is None:
                     return f"owned {row.table} {row.key} without a node changed"
                 if row.table in memo.backend.live_tables:
                     return f"owned {row.table} {row.key} changed (the backend reads it back)"
+                if row.table == "Port_Group":
+                    dirty.add(node)  # an empty pair is held or not after its live Port_Group
     if len(ports) != len(observed.pod_ports) or len(pods) != len(observed.pods):
         return "pod LSP names or pods are not unique"
     return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)

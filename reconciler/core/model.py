@@ -389,9 +389,69 @@ steered). The discriminator validates only the form written, so an error inside 
 reported once, at the item, not also as "expected a mapping"."""
 
 
+def _vnf_form(value: Any) -> str | None:
+    """Which form of ``vnf`` was written: one name, or a list of them (a chain)."""
+    if isinstance(value, list | tuple):
+        return "chain"
+    if isinstance(value, str):
+        return "name"
+    return None
+
+
+class ChainHop(_Strict):
+    """One VNF of a chain, with a failure policy of its own."""
+
+    name: Name = Field(description="The VnfDeployment.")
+    failurePolicy: FailurePolicy | None = Field(
+        default=None,
+        description=(
+            "What happens to the chain's traffic on a node where this VNF is not healthy: "
+            "fail-open skips it (the rest of the chain still applies), fail-close drops the "
+            "traffic. Omitted: the Binding's failurePolicy."
+        ),
+    )
+
+
+def _hop_form(value: Any) -> str | None:
+    """Which form a hop of a chain was written in: a name, or ``{name, failurePolicy}``."""
+    if isinstance(value, str):
+        return "name"
+    if isinstance(value, dict | ChainHop):
+        return "hop"
+    return None
+
+
+HopRef = Annotated[
+    Annotated[Name, Tag("name")] | Annotated[ChainHop, Tag("hop")],
+    Discriminator(
+        _hop_form,
+        custom_error_type="hop_type",
+        custom_error_message="expected a VnfDeployment name or a mapping {name, failurePolicy}",
+    ),
+]
+
+VnfChain = Annotated[
+    Annotated[Name, Tag("name")] | Annotated[list[HopRef], Tag("chain"), Field(min_length=1)],
+    Discriminator(
+        _vnf_form,
+        custom_error_type="vnf_type",
+        custom_error_message="expected a VnfDeployment name or a list of them (a chain)",
+    ),
+]
+"""``spec.vnf``: one VnfDeployment, or a non-empty list of distinct ones, a chain that a packet
+crosses in list order (``reconciler.core.steering.chains``), each a name or ``{name,
+failurePolicy}``. A list of one is the single form."""
+
+
 class BindingSpec(_Strict):
     securityGroup: Name
-    vnf: Name
+    vnf: VnfChain = Field(
+        description=(
+            "The VnfDeployment to steer through, or a list of them: a chain, crossed in list "
+            "order by traffic to the group's pods and by traffic from them alike (replies take "
+            "the reverse path)."
+        )
+    )
     redirection: Redirection = Redirection.EXIT_LPORT
     failurePolicy: FailurePolicy = FailurePolicy.FAIL_CLOSE
     order: int = Field(
@@ -412,6 +472,33 @@ class BindingSpec(_Strict):
             "any is steered); omitted means all IP traffic."
         ),
     )
+
+    @property
+    def vnfs(self) -> tuple[str, ...]:
+        """The VNFs a packet crosses, in order (one for the single form)."""
+        if isinstance(self.vnf, str):
+            return (self.vnf,)
+        return tuple(h if isinstance(h, str) else h.name for h in self.vnf)
+
+    @property
+    def hop_policies(self) -> tuple[FailurePolicy, ...]:
+        """Each VNF's failure policy, in :attr:`vnfs` order: its own, else the Binding's."""
+        if isinstance(self.vnf, str):
+            return (self.failurePolicy,)
+        return tuple(
+            h.failurePolicy if isinstance(h, ChainHop) and h.failurePolicy else self.failurePolicy
+            for h in self.vnf
+        )
+
+    @property
+    def is_chain(self) -> bool:
+        """Two VNFs or more (a list of one is the single form)."""
+        return len(self.vnfs) > 1
+
+    @property
+    def vnf_text(self) -> str:
+        """The VNF or the chain, for messages: ``firewall``, ``ngfw -> ids``."""
+        return " -> ".join(self.vnfs)
 
     @property
     def order_is_default(self) -> bool:

@@ -17,9 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SNAPSHOT_FORMAT_VERSION = 1
-REPORT_ONLY_FIELDS: frozenset[str] = frozenset({"nf_active"})
-"""``Observed`` fields read for reports only (``reconciler.core.health``), never by compile or
-the diff: they never change a plan, so the incremental planner ignores their changes."""
+REPORT_ONLY_FIELDS: frozenset[str] = frozenset()
+"""``Observed`` fields read for reports only, never by compile or the diff (none since a chain
+that may fail open reads its hops' health, ``nf_active``: the incremental planner compiles
+again only when a group compile read changes, ``TargetBuilder.health_read``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +164,13 @@ class Observed:
     """The NB_Global options and markers compile decides the service-monitor options from."""
     nf_active: dict[str, str | None] = field(default_factory=dict)
     """What northd reports about our Network_Function_Groups (``OvnState.nf_active``). Read for
-    reports only (VNF instance health): compile never reads it, so it never changes a plan and
-    a change of it never makes the incremental planner compile."""
+    reports (VNF instance health), and by compile only for the hops of a chain that may fail
+    open (``reconciler.core.steering.chains.paths``): a change of any other group never
+    changes a plan, and the incremental planner follows only the groups compile read."""
+    observed_at: float | None = None
+    """When this was read (epoch seconds, wall clock: it is compared with moments recorded in
+    OVN by other processes). Compile judges the grace period of emptied (group, node) pairs
+    against it (``reconciler.core.steering.presence``); ``None``: no clock, no grace."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict, for ``osc-gitops snapshot``."""
@@ -198,4 +204,5 @@ class Observed:
             else OvnCapabilities(schema_version="", network_function=False),
             nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
             nf_active=dict(data.get("nf_active", {})),
+            observed_at=data.get("observed_at"),
         )

@@ -30,6 +30,27 @@ AGENT = "osc.io/agent"
 """Node whose agent (``osc-gitops run --node``) wrote the row and alone may change it; absent on
 the rows of a central-NB run (``reconciler.core.slicing`` says who owns what)."""
 
+EMPTY_SINCE = "osc.io/empty-since"
+"""On a per-node ``Port_Group`` whose group has no member on the node any more: when it became
+empty (UTC, ISO 8601, seconds). The pair's rows are kept until ``CompileOptions.empty_grace``
+has passed since (``reconciler.core.steering.presence``)."""
+
+PRESENCE = "osc.io/presence"
+"""``members`` on a per-node ``Port_Group`` written since a (group, node) pair has rows only
+while the group has members on the node. An empty Port_Group that carries it was emptied by OVN
+itself (its last member's LSP was deleted: ``Port_Group.ports`` holds weak references) and is
+held; one without it is from before (deleted at once). Written with every write of the row but
+never a reason for one (the diff ignores it, see :data:`WRITE_ONLY`), so upgrading touches no
+Port_Group that has members."""
+
+WRITE_ONLY: frozenset[str] = frozenset({PRESENCE})
+"""Keys written whenever their row is written, but whose absence alone never makes the diff
+rewrite a row."""
+
+CHAIN = "osc.io/chain"
+"""On the rows that wire a service chain (``reconciler.core.steering.chains``): its VNFs in
+order, comma-separated (``ngfw,ids``)."""
+
 REVISION = "osc.io/revision"
 """Git commit the row was last written from (set by the git source; optional)."""
 

@@ -78,8 +78,7 @@ Steering = Mapping[str, Mapping[tuple[str, str], SteeredPod]]
 
 def vnfs_of(binding: Binding) -> tuple[str, ...]:
     """The VNFs of a binding in chain order: ``spec.vnf`` as one name or as a list."""
-    vnf: Any = binding.spec.vnf
-    return tuple(vnf) if isinstance(vnf, list | tuple) else (str(vnf),)
+    return binding.spec.vnfs
 
 
 def _vnf_nodes(desired: Desired, observed: Observed) -> dict[str, set[str]]:

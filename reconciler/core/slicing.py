@@ -126,17 +126,23 @@ def _drop_svc_monitor_delete(changes: list[Change]) -> list[Change]:
 
 def mark_agent_rows(compiled: Compiled, node: str) -> Compiled:
     """``compiled`` with ``osc.io/agent=<node>`` in the ``external_ids`` of every OVN row of
-    ``node`` (``NB_Global`` is the instance's, never one agent's: it stays unmarked)."""
-    marked: list[Resource] = []
-    for res in compiled.target:
+    ``node`` (``NB_Global`` is the instance's, never one agent's: it stays unmarked), in the
+    target and among the potential rows (a pair that appears later brings them marked)."""
+
+    def marked(res: Resource) -> Resource:
         if res.is_ovn and res.node == node and "external_ids" in res.fields:
             ids = {**res.fields["external_ids"], own.AGENT: node}
-            res = Resource(
+            return Resource(
                 res.kind, res.key, res.origin, res.node, {**res.fields, "external_ids": ids}
             )
-        marked.append(res)
-    target = Target(resources={r.ident: r for r in marked}, warnings=compiled.target.warnings)
-    return replace(compiled, target=target)
+        return res
+
+    target = Target(
+        resources={i: marked(r) for i, r in compiled.target.resources.items()},
+        warnings=compiled.target.warnings,
+    )
+    potential = {i: marked(r) for i, r in compiled.potential.items()}
+    return replace(compiled, target=target, potential=potential)
 
 
 # ------------------------------------------------------------------------------ scopes

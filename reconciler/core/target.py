@@ -8,10 +8,14 @@ Symbolic form of each OVN table we write (``fields`` of a :class:`Resource`). Re
 rows are by *name* (tables with a unique ``name``) or by ``osc.io/key`` (ACL, router policy);
 the OVN adapter resolves them to UUIDs when it writes and back to names when it reads.
 
-``Logical_Switch_Port`` (a VNF data port; key = name)
-    ``name``, ``switch`` (name of the logical switch whose ``ports`` holds it: a row we do not
-    own, we only add/remove our port), ``addresses`` (list), ``port_security`` (list),
-    ``options`` (dict), ``external_ids`` (dict).
+``Logical_Switch`` (a service chain's link between two hops; key = name)
+    ``name``, ``external_ids``. Every other switch (the node switches) is OVN-Kubernetes':
+    read, never written, except for adding and removing our ports.
+``Logical_Switch_Port`` (a VNF data port, or a chain's VLAN child port; key = name)
+    ``name``, ``switch`` (name of the logical switch whose ``ports`` holds it: a node switch,
+    where we only add/remove our port, or one of our link switches), ``addresses`` (list),
+    ``port_security`` (list), ``options`` (dict), ``external_ids`` (dict); a chain's child
+    ports also ``parent_name`` (the VNF NIC's LSP) and ``tag_request`` (the VLAN tag).
 ``Port_Group`` (key = name)
     ``name``, ``ports`` (sorted list of LSP names), ``external_ids``.
 ``ACL`` (key = ``osc.io/key``)
@@ -55,6 +59,7 @@ from typing import Any
 
 OVN_TABLES: tuple[str, ...] = (
     # Order matters: a table is created after the tables it references and deleted before them.
+    "Logical_Switch",
     "Logical_Switch_Port",
     "Port_Group",
     "Network_Function",

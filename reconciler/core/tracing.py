@@ -26,6 +26,7 @@ from reconciler.core import naming
 from reconciler.core.compile import members_by_group_and_node
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed, PodPort
+from reconciler.core.steering import chains
 from reconciler.errors import UserError
 
 Direction = Literal["to-pod", "from-pod"]
@@ -189,14 +190,20 @@ def probes(
                 _checked(dst)[0] if src.switch == dst.switch else gateway_mac(observed, src.switch)
             )
             flow, packet = _microflow(src, dst, eth_dst, protocol, port)
-            if (flow, b.vnf) in seen:
+            vnf = b.vnf if isinstance(b.vnf, str) else " -> ".join(b.vnf)  # one, or a chain
+            if (flow, vnf) in seen:
                 continue
-            seen.add((flow, b.vnf))
+            seen.add((flow, vnf))
             node = dst.switch if steering == "router-policy" else pod_port.switch
-            ports = tuple(naming.vnf_port(b.vnf, node, side) for side in ("in", "out"))
-            result.append(
-                Probe(b.name, b.vnf, direction, src.name, dst.name, src.switch, flow, packet, ports)
+            if isinstance(b.vnf, list):  # a chain: the ports of its function for this direction
+                wiring = chains.EXIT if direction == "to-pod" else chains.ENTRY
+                ports = tuple(chains.port_name(b.vnf, wiring, node, s) for s in ("in", "out"))
+            else:
+                ports = tuple(naming.vnf_port(b.vnf, node, side) for side in ("in", "out"))
+            probe = Probe(
+                b.name, vnf, direction, src.name, dst.name, src.switch, flow, packet, ports
             )
+            result.append(probe)
     return result
 
 
@@ -207,7 +214,7 @@ def verdict(probe: Probe, outputs: Sequence[str], last_stage: str, bindings: Any
     reached = next((o for o in outs if o in probe.vnf_ports), None)
     if reached:
         return Verdict(probe, True, f"reaches VNF {probe.vnf} at its port {reached}", outs)
-    vnf_ports = [o for o in outs if o.startswith("nf_")]
+    vnf_ports = [o for o in outs if o.startswith(("nf_", "nfc"))]
     if vnf_ports:
         return Verdict(
             probe,

@@ -16,6 +16,7 @@ one planning step for every pass, verify and ``osc-gitops plan``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,9 @@ __all__ = ["NO_OVN", "NoOvn", "ReadOnlyKube", "observe", "observe_in", "writer_f
 
 
 def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
-    """Read both live systems into one plain snapshot (the OVN read waits for initial sync)."""
+    """Read both live systems into one plain snapshot (the OVN read waits for initial sync),
+    stamped with the wall clock (``Observed.observed_at``: how long an emptied pair is held)."""
+    observed_at = time.time()
     state = ovn.read()
     objects = [
         *kube.list_owned("NetworkAttachmentDefinition", instance),
@@ -48,6 +51,7 @@ def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
         capabilities=state.capabilities,
         nb_global=state.nb_global,
         nf_active=state.nf_active,
+        observed_at=observed_at,
     )
 
 

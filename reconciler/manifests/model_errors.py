@@ -43,6 +43,10 @@ EMPTY_LIST_HINTS = {
         "an empty list steers nothing: omit traffic to steer all IP traffic, or list at least "
         "one {protocol, ports} filter"
     ),
+    "spec.vnf": (
+        "an empty chain steers nothing: name one VnfDeployment, or list the VNFs of the chain "
+        "in the order a packet crosses them"
+    ),
 }
 """What an empty list means to the user, per field path (pydantic's ``too_short``)."""
 

@@ -14,7 +14,14 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler.core.model import Binding, Desired, Manifest, SecurityGroup, VnfDeployment
+from reconciler.core.model import (
+    Binding,
+    BindingSpec,
+    Desired,
+    Manifest,
+    SecurityGroup,
+    VnfDeployment,
+)
 from reconciler.errors import ManifestIssue
 
 
@@ -115,10 +122,9 @@ def check_references(
         if not isinstance(doc.manifest, Binding):
             continue
         spec = doc.manifest.spec
-        for path, kind, ref, known in (
-            ("spec.securityGroup", "SecurityGroup", spec.securityGroup, groups),
-            ("spec.vnf", "VnfDeployment", spec.vnf, vnfs),
-        ):
+        refs = [("spec.securityGroup", "SecurityGroup", spec.securityGroup, groups)]
+        refs += [(path, "VnfDeployment", vnf, vnfs) for path, vnf in vnf_paths(spec)]
+        for path, kind, ref, known in refs:
             if ref not in known:
                 if not known:
                     issues.append(doc.issue(path, f"unknown {kind} {ref!r}: no {kind} is declared"))
@@ -133,14 +139,52 @@ def check_references(
     return issues
 
 
-def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
-    """Per group: each ``order`` used once, each VNF bound once.
+def vnf_paths(spec: BindingSpec) -> list[tuple[str, str]]:
+    """``(field path, VNF)`` of each VNF a Binding names: ``spec.vnf`` for the single form,
+    ``spec.vnf[i]`` (or ``spec.vnf[i].name``) for the hops of a chain, so an issue lands on
+    the hop."""
+    if isinstance(spec.vnf, str):
+        return [("spec.vnf", spec.vnf)]
+    return [
+        (f"spec.vnf[{i}]", hop) if isinstance(hop, str) else (f"spec.vnf[{i}].name", hop.name)
+        for i, hop in enumerate(spec.vnf)
+    ]
 
-    Two bindings at the same order would make the chain order depend on file order; binding
-    one VNF twice to one group would send each packet through the same VM twice.
+
+def check_chains(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
+    """A chain crosses each VNF once: a VNF twice in one chain is an error, at the second
+    occurrence. (OVN wires a chain as one function through the hops' NICs, in order, and a
+    VNF instance cannot be two hops of one wire.)"""
+    issues: list[ManifestIssue] = []
+    for doc in docs:
+        if not isinstance(doc.manifest, Binding):
+            continue
+        first: dict[str, str] = {}
+        for path, vnf in vnf_paths(doc.manifest.spec):
+            if vnf in first:
+                issues.append(
+                    doc.issue(
+                        path,
+                        f"VNF {vnf} appears twice in the chain (first at {first[vnf]}): a "
+                        "packet crosses each VNF of a chain once",
+                        expected="distinct VnfDeployments, in the order a packet crosses them",
+                    )
+                )
+            else:
+                first[vnf] = path
+    return issues
+
+
+def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
+    """Per group: each ``order`` used once, each VNF (or chain) bound once.
+
+    Two bindings at the same order would make the evaluation order depend on file order;
+    binding one VNF (or one chain) twice to one group says the same thing twice, and only the
+    earlier binding would ever steer. A VNF in a chain *and* alone (``[ngfw, ids]`` for tcp/443,
+    ``ids`` for the rest) is two different paths, and fine.
     """
     by_order: dict[tuple[str, int], tuple[SourceDoc, Binding]] = {}
-    by_vnf: dict[tuple[str, str], SourceDoc] = {}
+    by_vnf: dict[tuple[str, tuple[str, ...]], SourceDoc] = {}
     seen_names: set[str] = set()
     issues: list[ManifestIssue] = []
     for doc in docs:
@@ -165,13 +209,14 @@ def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
             )
         else:
             by_order[order_key] = (doc, doc.manifest)
-        vnf_key = (spec.securityGroup, spec.vnf)
+        vnf_key = (spec.securityGroup, spec.vnfs)
         if vnf_key in by_vnf:
             other = by_vnf[vnf_key]
+            what = f"chain {spec.vnf_text}" if spec.is_chain else f"VNF {spec.vnf_text}"
             issues.append(
                 doc.issue(
                     "spec.vnf",
-                    f"VNF {spec.vnf} is bound twice to SecurityGroup {spec.securityGroup} "
+                    f"{what} is bound twice to SecurityGroup {spec.securityGroup} "
                     f"(also by Binding/{other.name} at {other.where('spec.vnf')})",
                 )
             )
@@ -198,6 +243,7 @@ def cross_check(
     issues = check_duplicates(docs)
     if complete:
         issues += check_references(docs, declared)
+    issues += check_chains(docs)
     issues += check_bindings(docs)
     return issues
 

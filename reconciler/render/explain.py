@@ -6,7 +6,10 @@ JSON (``-o json``): top-level ``pod`` (``namespace``, ``name``, ``node``, ``port
 (``{name, vnf, order, node, instance, healthy, shadowedBy}`` and ``securityGroup``,
 ``orderDefault``, ``redirection``, ``failurePolicy``, ``precedence``, ``traffic`` (always a
 list of ``{protocol, ports}``), ``vm``, ``health``, ``healthDetail``, ``shadowed``, ``steers``,
-``reason``), ``ovn`` (``{table, name, node, origin, state, changed, fields}``) and ``warnings``.
+``reason``, ``hops``: the VNFs in the order a packet crosses them, ``{vnf, instance, vm,
+health, healthDetail}`` each, one for a single VNF; for a chain ``vnf`` is the list of names
+and ``instance`` is null), ``ovn`` (``{table, name, node, origin, state, changed, fields}``)
+and ``warnings``.
 """
 
 from __future__ import annotations
@@ -82,6 +85,16 @@ def _binding_json(b: BindingView) -> dict[str, Any]:
         "shadowed": b.shadowed,
         "steers": b.steers,
         "reason": b.reason,
+        "hops": [
+            {
+                "vnf": h.vnf,
+                "instance": h.instance,
+                "vm": h.vm_state,
+                "health": h.health,
+                "healthDetail": h.health_detail,
+            }
+            for h in b.hops
+        ],
     }
 
 
@@ -137,6 +150,13 @@ def _binding_lines(index: int, b: BindingView) -> list[str]:
         lines.append(
             f"     VNF {b.vnf} on {b.node}: VirtualMachine {b.instance}{vm}, {b.health}{detail}"
         )
+    elif len(b.hops) > 1:
+        lines.append(f"     chain {b.vnf_text} on {b.node}, hop by hop:")
+        for n, hop in enumerate(b.hops, 1):
+            where = f"VirtualMachine {hop.instance}" if hop.instance else "no instance here"
+            vm = f" ({hop.vm_state})" if hop.vm_state and hop.vm_state != "ok" else ""
+            detail = f": {hop.health_detail}" if hop.health_detail else ""
+            lines.append(f"       {n}. VNF {hop.vnf}: {where}{vm}, {hop.health}{detail}")
     if b.reason:
         lines.append(f"     does not steer this pod: {b.reason}")
     if b.shadowed_by:

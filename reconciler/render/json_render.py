@@ -16,6 +16,10 @@
 ```
 ``kind`` is an OVN table or a Kubernetes kind; ``name`` is the row's name / ``osc.io/key`` or
 ``namespace/name``. Fields are added, never renamed or removed, within a format version.
+A row that wires a service chain (issue 21: its function, groups, child ports and link
+switches) has ``resource.chain``, the chain's VNFs in order (``["ngfw", "ids"]``, from its
+``external_ids:osc.io/chain``); an ACL steering into a chain names the chain's group in
+``network_function_group`` (``osc.chain2_exit.ngfw.ids.node_1.fail_close``).
 
 ``protection_changes`` (added in format 1, before ``changes`` in meaning: read it first) says
 which pods start and stop being steered, per Binding, computed from the manifests and the
@@ -46,6 +50,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reconciler.core.ownership import CHAIN
 from reconciler.core.plan import Plan
 
 FORMAT_VERSION = "1"
@@ -60,7 +65,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "changes": [
             {
                 "action": c.action,
-                "resource": {"kind": c.kind, "name": c.key, "node": c.node, "origin": c.origin},
+                "resource": _resource(c),
                 "before": c.before,
                 "after": c.after,
                 "changed": list(c.changed),
@@ -70,6 +75,21 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "warnings": list(plan.warnings),
         "summary": plan.summary(),
     }
+
+
+def _resource(change: Any) -> dict[str, Any]:
+    """``{kind, name, node, origin}``, and ``chain`` for a row that wires a service chain."""
+    out: dict[str, Any] = {
+        "kind": change.kind,
+        "name": change.key,
+        "node": change.node,
+        "origin": change.origin,
+    }
+    fields = change.after or change.before or {}
+    chain = (fields.get("external_ids") or {}).get(CHAIN) if isinstance(fields, dict) else None
+    if isinstance(chain, str):
+        out["chain"] = chain.split(",")
+    return out
 
 
 def render_json(plan: Plan) -> str:

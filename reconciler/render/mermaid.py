@@ -48,16 +48,12 @@ def group_bindings(desired: Desired, groups: Iterable[str]) -> dict[str, dict[st
                     "failurePolicy": b.spec.failurePolicy.value,
                     "precedence": b.spec.precedence.value,
                     "traffic": _traffic(b.spec.traffic_filters()),
-                    "vnfs": _vnfs(b.spec.vnf),
+                    "vnfs": list(b.spec.vnfs),
                 }
                 for b in bindings
             ],
         }
     return out
-
-
-def _vnfs(vnf: Any) -> list[str]:
-    return [str(v) for v in vnf] if isinstance(vnf, list | tuple) else [str(vnf)]
 
 
 def _id(*parts: str) -> str:

@@ -97,7 +97,16 @@ def budget_line(meta: dict[str, Any]) -> str | None:
     budget = meta.get("nf_ids") or {}
     if not budget:
         return None
-    return ", ".join(f"{table} {ids['used']}/{ids['max']}" for table, ids in budget.items())
+    return ", ".join(
+        f"{table} {ids['used']}/{ids['max']}{_how(ids)}" for table, ids in budget.items()
+    )
+
+
+def _how(ids: dict[str, Any]) -> str:
+    """`` (ours: 100 nodes x up to 3)`` when ours span several nodes (``core.health``)."""
+    if ids.get("nodes", 0) < 2:
+        return ""
+    return f" (ours: {ids['nodes']} nodes x up to {ids['per_node']})"
 
 
 def render_text(plan: Plan) -> str:

@@ -30,7 +30,11 @@ from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, world
 def _world(ovn: str, workdir: Path, topology: str = "single") -> Iterator[World]:
     if os.geteuid() != 0:
         pytest.skip("the data path needs root (network namespaces, veths, ovs-vswitchd)")
-    with world(ovn, workdir=workdir, topology=topology) as w:
+    # Tests share one world and each starts from nobody labelled: a group's rows on a node go
+    # with its last member at once (--empty-grace 0), so no test sees the held rows of the one
+    # before (held rows steer nothing: their Port_Group is empty).
+    with pytest.MonkeyPatch.context() as env, world(ovn, workdir=workdir, topology=topology) as w:
+        env.setenv("OSC_EMPTY_GRACE", "0")
         yield w
 
 

@@ -65,7 +65,7 @@ class SymbolicRows:
                 ref_table, ref_kind = extra
                 steps.append((col, "refset" if ref_kind == "set" else "ref", read, ref_table))
             elif rule == "opt":
-                steps.append((col, "opt", read, None))
+                steps.append((col, "opt", read, extra))  # extra True: sparse (NbTable.sparse)
             elif rule == "plain" and shape == "set" and not extra:
                 steps.append((col, "sorted", read, None))
             else:  # a map (sorted by the reader), a scalar, or a list whose order means something
@@ -119,6 +119,8 @@ class SymbolicRows:
                             dangling.add(one)
             else:  # opt
                 value = first_or_none(value)
+                if value is None and extra:
+                    continue  # a sparse column (``NbTable.sparse``) that is not set
             fields[col] = value
         parent_spec = NB_TABLES[table].parent
         if parent_spec is not None:

@@ -94,6 +94,10 @@ class NbTable:
     """The row that holds a row of this table in one of its set columns, if any."""
     optional: frozenset[str] = frozenset()
     """Scalar columns of 0..1 values: the symbolic value is the value or ``None``."""
+    sparse: frozenset[str] = frozenset()
+    """Optional columns that are in a row's symbolic form only when set (a service chain's
+    child ports have ``parent_name`` and ``tag_request``; every other LSP of ours reads as
+    before)."""
     maps: frozenset[str] = frozenset({"external_ids"})
     """Map columns of strings: written key by key as mutations, read as a sorted dict."""
     keep_order: frozenset[str] = frozenset()
@@ -109,6 +113,9 @@ class NbTable:
     server collects the unreferenced non-root row itself (see ``TransactionBuilder``)."""
     since: str | None = None
     """The first OVN release whose NB schema has the table (for the capability error)."""
+    read_all: bool = False
+    """Every row is read, ours and others' (``Logical_Switch``: every node switch is read for
+    its subnet and ports, and a service chain's link switches are ours)."""
     reported: tuple[str, ...] = ()
     """Columns another writer (northd) sets on our rows that we read for reports only (VNF
     health): mirrored and selected with the row, never part of its symbolic form, so they are
@@ -122,7 +129,7 @@ class NbTable:
     @property
     def read_in_full(self) -> bool:
         """Every row is read in full (switches, routers, id-allocating tables, NB_Global)."""
-        return not self.owned or self.foreign_ids or self.naming == "singleton"
+        return not self.owned or self.foreign_ids or self.read_all or self.naming == "singleton"
 
     def key_of(
         self, name: str | None, external_ids: Mapping[str, str], row_uuid: Any
@@ -137,16 +144,26 @@ class NbTable:
 _TABLES = (
     NbTable(
         "Logical_Switch",
-        ("name", "ports", "other_config", "load_balancer", "load_balancer_group"),
+        ("name", "ports", "other_config", "load_balancer", "load_balancer_group", "external_ids"),
         naming="shared-name",
-        owned=False,
+        read_all=True,  # node switches are not ours; the links of a service chain are
     ),
     NbTable("Logical_Router", ("name", "policies"), naming="shared-name", owned=False),
     NbTable(
         "Logical_Switch_Port",
-        ("name", "addresses", "port_security", "options", "external_ids"),
+        (
+            "name",
+            "addresses",
+            "port_security",
+            "options",
+            "parent_name",
+            "tag_request",
+            "external_ids",
+        ),
         naming="unique-name",
         parent=Parent("switch", "Logical_Switch", "ports"),
+        optional=frozenset({"parent_name", "tag_request"}),  # a service chain's VLAN child ports
+        sparse=frozenset({"parent_name", "tag_request"}),
         maps=frozenset({"external_ids", "options"}),
         keep_order=frozenset({"addresses"}),
     ),
@@ -285,7 +302,7 @@ def symbolic_columns(table: str, present: Container[str]) -> Iterator[tuple[str,
         if ref is not None:
             yield col, "ref", (ref.table, ref.kind)
         elif col in spec.optional:
-            yield col, "opt", None
+            yield col, "opt", True if col in spec.sparse else None
         elif col in spec.maps:
             yield col, "map", None
         else:

@@ -23,7 +23,7 @@ Pure, no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -43,6 +43,11 @@ where nobody set them). Chosen clear of what OVN-Kubernetes uses: its masquerade
 (169.254.0.0/17 by default, 169.254.169.0/29 in older releases), the cloud metadata address
 169.254.169.254, and RFC 3927's reserved first and last /24."""
 Side = Literal["in", "out"]
+DEFAULT_EMPTY_GRACE = 60.0
+"""How long the rows of a (group, node) pair outlive its last member by default: longer than a
+pod's restart or a rolling update's replacement takes, short next to the periodic pass."""
+Pair = tuple[str, str]
+"""``(security group, node)``: the unit whose rows exist only while it has members."""
 
 
 class CompileError(UserError):
@@ -63,6 +68,9 @@ class CompileOptions:
     else set makes the plan warn; the default never does."""
     svc_monitor_ip_dst: str | None = None
     """Likewise for ``svc_monitor_ip_dst`` (default :data:`DEFAULT_SVC_MONITOR_IP_DST`)."""
+    empty_grace: float = DEFAULT_EMPTY_GRACE
+    """Seconds a (group, node) pair keeps its rows after its last member left
+    (``reconciler.core.steering.presence``); 0: they go at once."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,13 @@ class TargetBuilder:
     instance: str
     resources: list[Resource] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    gates: dict[tuple[str, str], Pair] = field(default_factory=dict)
+    """Resource identity -> the (group, node) pair whose presence it needs (rows emitted with
+    ``gate``); compile drops the rows of absent pairs."""
+    health_read: set[str] = field(default_factory=set)
+    """Network_Function_Groups whose ``network_function_active`` (``Observed.nf_active``)
+    the rows depend on (a chain that leaves out a dead fail-open hop): the incremental planner
+    compiles everything again when one of them changes."""
 
     def ext_ids(self, origin: str, key: str, node: str | None) -> dict[str, str]:
         ids = {own.OWNER: self.instance, own.RESOURCE: origin, own.KEY: key}
@@ -127,10 +142,26 @@ class TargetBuilder:
         return ids
 
     def ovn(
-        self, table: str, key: str, origin: str, node: str | None, fields: dict[str, Any]
+        self,
+        table: str,
+        key: str,
+        origin: str,
+        node: str | None,
+        fields: dict[str, Any],
+        *,
+        gate: Pair | None = None,
+        extra_ids: Mapping[str, str] | None = None,
     ) -> None:
-        fields = {**fields, "external_ids": self.ext_ids(origin, key, node)}
+        """One OVN row. ``gate``: the row exists only while this (group, node) pair is present
+        (it needs a member there, see ``reconciler.core.steering.presence``). ``extra_ids``:
+        more ``osc.io/*`` keys for its ``external_ids``."""
+        ids = self.ext_ids(origin, key, node)
+        if extra_ids:
+            ids.update(extra_ids)
+        fields = {**fields, "external_ids": ids}
         self.resources.append(Resource(table, key, origin, node, fields))
+        if gate is not None:
+            self.gates[(table, key)] = gate
 
     def kube(
         self, kind: str, namespace: str, name: str, origin: str, node: str, body: dict[str, Any]
@@ -164,9 +195,14 @@ class SteeringBackend(Protocol):
         """Why it is not available, and what to do instead (a :class:`CompileError` message)."""
         ...
 
-    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
-        """The address of a VNF instance's data port, or ``None`` when the backend needs none.
-        It must not depend on pods: :meth:`check_pods` refuses an address a pod holds."""
+    def vnf_address(
+        self, vnf: str, node: str, subnet: str | None, live: str | None, taken: frozenset[str]
+    ) -> str | None:
+        """The address of a VNF instance's data port, or ``None`` when the backend needs none:
+        not one of ``taken`` (the other VNFs' on the node), and ``live`` (the one it has in
+        OVN now, if any) when that is still right, so a VNF keeps its address while others
+        come and go. It must not depend on pods: :meth:`check_pods` refuses an address a pod
+        holds."""
         ...
 
     def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
@@ -185,8 +221,11 @@ class SteeringBackend(Protocol):
         only :attr:`observed_fields` and the rows of :attr:`live_tables`. ``instances`` maps
         ``(vnf, node)`` to the VNF instances compile placed. A row whose fields depend on pods is
         emitted with placeholders for them and must be declared by :meth:`depends_on_pods`:
-        compile fills it with :meth:`pod_fields`. Which rows exist cannot depend on pods (a
-        group with no member pods on a node still has its rows there)."""
+        compile fills it with :meth:`pod_fields`. Which rows exist depends on pods only through
+        the pairs the rows are gated by (``out.ovn(..., gate=(group, node))``): compile keeps a
+        gated row while its pair has members on the node, or is held after its last one left
+        (``reconciler.core.steering.presence``); each gated pair needs one gated Port_Group,
+        its anchor, and every gated row must be of the pair's node."""
         ...
 
     def depends_on_pods(self, resource: Resource) -> bool:
@@ -221,11 +260,22 @@ class PortGroupPods:
         return None
 
 
-def emit_port_groups(port_groups: Mapping[str, tuple[str, str]], out: TargetBuilder) -> None:
-    """The ``Port_Group`` rows (name -> (security group, node)); ``ports`` is a placeholder that
-    compile fills with :meth:`PortGroupPods.pod_fields`."""
+def emit_port_groups(
+    port_groups: Mapping[str, tuple[str, str]],
+    out: TargetBuilder,
+    ungated: Container[str] = (),
+) -> None:
+    """The ``Port_Group`` rows (name -> (security group, node)), each the anchor of its pair
+    (gated by it) unless its group is in ``ungated``; ``ports`` is a placeholder that compile
+    fills with :meth:`PortGroupPods.pod_fields`."""
     for pg, (group, node) in sorted(port_groups.items()):
-        out.ovn("Port_Group", pg, f"SecurityGroup/{group}", node, {"name": pg, "ports": []})
+        fields = {"name": pg, "ports": []}
+        origin = f"SecurityGroup/{group}"
+        if group in ungated:
+            out.ovn("Port_Group", pg, origin, node, fields)
+        else:
+            presence = {own.PRESENCE: "members"}
+            out.ovn("Port_Group", pg, origin, node, fields, gate=(group, node), extra_ids=presence)
 
 
 Members = dict[str, dict[str, list[PodPort]]]
@@ -255,8 +305,30 @@ def directions(redirection: Redirection) -> list[str]:
     return ["from-lport", "to-lport"]
 
 
-def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[str, int]:
-    """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones."""
+def id_need(wanted: Sequence[str], what: Mapping[str, tuple[str, str]]) -> str:
+    """How ``wanted`` rows add up, for a message: nodes x rows per node, and what they are
+    (``what``: name -> (node, what it stands for, e.g. ``firewall``))."""
+    per_node: dict[str, int] = defaultdict(int)
+    kinds: dict[str, int] = defaultdict(int)
+    for name in wanted:
+        node, kind = what.get(name, ("", "other"))
+        per_node[node] += 1
+        kinds[kind] += 1
+    if not per_node:
+        return "none"
+    most = max(per_node.values())
+    listed = ", ".join(f"{kind} x {n}" for kind, n in sorted(kinds.items()))
+    return f"{len(per_node)} node(s) x up to {most} per node ({listed})"
+
+
+def allocate_ids(
+    table: str,
+    names: Iterable[str],
+    observed: Observed,
+    what: Mapping[str, tuple[str, str]] | None = None,
+) -> dict[str, int]:
+    """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones.
+    ``what`` (name -> (node, what it stands for)) makes the error say how the need adds up."""
     wanted = sorted(set(names))
     existing = {
         r.fields.get("name"): r.fields.get("id") for r in observed.ovn_rows if r.table == table
@@ -274,11 +346,13 @@ def allocate_ids(table: str, names: Iterable[str], observed: Observed) -> dict[s
             continue
         nxt = next(free, None)
         if nxt is None:
+            need = f": {id_need(wanted, what)}" if what else ""
             raise CompileError(
                 f"{table} ids exhausted: OVN allows ids 1-{MAX_OVN_ID} per Northbound DB and this "
-                f"target needs {len(wanted)} rows (plus {len(observed.used_ids.get(table, ()))} "
-                "taken by others); bind fewer VNFs per NB, run one NB per node "
-                "(OVN-Kubernetes interconnect), or use --steering router-policy"
+                f"target needs {len(wanted)} rows{need} (plus "
+                f"{len(observed.used_ids.get(table, ()))} taken by others); nothing was written. "
+                "Bind fewer VNFs or chains per NB, run one NB per node (OVN-Kubernetes "
+                "interconnect), or use --steering router-policy"
             )
         ids[name] = nxt
     return ids

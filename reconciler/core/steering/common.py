@@ -245,6 +245,66 @@ def overlaps(a: Iterable[Traffic], b: Iterable[Traffic]) -> bool:
     return False
 
 
+def _intervals_and(a: Intervals, b: Intervals) -> Intervals:
+    out: Intervals = []
+    for s1, e1 in a:
+        for s2, e2 in b:
+            lo, hi = max(s1, s2), min(e1, e2)
+            if lo <= hi:
+                out.append((lo, hi))
+    return _merge(out)
+
+
+def intersect(a: Iterable[Traffic], b: Iterable[Traffic]) -> tuple[Traffic, ...]:
+    """Filters for the packets both ``a`` and ``b`` take (empty when none): ``all IP`` when
+    both take everything, else TCP, UDP and ICMP, port range by port range."""
+    a, b = list(a), list(b)
+    if covers_all(a):
+        return tuple(b)
+    if covers_all(b):
+        return tuple(a)
+    out: list[Traffic] = []
+    if any(f.protocol is Protocol.ICMP for f in a) and any(f.protocol is Protocol.ICMP for f in b):
+        out.append(Traffic(protocol=Protocol.ICMP))
+    for proto in (Protocol.TCP, Protocol.UDP):
+        mine = _merge(i for f in a if f.protocol is proto for i in _ports(f))
+        theirs = _merge(i for f in b if f.protocol is proto for i in _ports(f))
+        both = _intervals_and(mine, theirs)
+        if both == [ALL_PORTS]:
+            out.append(Traffic(protocol=proto))
+        elif both:
+            ports: list[int | PortRange] = [
+                s if s == e else PortRange(start=s, end=e) for s, e in both
+            ]
+            out.append(Traffic(protocol=proto, ports=ports))
+    return tuple(out)
+
+
+def first_match_losses(
+    bindings: Sequence[Binding], *, tiered: bool
+) -> list[tuple[Binding, Binding, str, tuple[Traffic, ...], list[str]]]:
+    """Per later binding, earlier binding (in evaluation order) and direction where both steer:
+    the packets the earlier one takes that the later one also would, and the later one's VNFs
+    those packets therefore never cross (``(later, earlier, direction, packets, vnfs)``).
+    A packet is steered by the first matching binding only; when the earlier binding's own VNFs
+    include the later one's (a chain ending in them), nothing is lost and nothing is listed."""
+    ordered = evaluation_order(bindings, tiered=tiered)
+    out: list[tuple[Binding, Binding, str, tuple[Traffic, ...], list[str]]] = []
+    for i, later in enumerate(ordered):
+        for earlier in ordered[:i]:
+            lost = [v for v in later.spec.vnfs if v not in earlier.spec.vnfs]
+            if not lost:
+                continue
+            both = intersect(earlier.spec.traffic_filters(), later.spec.traffic_filters())
+            if not both:
+                continue
+            mine = directions(later.spec.redirection)
+            for direction in directions(earlier.spec.redirection):
+                if direction in mine:
+                    out.append((later, earlier, direction, both, lost))
+    return out
+
+
 def evaluation_key(binding: Binding, *, tiered: bool) -> tuple[int, int, str]:
     """Where a binding's rows are evaluated among others on the same port: OVN evaluates ACLs
     tier by tier (lowest first) and by priority within a tier, so with ``tiered`` (ACL steering)

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from reconciler.core import naming
 from reconciler.core.model import Binding, Desired, HealthCheck
 from reconciler.core.observed import NbGlobal, Observed, OvnCapabilities
-from reconciler.core.steering import common
+from reconciler.core.steering import chains, common
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
@@ -50,7 +50,6 @@ from reconciler.core.steering.base import (
     TargetBuilder,
     VnfInstance,
     allocate_ids,
-    binding_nodes,
     bindings_by_group,
     directions,
     emit_port_groups,
@@ -68,17 +67,20 @@ HEALTH_CHECK = "Network_Function_Health_Check"
 FROM_LPORT = "from-lport"
 TO_LPORT = "to-lport"
 
-AclRow = tuple[str, str, str, dict[str, object]]
-"""An ACL as emitted: ``(osc.io/key, origin, node, fields)``."""
+AclRow = tuple[str, str, str, dict[str, object], tuple[str, str]]
+"""An ACL as emitted: ``(osc.io/key, origin, node, fields, (group, node) it is gated by)``."""
 
 
 class NetworkFunction(PortGroupPods):
     """The ``network-function`` backend; its only pod-dependent rows are the Port_Groups."""
 
     name = "network-function"
-    observed_fields = frozenset({"switches", "used_ids", "nb_global"})
-    live_tables = frozenset({"Network_Function", "Network_Function_Group"})
-    """Their ids (1-255 per NB) are kept across passes (``allocate_ids``)."""
+    observed_fields = frozenset({"switches", "used_ids", "nb_global", "nf_active"})
+    """``nf_active``: the health of a chain's hops, read only for chains that may fail open
+    (``chains.paths``; ``TargetBuilder.health_read`` says which groups were read)."""
+    live_tables = frozenset({"Network_Function", "Network_Function_Group", "Logical_Switch_Port"})
+    """Their ids (1-255 per NB) are kept across passes (``allocate_ids``), and so are the VLAN
+    tags of a chain's ports (``chains.allocate_tags``)."""
     acl_tiers = True
     """Its rows are ACLs, evaluated tier by tier: ``precedence`` comes before ``order`` in the
     evaluation order (``common.evaluation_key``)."""
@@ -95,7 +97,9 @@ class NetworkFunction(PortGroupPods):
             "traffic only"
         )
 
-    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
+    def vnf_address(
+        self, vnf: str, node: str, subnet: str | None, live: str | None, taken: frozenset[str]
+    ) -> str | None:
         return None  # OVN forwards to the function's ports by name: no address needed
 
     def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
@@ -123,18 +127,33 @@ class NetworkFunction(PortGroupPods):
         groups: dict[str, tuple[VnfInstance, str]] = {}
         acls: list[AclRow] = []
 
+        paths = chains.paths(desired, instances, observed, inst_id, out)
+        uses: dict[chains.WireUse, set[str]] = {}  # a chain's wiring on a node -> its fallbacks
+        users: dict[tuple[str, ...], str] = {}  # a chain -> the first Binding through it
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
                 spec = binding.spec
                 fallback = spec.failurePolicy.value
-                for inst in binding_nodes(binding, instances):
-                    node = inst.node
+                if spec.is_chain:
+                    for hop_node, hop in chains.probes(spec, instances):
+                        nf = naming.network_function(inst_id, hop.vnf.metadata.name, hop_node)
+                        functions[nf] = hop
+                        policy = chains.hop_policy(spec, hop)
+                        groups[chains.probe_group(inst_id, hop, policy)] = (hop, policy)
+                for node in chains.chain_nodes(spec.vnfs, instances):
+                    inst = instances[(spec.vnfs[0], node)]
+                    path = paths[(binding.metadata.name, node)]
                     pg = naming.port_group(inst_id, group, node)
                     port_groups[pg] = (group, node)
-                    nf = naming.network_function(inst_id, spec.vnf, node)
-                    functions[nf] = inst
-                    nfg = naming.network_function_group(inst_id, spec.vnf, node, fallback)
-                    groups[nfg] = (inst, fallback)
+                    nfg: str | None = None
+                    if not spec.is_chain:
+                        fallback = spec.hop_policies[0].value  # its own, if written as a list
+                        nf = naming.network_function(inst_id, inst.vnf.metadata.name, node)
+                        functions[nf] = inst
+                        nfg = naming.network_function_group(
+                            inst_id, inst.vnf.metadata.name, node, fallback
+                        )
+                        groups[nfg] = (inst, fallback)
                     if node in lb_switches:
                         out.warnings.append(
                             f"switch {node} has load balancers (OVN-Kubernetes' Service group?): "
@@ -149,6 +168,14 @@ class NetworkFunction(PortGroupPods):
                             "docs/upstream/)"
                         )
                     for direction in directions(spec.redirection):
+                        if spec.is_chain:
+                            nfg = chains.target_group(
+                                inst_id, spec, path, direction, node, fallback
+                            )
+                            if len(path) > 1:
+                                use = (path, chains.wire_direction(direction), node)
+                                uses.setdefault(use, set()).add(fallback)
+                                users.setdefault(path, f"Binding/{binding.metadata.name}")
                         side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
                         key = naming.ovn_ident(
@@ -171,13 +198,20 @@ class NetworkFunction(PortGroupPods):
                                     "action": "allow-related",
                                     "network_function_group": nfg,
                                 },
+                                (group, node),
                             )
                         )
 
-        acls += crossed_acls(desired, instances, inst_id, out.warnings)
+        acls += crossed_acls(desired, instances, paths, inst_id, out.warnings)
         emit_port_groups(port_groups, out)
 
-        nf_ids = allocate_ids("Network_Function", functions, observed)
+        wires = chains.wires(uses, instances)
+        chain_functions = {w.function(inst_id): w for w in wires}
+        chain_groups = {w.group(inst_id, fb): (w, fb) for w in wires for fb in uses[w.use]}
+        what = {nf: (inst.node, inst.vnf.metadata.name) for nf, inst in functions.items()}
+        what |= {nf: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction})")
+                 for nf, w in chain_functions.items()}  # fmt: skip
+        nf_ids = allocate_ids("Network_Function", [*functions, *chain_functions], observed, what)
         checked = 0
         for nf, inst in sorted(functions.items()):
             origin = f"VnfDeployment/{inst.vnf.metadata.name}"
@@ -195,7 +229,12 @@ class NetworkFunction(PortGroupPods):
                 out.ovn(HEALTH_CHECK, nf, origin, inst.node, probe)
         _unchecked_warnings(desired, out)
         emit_svc_monitor(observed.nb_global, options, needed=checked > 0, out=out)
-        nfg_ids = allocate_ids("Network_Function_Group", groups, observed)
+        what = {
+            g: (inst.node, f"{inst.vnf.metadata.name} {fb}") for g, (inst, fb) in groups.items()
+        }
+        what |= {g: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction}) {fb}")
+                 for g, (w, fb) in chain_groups.items()}  # fmt: skip
+        nfg_ids = allocate_ids("Network_Function_Group", [*groups, *chain_groups], observed, what)
         for nfg, (inst, fallback) in sorted(groups.items()):
             nf = naming.network_function(inst_id, inst.vnf.metadata.name, inst.node)
             out.ovn(
@@ -211,8 +250,15 @@ class NetworkFunction(PortGroupPods):
                     "network_function": [nf],
                 },
             )
-        for key, origin, node, fields in sorted(acls, key=lambda a: a[0]):
-            out.ovn("ACL", key, origin, node, dict(fields))
+        if wires:
+            tags = chains.allocate_tags({w.key for w in wires}, wires, observed)
+            for w in wires:
+                chains.emit_wire(
+                    w, tags[w.key], users[w.hops], nf_ids, nfg_ids, uses[w.use], inst_id, out
+                )
+        _chain_warnings(desired, out)
+        for key, origin, node, fields, pair in sorted(acls, key=lambda a: a[0]):
+            out.ovn("ACL", key, origin, node, dict(fields), gate=pair)
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
             _budget_warning(table, len(ours), observed, out)
 
@@ -220,6 +266,7 @@ class NetworkFunction(PortGroupPods):
 def crossed_acls(
     desired: Desired,
     instances: Mapping[tuple[str, str], VnfInstance],
+    paths: Mapping[tuple[str, str], tuple[str, ...]],
     instance: str,
     warnings: list[str],
 ) -> list[AclRow]:
@@ -242,27 +289,33 @@ def crossed_acls(
     its traffic is left out (:func:`common.subtract`: TCP, UDP and ICMP only, OVN cannot negate
     a protocol); when it takes all of it, this binding's to-lport ACL never steers and needs
     no twin. For such a binding of *another* group, no row can tell which pods are in both
-    groups: the plan warns."""
+    groups: the plan warns.
+
+    The VNFs crossed on a node are the binding's path there (``paths``: its VNF, its chain, or
+    what is left of a chain around a dead fail-open hop, ``chains.paths``)."""
     entered = {
-        b.spec.vnf
-        for b in desired.bindings.values()
-        if FROM_LPORT in directions(b.spec.redirection)
+        (paths[(n, node)], node)
+        for (n, node) in paths
+        if paths[(n, node)] and FROM_LPORT in directions(desired.bindings[n].spec.redirection)
     }
     rows: list[AclRow] = []
     for name, binding in sorted(desired.bindings.items()):
         spec = binding.spec
-        if spec.vnf not in entered or TO_LPORT not in directions(spec.redirection):
+        if TO_LPORT not in directions(spec.redirection):
             continue
         above = _one_order_above(binding, desired)
         for other in above:
             if other.spec.securityGroup != spec.securityGroup:
                 warnings.append(_tie_warning(other, binding))
-        for inst in binding_nodes(binding, instances):
+        for node in chains.chain_nodes(spec.vnfs, instances):
+            path = paths[(name, node)]
+            if (path, node) not in entered:
+                continue
             chained = [
                 f
                 for b in above
                 if b.spec.securityGroup == spec.securityGroup
-                and (b.spec.vnf, inst.node) in instances
+                and all((vnf, node) in instances for vnf in b.spec.vnfs)
                 for f in b.spec.traffic_filters()
             ]
             traffic: common.TrafficSpec = spec.traffic
@@ -270,16 +323,17 @@ def crossed_acls(
                 traffic = common.subtract(spec.traffic_filters(), chained)
                 if not traffic:
                     continue
-            pg = naming.port_group(instance, spec.securityGroup, inst.node)
+            crossed = _entry_out_port(path, node, instances)
+            pg = naming.port_group(instance, spec.securityGroup, node)
             match = (
-                f"outport == @{pg} && inport == {common.port_literal(inst.out_port)} && "
+                f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
                 f"{common.traffic_match(traffic)}"
             )
             rows.append(
                 (
-                    naming.ovn_ident(instance, name, inst.node, "to", "crossed"),
+                    naming.ovn_ident(instance, name, node, "to", "crossed"),
                     f"Binding/{name}",
-                    inst.node,
+                    node,
                     {
                         "port_group": pg,
                         "name": name,
@@ -290,9 +344,40 @@ def crossed_acls(
                         "action": "allow-related",
                         "network_function_group": None,
                     },
+                    (spec.securityGroup, node),
                 )
             )
     return rows
+
+
+def _entry_out_port(
+    hops: tuple[str, ...], node: str, instances: Mapping[tuple[str, str], VnfInstance]
+) -> str:
+    """The port a packet leaves the VNF (or the chain) by after it was steered into it
+    from-lport on ``node``: the VNF's out port, or the entry wiring's function out port."""
+    if len(hops) == 1:
+        return instances[(hops[0], node)].out_port
+    insts = tuple(instances[(vnf, node)] for vnf in hops)
+    return chains.Wire(hops, chains.ENTRY, node, insts).port("out")
+
+
+def _chain_warnings(desired: Desired, out: TargetBuilder) -> None:
+    """A hop that may fail open but has no health check can never be found dead."""
+    for name, binding in sorted(desired.bindings.items()):
+        spec = binding.spec
+        if not spec.is_chain:
+            continue
+        blind = [
+            vnf
+            for vnf, policy in zip(spec.vnfs, spec.hop_policies, strict=True)
+            if policy.value == "fail-open" and not desired.vnfs[vnf].spec.healthCheck.enabled
+        ]
+        if blind:
+            out.warnings.append(
+                f"Binding {name}: VnfDeployment {', '.join(blind)} of the chain "
+                f"{spec.vnf_text} may fail open but has healthCheck.enabled: false, so it is "
+                "never found dead and the chain's traffic is dropped when it stops forwarding"
+            )
 
 
 def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
@@ -305,7 +390,7 @@ def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
         for _, other in sorted(desired.bindings.items())
         if other.spec.order == spec.order - 1
         and other.spec.precedence is spec.precedence
-        and other.spec.vnf != spec.vnf
+        and other.spec.vnfs != spec.vnfs
         and TO_LPORT in directions(other.spec.redirection)
         and common.overlaps(other.spec.traffic_filters(), spec.traffic_filters())
     ]
@@ -313,13 +398,14 @@ def _one_order_above(binding: Binding, desired: Desired) -> list[Binding]:
 
 def _tie_warning(earlier: Binding, binding: Binding) -> str:
     return (
-        f"Binding {earlier.metadata.name} (order {earlier.spec.order}, VNF {earlier.spec.vnf}) "
-        f"and Binding {binding.metadata.name} (order {binding.spec.order}, VNF "
-        f"{binding.spec.vnf}) are one order apart: the ACL that lets traffic which already "
-        f"crossed {binding.spec.vnf} on a node reach group {binding.spec.securityGroup} without "
-        f"crossing it again has the priority of {earlier.metadata.name}'s, so for a pod in "
-        f"groups {earlier.spec.securityGroup} and {binding.spec.securityGroup} OVN may or may "
-        f"not send such traffic through {earlier.spec.vnf}; leave a gap of at least 2 between "
+        f"Binding {earlier.metadata.name} (order {earlier.spec.order}, VNF "
+        f"{earlier.spec.vnf_text}) and Binding {binding.metadata.name} (order "
+        f"{binding.spec.order}, VNF {binding.spec.vnf_text}) are one order apart: the ACL that "
+        f"lets traffic which already crossed {binding.spec.vnf_text} on a node reach group "
+        f"{binding.spec.securityGroup} without crossing it again has the priority of "
+        f"{earlier.metadata.name}'s, so for a pod in groups {earlier.spec.securityGroup} and "
+        f"{binding.spec.securityGroup} OVN may or may not send such traffic through "
+        f"{earlier.spec.vnf_text}; leave a gap of at least 2 between "
         "their orders"
     )
 
@@ -397,7 +483,9 @@ def _unchecked_warnings(desired: Desired, out: TargetBuilder) -> None:
     """One warning per VNF with health checks off that a binding steers through."""
     bindings: dict[str, list[str]] = defaultdict(list)
     for binding in desired.bindings.values():
-        bindings[binding.spec.vnf].append(
+        if binding.spec.is_chain:
+            continue  # a chain has no health check of its own (_chain_warnings)
+        bindings[binding.spec.vnfs[0]].append(
             f"{binding.metadata.name} ({binding.spec.failurePolicy.value})"
         )
     for vnf_name, vnf in sorted(desired.vnfs.items()):

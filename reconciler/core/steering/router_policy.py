@@ -25,10 +25,13 @@ be tested for equality"), although northd accepts it. Both were seen on the real
 (``docs/datapath.md``). Hence entry-lport traffic that leaves the cluster, or goes to a node
 where the VNF does not run, is not steered.
 
-The VNF's address is the highest host address of the node subnet (``RouterPolicy.vnf_address``):
-OVN-Kubernetes allocates pod addresses from the bottom of the node subnet, so the top one is free
-until the subnet is full, and compile refuses it when a pod holds it (``RouterPolicy.check_pods``,
-this backend's only pod-dependent check).
+A VNF's address comes from the top of the node subnet (``RouterPolicy.vnf_address``): the
+highest host for the first VNF on a node, the next one down for the next, each VNF keeping the
+address it has while others come and go. OVN-Kubernetes allocates pod addresses from the bottom
+of the node subnet, so the top ones are free until the subnet is nearly full, and compile
+refuses one a pod holds (``RouterPolicy.check_pods``, this backend's only pod-dependent check).
+(Every VNF on a node once got the highest host, so with two VNFs there a packet rerouted to one
+could reach the other.)
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ class RouterPolicy(PortGroupPods):
 
     name = "router-policy"
     observed_fields = frozenset({"switches", "routers"})
-    live_tables: frozenset[str] = frozenset()
+    live_tables: frozenset[str] = frozenset({"Logical_Switch_Port"})
+    """The VNFs' data ports: a VNF keeps the address it has (``vnf_address``)."""
     acl_tiers = False
     """Router policies have no tiers: ``order`` alone decides (``common.evaluation_key``)."""
 
@@ -73,12 +77,27 @@ class RouterPolicy(PortGroupPods):
     def unavailable_reason(self, capabilities: OvnCapabilities) -> str:
         return "router-policy steering is always available"  # never asked: always available
 
-    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
-        """The highest host address of the node subnet (see the module docstring)."""
+    def vnf_address(
+        self, vnf: str, node: str, subnet: str | None, live: str | None, taken: frozenset[str]
+    ) -> str | None:
+        """From the top of the node subnet down (see the module docstring): the address the
+        VNF has (``live``) while it is a host of the subnet no other VNF there took, else the
+        highest free host, so each VNF on a node has its own and keeps it."""
         if not subnet:
             return None
         net = ipaddress.ip_network(subnet, strict=False)
-        return str(net.broadcast_address - 1) if net.version == 4 else str(net[-2])
+        if live is not None and live not in taken:
+            try:
+                if ipaddress.ip_address(live) in net and live != str(net.network_address):
+                    return live
+            except ValueError:
+                pass
+        top = net.broadcast_address - 1 if net.version == 4 else net[-2]
+        for i in range(min(net.num_addresses - 2, 4096)):
+            candidate = str(top - i)
+            if candidate not in taken:
+                return candidate
+        return None
 
     def vnf_port(self, inst: VnfInstance, side: Side) -> PortConfig:
         mac = inst.mac_in if side == "in" else inst.mac_out
@@ -104,12 +123,27 @@ class RouterPolicy(PortGroupPods):
     ) -> None:
         inst_id = options.instance
         router = options.cluster_router
+        chained = sorted(n for n, b in desired.bindings.items() if b.spec.is_chain)
+        if chained:
+            raise CompileError(
+                f"router-policy steering cannot carry a chain of VNFs (Binding "
+                f"{', '.join(chained)}): a rerouted packet goes to one VNF's address; service "
+                "chains need Network Function insertion (OVN >= 26.03, the default steering)"
+            )
         if desired.bindings and router not in observed.routers:
             out.warnings.append(
                 f"router-policy: logical router {router} not found: no binding is steered"
             )
             return
         port_groups: dict[str, tuple[str, str]] = {}
+        # A group's entry-lport policies name the address sets of its Port_Groups on every node:
+        # those must exist wherever the VNF runs, members or not. The rows of other groups
+        # exist per (group, node) with members (``presence``).
+        ungated = {
+            group
+            for group, bindings in bindings_by_group(desired).items()
+            if any("from-lport" in directions(b.spec.redirection) for b in bindings)
+        }
         subnets = {s.name: s.subnet for s in observed.switches}
         networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
         for group, bindings in bindings_by_group(desired).items():
@@ -169,5 +203,6 @@ class RouterPolicy(PortGroupPods):
                                 "action": "reroute",
                                 "nexthops": [ip],
                             },
+                            gate=None if group in ungated else (group, node),
                         )
-        emit_port_groups(port_groups, out)
+        emit_port_groups(port_groups, out, ungated)

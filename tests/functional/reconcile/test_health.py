@@ -94,12 +94,17 @@ def test_apply_then_plan_is_empty_with_northd_running(
         ("ips", "node-1"): "not healthy",
     }
     assert plan["meta"]["nf_ids"] == {
-        "Network_Function": {"used": 3, "max": 255},
-        "Network_Function_Group": {"used": len(groups), "max": 255},
-    }
+        "Network_Function": {"used": 3, "max": 255, "ours": 3, "nodes": 2, "per_node": 2},
+        "Network_Function_Group": {
+            "used": len(groups), "max": 255, "ours": len(groups), "nodes": 2, "per_node": 3
+        },
+    }  # fmt: skip
     text = cli("plan", policies, *conn(cluster))
     assert "firewall on node-1: not healthy" in text.out
-    assert f"Network_Function 3/255, Network_Function_Group {len(groups)}/255" in text.out
+    assert (
+        f"Network_Function 3/255 (ours: 2 nodes x up to 2), Network_Function_Group "
+        f"{len(groups)}/255 (ours: 2 nodes x up to 3)" in text.out
+    )
     # and so does the status file apply wrote
     status = cli("status", "--cache-dir", tmp_path / "cache", "-o", "json")
     assert {i["health"] for i in json.loads(status.out)["vnf_instances"]} == {"not healthy"}

@@ -164,8 +164,17 @@ def test_a_pod_moving_nodes_leaves_its_old_zones_group_and_joins_the_new_one(
     assert "shop-frontend_web-3" in group_ports(zones, "node-3", "web")
     zones.move_pod("shop-frontend", "web-3", "node-2")
     # Its LSP left node-3's NB, and with it its place in the group there (Port_Group.ports
-    # holds weak references): node-3's agent has nothing left to do, node-2's adds it.
+    # holds weak references). It was web's last member on node-3: node-3's agent holds the
+    # emptied group for the grace period (records when it became empty, nothing else), and
+    # deletes it with its ACLs once that has run out; node-2's adds the pod.
+    held = agent(zones, "plan", policies, "node-3", "-o", "json")
+    changes = [(c["action"], c["resource"]["name"]) for c in json.loads(held.out)["changes"]]
+    assert (held.code, changes) == (2, [("update", "osc.web.node_3")]), held.out
+    assert agent(zones, "apply", policies, "node-3").code == 0
     assert agent(zones, "plan", policies, "node-3").code == 0
+    gone = agent(zones, "plan", policies, "node-3", "-o", "json", "--empty-grace", "0")
+    deleted = {(c["action"], c["resource"]["kind"]) for c in json.loads(gone.out)["changes"]}
+    assert (gone.code, deleted) == (2, {("delete", "Port_Group"), ("delete", "ACL")}), gone.out
     assert agent(zones, "plan", policies, "node-2").code == 2
     assert agent(zones, "apply", policies, "node-2").code == 0
     assert "shop-frontend_web-3" not in group_ports(zones, "node-3", "web")

@@ -64,9 +64,12 @@ def test_namespaces_filter_and_pods_without_matching_lsp_are_left_out():
         vnf("fw"),
         binding("b", "web", "fw", 1),
     )
-    pgs = rows(compile_target(d, obs), "Port_Group")
+    target = compile_target(d, obs)
+    pgs = rows(target, "Port_Group")
     assert pgs["osc.web.node_1"]["ports"] == ["shop_both", "shop_web-1"]
-    assert pgs["osc.web.node_2"]["ports"] == []
+    # no member left on node-2: no Port_Group there, and no ACL on it
+    assert "osc.web.node_2" not in pgs
+    assert sorted(rows(target, "ACL")) == ["osc.b.node_1.to"]
 
 
 def test_one_vm_per_selected_node_pinned_and_labelled():

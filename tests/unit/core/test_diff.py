@@ -10,7 +10,9 @@ from reconciler.core.diff import diff, live_state, project
 from reconciler.core.observed import KubeObject, OvnRow, Pod, PodPort
 from reconciler.core.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
-from tests.support.simulate import apply_to
+from tests.support.simulate import apply_to, with_live
+
+NOW = 1_790_000_000.0
 
 PODS = [
     ("shop", "web-1", "node-1", {"app": "web"}),
@@ -52,17 +54,26 @@ def test_a_pod_joining_is_exactly_one_port_group_ports_update():
 
 
 def test_a_pod_relabelled_out_leaves_its_group():
+    """web-2 was web's last member on node-2. With a clock the pair is held: one update empties
+    its Port_Group and records when (its ACL stays); without one, both go."""
     obs = cluster(PODS)
     live = live_of(compile_target(DESIRED, obs))
     relabelled = replace(
-        obs,
+        with_live(obs, live),
         pods=tuple(
             replace(p, labels={"app": "other"}) if p.name == "web-2" else p for p in obs.pods
         ),
     )
-    plan = diff(compile_target(DESIRED, relabelled), live)
-    assert [(c.action, c.key) for c in plan.changes] == [("update", "osc.web.node_2")]
-    assert plan.changes[0].after["ports"] == []
+    held = diff(compile_target(DESIRED, replace(relabelled, observed_at=NOW)), live)
+    assert [(c.action, c.key, c.changed) for c in held.changes] == [
+        ("update", "osc.web.node_2", ("['external_ids']['osc.io/empty-since']", "['ports']"))
+    ]
+    assert held.changes[0].after is not None and held.changes[0].after["ports"] == []
+    gone = diff(compile_target(DESIRED, relabelled), live)
+    assert sorted((c.action, c.key) for c in gone.changes) == [
+        ("delete", "osc.web.node_2"),
+        ("delete", "osc.web_fw.node_2.to"),
+    ]
 
 
 def test_a_removed_binding_prunes_its_steering_rows_only():

@@ -168,9 +168,8 @@ def test_an_unselected_pod_is_as_declared_unless_our_rows_still_steer_it() -> No
     )
     e = explain("web-2", relabelled)
     assert (e.status, e.as_declared, e.groups) == ("pending", False, [])
-    assert ("Port_Group", "osc.web.node_2", "differs") in [
-        (r.table, r.name, r.state) for r in e.ovn
-    ]
+    # it was web's only member on node-2: the pair's rows go (no clock here, so no grace)
+    assert ("Port_Group", "osc.web.node_2", "stale") in [(r.table, r.name, r.state) for r in e.ovn]
 
 
 def test_a_group_excluding_the_pods_namespace_is_explained() -> None:

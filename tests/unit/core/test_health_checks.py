@@ -313,8 +313,8 @@ def test_the_budget_counts_ours_after_the_plan_and_everyone_elses() -> None:
     )
     target = compile_target(manifests(), observed)
     assert id_budget(target, observed) == {
-        "Network_Function": {"used": 5, "max": 255},
-        "Network_Function_Group": {"used": 3, "max": 255},
+        "Network_Function": {"used": 5, "max": 255, "ours": 2, "nodes": 2, "per_node": 1},
+        "Network_Function_Group": {"used": 3, "max": 255, "ours": 2, "nodes": 2, "per_node": 1},
     }
     assert plan_report(target, observed)["nf_ids"] == id_budget(target, observed)
     assert not [w for w in target.warnings if "ids:" in w]

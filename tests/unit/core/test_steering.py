@@ -85,7 +85,9 @@ class AddressList:
     def unavailable_reason(self, capabilities: OvnCapabilities) -> str:
         return "always available"
 
-    def vnf_address(self, vnf: str, node: str, subnet: str | None) -> str | None:
+    def vnf_address(
+        self, vnf: str, node: str, subnet: str | None, live: str | None, taken: frozenset[str]
+    ) -> str | None:
         if not subnet:
             return None
         return str(ipaddress.ip_network(subnet).broadcast_address - 1)

@@ -3,6 +3,7 @@ empty guard, write guard, all-or-nothing OVN, security-manager notifications."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -77,7 +78,8 @@ def test_a_preview_is_the_plan_a_run_carries_out_and_writes_nothing() -> None:
 
     assert kube.journal.entries == [], "a preview writes nothing"
     assert shown.plan == offline.plan and shown.plan.meta["revision"] == "rev-2"
-    assert shown.observed == pipeline.observe()  # what it was planned from
+    again = pipeline.observe()  # what it was planned from (read at another moment)
+    assert dataclasses.replace(shown.observed, observed_at=again.observed_at) == again
     assert "vnf_instances" in shown.plan.meta  # the health of the VNF instances it plans
     done = pipeline.run(IPS, "rev-2").report.plan
     assert done.changes == shown.plan.changes and done.warnings == shown.plan.warnings

@@ -88,7 +88,8 @@ def test_health_and_id_budget_beside_the_changes():
     assert "  fw on node-1: unknown (not in the Northbound DB yet)\n" in text
     assert (
         "NF ids in this Northbound DB after this plan: "
-        "Network_Function 2/255, Network_Function_Group 2/255\n" in text
+        "Network_Function 2/255 (ours: 2 nodes x up to 1), "
+        "Network_Function_Group 2/255 (ours: 2 nodes x up to 1)\n" in text
     )
     # NB_Global belongs to no manifest: no empty parentheses
     assert "\nNB_Global\n  + options\n      options: {svc_monitor_ip=" in text
@@ -100,7 +101,9 @@ def test_health_and_id_budget_beside_the_changes():
         "health": "unknown",
         "detail": "not in the Northbound DB yet",
     }
-    assert data["meta"]["nf_ids"]["Network_Function"] == {"used": 2, "max": 255}
+    assert data["meta"]["nf_ids"]["Network_Function"] == {
+        "used": 2, "max": 255, "ours": 2, "nodes": 2, "per_node": 1
+    }  # fmt: skip
     md = render(plan, "markdown")
     assert "| fw | node-1 | ❔ unknown | not in the Northbound DB yet |" in md
     assert "**NF ids** in this Northbound DB after this plan: Network_Function 2/255" in md

@@ -1,0 +1,93 @@
+"""A service chain's rows in a real OVN 26.03 NB (issue 21): the link switches and VLAN child
+ports the product owns are written in one apply, read back equal (a plan right after is
+empty), kept when the chain is unchanged, and removed with it, while the node switches (not
+ours) keep everything else. The packets are in ``tests/datapath/test_chains.py``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import SandboxCluster
+
+from tests.support.cli import cli, conn
+
+CHAIN = """\
+apiVersion: osc.io/v1alpha1
+kind: Binding
+metadata: {name: api-chain}
+spec:
+  securityGroup: api
+  vnf: [firewall, ips]      # ips runs on node-1 only: the chain steers there only
+  order: 40
+  redirection: both
+"""
+
+
+def _switches(remote: str) -> dict[str, dict[str, Any]]:
+    (result,) = ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Logical_Switch", "where": [],
+         "columns": ["name", "ports", "external_ids"]},
+    ])  # fmt: skip
+    return {row["name"]: row for row in result["rows"]}
+
+
+def _child_ports(remote: str) -> dict[str, tuple[str, int]]:
+    (result,) = ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Logical_Switch_Port", "where": [],
+         "columns": ["name", "parent_name", "tag_request"]},
+    ])  # fmt: skip
+    out = {}
+    for row in result["rows"]:
+        parent, tag = (
+            ovsdb_rpc.from_atom(row["parent_name"]),
+            ovsdb_rpc.from_atom(row["tag_request"]),
+        )
+        if parent not in ([], None):
+            out[row["name"]] = (parent, tag)
+    return out
+
+
+def test_a_chain_is_written_read_back_kept_and_removed(
+    nf_cluster: SandboxCluster, policies: Path
+) -> None:
+    remote = nf_cluster.nb_remote
+    node_switches = set(_switches(remote))
+    (policies / "chain.yaml").write_text(CHAIN)
+    planned = cli("plan", policies, *conn(nf_cluster), "-o", "json")
+    assert planned.code == 2, planned.err
+    changes = json.loads(planned.out)["changes"]
+    created = {
+        (c["resource"]["kind"], c["resource"]["name"])
+        for c in changes
+        if c["resource"].get("origin") == "Binding/api-chain"
+    }
+    # the JSON contract names the chain of every row that wires it
+    wiring = [c for c in changes if c["resource"]["kind"] in ("Logical_Switch", "Network_Function")
+              and c["resource"]["name"].startswith(("nfl", "osc.chain"))]  # fmt: skip
+    assert wiring and all(c["resource"]["chain"] == ["firewall", "ips"] for c in wiring)
+    acls = {c["resource"]["name"]: c["after"] for c in changes if c["resource"]["kind"] == "ACL"}
+    assert acls["osc.api_chain.node_1.to"]["network_function_group"] == (
+        "osc.chain2_exit.firewall.ips.node_1.fail_close"
+    )
+    assert ("Logical_Switch", "nfl2_entry_firewall_ips_node-1_1") in created
+    assert ("Network_Function", "osc.chain2_exit.firewall.ips.node_1") in created
+    assert not [n for _, n in created if "node-2" in n or "node_2" in n]
+    assert cli("apply", policies, *conn(nf_cluster)).code == 0
+    assert cli("plan", policies, *conn(nf_cluster)).code == 0, "read back as written"
+
+    links = set(_switches(remote)) - node_switches
+    assert links == {"nfl2_entry_firewall_ips_node-1_1", "nfl2_exit_firewall_ips_node-1_1"}
+    children = _child_ports(remote)
+    assert children["nfc2_entry_firewall_ips_node-1_in"] == ("nf_firewall_node-1_in", 1)
+    assert children["nfc2_exit_firewall_ips_node-1_out"] == ("nf_firewall_node-1_out", 2)
+    assert children["nfl2_exit_firewall_ips_node-1_1b"] == ("nf_ips_node-1_out", 2)
+    assert len(children) == 8  # 2 directions x (2 function ports + 2 link ports)
+
+    (policies / "chain.yaml").unlink()
+    assert cli("apply", policies, *conn(nf_cluster)).code == 0
+    assert set(_switches(remote)) == node_switches
+    assert _child_ports(remote) == {}
+    assert cli("plan", policies, *conn(nf_cluster)).code == 0

@@ -1,0 +1,92 @@
+"""Upgrading an NB written before issue 20 (every bound group had a Port_Group and its ACLs on
+every node where the VNF runs, members or not): the first plan deletes the empty Port_Groups
+and the ACLs on them, and nothing else; apply leaves every other row as it was, byte for byte.
+
+The old shape is written through the product's own OVN adapter (one transaction of creates),
+from what compile emits for every pair (``Compiled.potential``) without the key this version
+adds (``osc.io/presence``), as the previous release wrote it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.cluster import SandboxCluster
+
+from reconciler.adapters.ovn.oneshot import OvnOneShot
+from reconciler.adapters.ovn.settings import OvnSettings
+from reconciler.core import ownership as own
+from reconciler.core.compile import CompileOptions, compile_full
+from reconciler.core.diff import diff
+from reconciler.core.observed import Observed
+from reconciler.core.target import OVN_TABLES, Resource, Target
+from reconciler.manifests.load import load_path
+from tests.support.cli import cli, conn
+
+EDGE = """\
+apiVersion: osc.io/v1alpha1
+kind: SecurityGroup
+metadata: {name: edge}
+spec: {labels: [app=cdn-edge]}     # cdn-edge-1, on node-1 only
+---
+apiVersion: osc.io/v1alpha1
+kind: Binding
+metadata: {name: edge-firewall}
+spec: {securityGroup: edge, vnf: firewall, order: 30}
+"""
+
+
+def _raw(remote: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every row we own, whole (``_uuid`` and ``_version`` included), by (table, key)."""
+    dump = ovsdb_rpc.dump(remote, "OVN_Northbound", [t for t in OVN_TABLES if t != "NB_Global"])
+    rows = {}
+    for table, found in dump.items():
+        for row in found:
+            ids = row.get("external_ids") or {}
+            if isinstance(ids, dict) and ids.get(own.OWNER):
+                rows[(table, ids[own.KEY])] = row
+    return rows
+
+
+def _old_shape(resource: Resource) -> Resource:
+    if "external_ids" not in resource.fields:
+        return resource
+    ids = {k: v for k, v in resource.fields["external_ids"].items() if k != own.PRESENCE}
+    return Resource(resource.kind, resource.key, resource.origin, resource.node,
+                    {**resource.fields, "external_ids": ids})  # fmt: skip
+
+
+def test_an_nb_of_the_old_row_shape_upgrades_by_deleting_its_empty_port_groups(
+    nf_cluster: SandboxCluster, policies: Path, tmp_path: Path
+) -> None:
+    (policies / "edge.yaml").write_text(EDGE)
+    snapshot = tmp_path / "observed.json"
+    assert cli("snapshot", "-f", snapshot, *conn(nf_cluster)).code == 0
+    observed = Observed.from_json(json.loads(snapshot.read_text()))
+    compiled = compile_full(load_path(policies), observed, CompileOptions())
+    old = Target.of(_old_shape(r) for r in compiled.potential.values() if r.is_ovn)
+    empty = {i for i in compiled.potential if i not in compiled.target.resources}
+    assert empty == {
+        ("Port_Group", "osc.edge.node_2"),
+        ("ACL", "osc.edge_firewall.node_2.to"),
+        ("ACL", "osc.edge_firewall.node_2.to.crossed"),  # the firewall is entered from-lport
+    }
+    with OvnOneShot.connect(OvnSettings(remote=nf_cluster.nb_remote)) as nb:
+        nb.apply(diff(old, {}).changes)
+    before = _raw(nf_cluster.nb_remote)
+    assert set(before) == {i for i in old.resources if i[0] != "NB_Global"}
+
+    planned = cli("plan", policies, *conn(nf_cluster), "-o", "json")
+    assert planned.code == 2, planned.err
+    changes = json.loads(planned.out)["changes"]
+    ovn = [c for c in changes if c["resource"]["kind"] in OVN_TABLES]
+    assert {c["action"] for c in ovn} == {"delete"}, ovn
+    assert {(c["resource"]["kind"], c["resource"]["name"]) for c in ovn} == empty
+
+    assert cli("apply", policies, *conn(nf_cluster)).code == 0
+    after = _raw(nf_cluster.nb_remote)
+    assert set(after) == set(before) - empty
+    assert all(after[i] == before[i] for i in after), "a row that was kept was rewritten"
+    assert cli("plan", policies, *conn(nf_cluster)).code == 0
