@@ -12,15 +12,16 @@ devices) bound to the pods of ``node-000``, as on that node:
 1. **without our rows**: SB ``Logical_Flow`` rows (total and by stage, the ``stage-name``
    northd writes into each flow's ``external_ids``), northd's full recompute
    (``inc-engine/recompute``: its stopwatches ``ovn-northd-loop``, ``northd`` and ``lflow``,
-   median of ``--runs``), the OpenFlow flows on the chassis's ``br-int``;
+   median of ``--runs`` after one discarded warm-up), ovn-controller's likewise, the OpenFlow
+   flows on the chassis's ``br-int``;
 2. ``osc-gitops``' cold apply (in-process ``reconcile``), then how long northd takes to catch
    up (``ovn-nbctl --wait=sb sync``) and the chassis (``--wait=hv``); then the same three
    figures **with our rows**;
-3. network-function only, **plus the empty per-node groups** the earlier row model wrote (a
-   Port_Group with its ACLs for every bound group on every node, members or not): the
+3. **plus the empty per-node groups** the earlier row model wrote (a Port_Group with its
+   ACLs, or router policies, for every bound group on every node, members or not): the
    (group, node) pairs without members are added raw (:func:`empty_group_ops`, a copy of the
    group's rows on another node with that node's names), and the three figures again. This is
-   the evidence behind the row model (``docs/benchmarks.md``, "Empty per-node Port_Groups").
+   the evidence behind the row model (``docs/benchmarks.md``, "Rows where there are members").
 
 Ratios (per binding, per steered pod, per port group) are computed from the one run. Every
 figure is stored with the load average before it; results go to
@@ -200,13 +201,15 @@ def _u(node: str) -> str:
 def empty_group_ops(nb_remote: str, nodes: list[str]) -> tuple[list[dict[str, Any]], int]:
     """The rows the earlier model wrote on top of the current one, as one transaction's ops:
     for every bound group (one with an owned Port_Group on some node) and every node where it
-    has none, a Port_Group without ports and a copy of each of the group's ACLs, with that
-    node's names (port group, function group, the function's out port in a twin ACL's match,
-    ``osc.io/key``/``osc.io/node``). Returns (ops, port groups added).
+    has none, a Port_Group without ports and a copy of each of the group's rows on another
+    node, with that node's names: its ACLs (network-function: port group, function group, the
+    function's out port in a twin's match, ``osc.io/key``/``osc.io/node``) or its router
+    policies (router-policy: ``$<pg>_ip4`` in the match, and the nexthop, the VNF's address on
+    that node, taken from the VNF's own port there). Returns (ops, port groups added).
 
-    Names follow ``reconciler.core.naming``: the node appears as ``_u(node)`` in every name
-    and match, so replacing it is exact (``node-001`` never occurs inside another node's
-    token). The rows carry our owner marker, so ``bench.run.reset_owned`` removes them."""
+    Names follow ``reconciler.core.naming``: the node appears as ``_u(node)`` or as itself in
+    every name and match, so replacing it is exact (``node-001`` never occurs inside another
+    node's token). The rows carry our owner marker, so ``bench.run.reset_owned`` removes them."""
     owned = ["external_ids", "includes", ["map", [["osc.io/owner", OWNER]]]]
     selects = [
         {"op": "select", "table": "Port_Group", "where": [owned],
@@ -214,12 +217,20 @@ def empty_group_ops(nb_remote: str, nodes: list[str]) -> tuple[list[dict[str, An
         {"op": "select", "table": "ACL", "where": [owned]},
         {"op": "select", "table": "Network_Function_Group", "where": [owned],
          "columns": ["_uuid", "name"]},
+        {"op": "select", "table": "Logical_Router_Policy", "where": [owned]},
+        {"op": "select", "table": "Logical_Switch_Port", "where": [owned],
+         "columns": ["_uuid", "name", "addresses"]},
+        {"op": "select", "table": "Logical_Router", "where": [],
+         "columns": ["_uuid", "policies"]},
     ]  # fmt: skip
     res = ovsdb_rpc.transact(nb_remote, "OVN_Northbound", selects, timeout=600)
-    pg_rows, acl_rows, nfg_rows = (r["rows"] for r in res)
+    pg_rows, acl_rows, nfg_rows, lrp_rows, lsp_rows, routers = (r["rows"] for r in res)
     acls = {r["_uuid"][1]: r for r in acl_rows}
     nfg_by_name = {r["name"]: r["_uuid"] for r in nfg_rows}
     nfg_name = {r["_uuid"][1]: r["name"] for r in nfg_rows}
+    policies_of = _policies_by_group(lrp_rows)
+    vnf_ip = _vnf_addresses(lsp_rows)  # node -> VNF address -> (vnf port prefix)
+    router_of = {u: r["_uuid"] for r in routers for u in uuids(r["policies"])}
     templates: dict[str, tuple[str, dict[str, Any]]] = {}  # group -> (node, its PG row)
     have: set[tuple[str, str]] = set()
     for pg in pg_rows:
@@ -239,14 +250,18 @@ def empty_group_ops(nb_remote: str, nodes: list[str]) -> tuple[list[dict[str, An
             def swap(text: str, src: str = src, node: str = node) -> str:
                 return text.replace(_u(src), _u(node)).replace(src, node)
 
+            def external_ids(row: dict[str, Any], swap: Any = swap) -> Any:
+                ext = dict(ovsdb_rpc.from_atom(row["external_ids"]))
+                for marker in ("osc.io/empty-since", "osc.io/presence"):
+                    ext.pop(marker, None)  # the earlier model had neither
+                return ovsdb_rpc.to_datum({k: swap(v) for k, v in ext.items()})
+
             acl_refs = []
             for uuid in uuids(pg["acls"]):
                 acl = acls[uuid]
                 row = {k: v for k, v in acl.items() if k not in ("_uuid", "_version")}
                 row["match"] = swap(acl["match"])
-                row["external_ids"] = ovsdb_rpc.to_datum(
-                    {k: swap(v) for k, v in dict(ovsdb_rpc.from_atom(acl["external_ids"])).items()}
-                )
+                row["external_ids"] = external_ids(acl)
                 nfg = acl.get("network_function_group")
                 if nfg and nfg != ["set", []]:
                     target = swap(nfg_name[nfg[1]])
@@ -256,12 +271,66 @@ def empty_group_ops(nb_remote: str, nodes: list[str]) -> tuple[list[dict[str, An
                 name = f"acl{len(ops)}"
                 ops.append({"op": "insert", "table": "ACL", "uuid-name": name, "row": row})
                 acl_refs.append(["named-uuid", name])
-            ext = {k: swap(v) for k, v in dict(ovsdb_rpc.from_atom(pg["external_ids"])).items()}
+            for lrp in policies_of.get(pg["name"], []):
+                row = {k: v for k, v in lrp.items() if k not in ("_uuid", "_version")}
+                row["match"] = swap(lrp["match"])
+                row["external_ids"] = external_ids(lrp)
+                row["nexthops"] = ovsdb_rpc.to_datum(
+                    [vnf_ip[node][vnf_ip[src][ip]] for ip in _strings(lrp["nexthops"])]
+                )
+                name = f"lrp{len(ops)}"
+                ops.append({"op": "insert", "table": "Logical_Router_Policy", "uuid-name": name,
+                            "row": row})  # fmt: skip
+                ops.append({"op": "mutate", "table": "Logical_Router",
+                            "where": [["_uuid", "==", router_of[lrp["_uuid"][1]]]],
+                            "mutations": [["policies", "insert",
+                                           ["set", [["named-uuid", name]]]]]})  # fmt: skip
             ops.append({"op": "insert", "table": "Port_Group", "row": {
                 "name": swap(pg["name"]), "acls": ["set", acl_refs],
-                "external_ids": ovsdb_rpc.to_datum(ext)}})  # fmt: skip
+                "external_ids": external_ids(pg)}})  # fmt: skip
             added += 1
     return ops, added
+
+
+_SET_OF_ONE = re.compile(r"\$([A-Za-z0-9_.]+)_ip4\b")
+
+
+def _policies_by_group(lrp_rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Router policies by the one Port_Group whose ``$<pg>_ip4`` their match names (an
+    exit-lport policy; an entry-lport one names the group on every node and stays)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in lrp_rows:
+        names = set(_SET_OF_ONE.findall(row["match"]))
+        if len(names) == 1:
+            out.setdefault(names.pop(), []).append(row)
+    return out
+
+
+def _strings(datum: Any) -> list[str]:
+    value = ovsdb_rpc.from_atom(datum)
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _vnf_addresses(lsp_rows: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """node -> {VNF address on it: the VNF's port name less the node, and back}: the nexthop
+    of a router policy on one node maps to the same VNF's address on another."""
+    out: dict[str, dict[str, str]] = {}
+    for row in lsp_rows:
+        name = row["name"]
+        for entry in _strings(row["addresses"]):
+            parts = entry.split()
+            if len(parts) < 2:
+                continue
+            node = _node_of_port(name)
+            vnf = name.replace(node, "{node}")
+            out.setdefault(node, {})[parts[1]] = vnf
+            out[node][vnf] = parts[1]
+    return out
+
+
+def _node_of_port(name: str) -> str:
+    """``nf_<vnf>_<node>_<side>`` -> node (naming.vnf_port; a VNF name has no ``_``)."""
+    return name.split("_", 2)[2].rsplit("_", 1)[0]
 
 
 # -- one scale -----------------------------------------------------------------------------------
@@ -317,6 +386,9 @@ def figures(northd: Northd, chassis: Chassis, runs: int, log: Log, tag: str) -> 
     out["lflows"], out["lflows_by_stage"] = logical_flows(northd.sb_remote)
     out["sb_rows"] = sb_rows(northd.sb_remote)
     recomputes, controller = [], []
+    northd.recompute()  # warm-up, discarded: the first recompute after a change pays extra
+    full_recompute(lambda *a: chassis.appctl(chassis.controller, *a),
+                   lambda: northd.wait("hv"), CONTROLLER_STOPWATCHES)  # fmt: skip
     for _ in range(runs):
         load = load1()
         recomputes.append({**northd.recompute(), "load": load})
@@ -394,18 +466,17 @@ def measure(scale: Scale, *, steering: str, dist: str, runs: int, log: Log) -> d
                     kube.close()
                 result["ours"] = owned_summary(sb.info.nb_remote, {p for p, _ in ports})
                 result["with"] = figures(northd, chassis, runs, log, f"{tag} with our rows")
-                if steering == "network-function":
-                    ops, added = empty_group_ops(sb.info.nb_remote, nodes)
-                    result["empty_groups_added"] = added
-                    if added:
-                        ovsdb_rpc.transact(sb.info.nb_remote, "OVN_Northbound", ops, timeout=600)
-                        result["earlier_model"] = figures(
-                            northd, chassis, runs, log,
-                            f"{tag} plus {added} empty per-node groups (the earlier model)",
-                        )  # fmt: skip
-                        result["earlier_model_ours"] = owned_summary(
-                            sb.info.nb_remote, {p for p, _ in ports}
-                        )
+                ops, added = empty_group_ops(sb.info.nb_remote, nodes)
+                result["empty_groups_added"] = added
+                if added:
+                    ovsdb_rpc.transact(sb.info.nb_remote, "OVN_Northbound", ops, timeout=600)
+                    result["earlier_model"] = figures(
+                        northd, chassis, runs, log,
+                        f"{tag} plus {added} empty per-node groups (the earlier model)",
+                    )  # fmt: skip
+                    result["earlier_model_ours"] = owned_summary(
+                        sb.info.nb_remote, {p for p, _ in ports}
+                    )
                 reset_owned(sb.info.nb_remote)
     return result
 
