@@ -366,3 +366,49 @@ def test_incremental_equals_full_while_hops_die_and_come_back(events: list[Event
             continue
         assert mine.changes == full.changes, f"after {event} ({planner.last_mode})"
         current = full
+
+
+def test_explain_shows_a_chain_hop_by_hop() -> None:
+    """A pod steered through a chain: the binding lists its hops in order, each with its VM on
+    the pod's node and its own health as OVN reports it (the chain's function has none), and
+    the rows along the path: the ACLs, the chain's group and function, its child ports and its
+    link switch. On a node where a hop does not run, the binding does not steer the pod, and
+    says which hop is missing."""
+    from reconciler.core.explain import explain_pod
+    from reconciler.core.planning import compile_plan
+    from reconciler.render.explain import explain_json, render_explain_text
+
+    chain = binding("pci-chain", "pci", ["ngfw", {"name": "ids", "failurePolicy": "fail-open"}],
+                    10, redirection="both")  # fmt: skip
+    want = desired(sg("pci", "app=pci"), vnf("ngfw"), vnf("ids", nodeSelector={"zone": "a"}),
+                   chain)  # fmt: skip
+    observed = cluster(PODS, node_labels={"node-1": {"zone": "a"}})
+    live = with_live(observed, apply_to(live_of(observed), make_plan(want, observed, NF)))
+    nf_active = {"osc.ngfw.node_1.fail_close": "osc.ngfw.node_1",
+                 "osc.ids.node_1.fail_open": "osc.ids.node_1"}  # fmt: skip
+    live = dataclasses.replace(live, nf_active=nf_active)
+    e = explain_pod(want, live, compile_plan(want, live, NF), "shop", "pci-1")
+    assert e.status == "steered"
+    (view,) = e.bindings
+    assert view.vnf == ["ngfw", "ids"] and view.instance is None
+    assert [(h.vnf, h.instance, h.health) for h in view.hops] == [
+        ("ngfw", "security/ngfw-node-1", "healthy"),
+        ("ids", "security/ids-node-1", "healthy"),
+    ]
+    rows = {(r.table, r.name) for r in e.ovn}
+    assert {
+        ("Network_Function_Group", "osc.chain2_exit.ngfw.ids.node_1.fail_close"),
+        ("Network_Function", "osc.chain2_entry.ngfw.ids.node_1"),
+        ("Logical_Switch_Port", "nfc2_exit_ngfw_ids_node-1_out"),
+        ("Logical_Switch", "nfl2_entry_ngfw_ids_node-1_1"),
+    } <= rows
+    text = render_explain_text(e)
+    assert "chain ngfw -> ids on node-1, hop by hop:" in text
+    assert "1. VNF ngfw: VirtualMachine security/ngfw-node-1, healthy" in text
+    data = explain_json(e)["bindings"][0]
+    assert data["vnf"] == ["ngfw", "ids"] and [h["vnf"] for h in data["hops"]] == ["ngfw", "ids"]
+
+    other = explain_pod(want, live, compile_plan(want, live, NF), "shop", "pci-2")
+    (view,) = other.bindings
+    assert other.status == "not-steered" and not view.steers
+    assert view.reason.startswith("its chain ngfw -> ids is incomplete there: VnfDeployment ids")
