@@ -94,30 +94,26 @@ def _names(names: Sequence[str], limit: int = 5) -> str:
 
 def require_node(scope: Scope, observed: Observed) -> None:
     """Refuse (:class:`NodeNotFound`) a node agent's pass or plan whose node is not among the
-    Kubernetes nodes of ``observed`` (the whole read, before the scope's view), or has no
-    logical switch in the NB read (OVN-Kubernetes names a node's switch after the node). Why an
-    error and not a warning: an agent pointed at the wrong node (a typo in ``--node``, the
-    wrong ``OSC_NODE_NAME``, the NB of another zone) would otherwise plan nothing, print "No
-    changes" and exit 0, so it looks converged while it protects nothing; a node that is not
-    set up yet fails the pass, and the loop retries it after its backoff."""
+    Kubernetes nodes of ``observed`` (the whole read, before the scope's view: an agent's
+    adapter lists its own Node only, a snapshot all of them), or has no logical switch in the
+    NB read (OVN-Kubernetes names a node's switch after the node). Why an error and not a
+    warning: an agent pointed at the wrong node (a typo in ``--node``, the wrong
+    ``OSC_NODE_NAME``, the NB of another zone) would otherwise plan nothing, print "No changes"
+    and exit 0, so it looks converged while it protects nothing; a node that is not set up yet
+    fails the pass, and the loop retries it after its backoff."""
     if not isinstance(scope, NodeScope):
         return
     node = scope.node
     nodes = sorted(n.name for n in observed.nodes)
     if node not in nodes:
-        known = f"its nodes: {_names(nodes)}" if nodes else "it lists no node at all"
+        known = f" (its nodes: {_names(nodes)})" if nodes else ""
         raise NodeNotFound(
-            f'--node {node}: nodes "{node}" not found in the Kubernetes cluster ({known}); '
-            "give the name of the node this agent runs on (kubectl get nodes)"
+            f'--node {node}: nodes "{node}" not found in the Kubernetes cluster{known}; give '
+            "the name of the node this agent runs on (kubectl get nodes)"
         )
-    switches = {s.name for s in observed.switches}
+    switches = sorted(s.name for s in observed.switches)
     if node not in switches:
-        held = [n for n in nodes if n in switches]
-        holds = (
-            f"it holds the switch{'es' if len(held) > 1 else ''} of {_names(held)}"
-            if held
-            else "it holds no node's switch"
-        )
+        holds = f"its logical switches: {_names(switches)}" if switches else "it has none"
         raise NodeNotFound(
             f'--node {node}: the OVN Northbound DB has no logical switch "{node}" ({holds}); '
             f"--ovn-nb must be the NB of {node}'s zone, or OVN-Kubernetes has not set the node "

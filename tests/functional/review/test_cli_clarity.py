@@ -94,9 +94,8 @@ def test_run_once_says_it_exits_and_never_promises_a_retry(
 
 def test_a_node_agent_for_a_node_that_does_not_exist_is_an_error(world: World) -> None:
     cluster, _ = world
-    missing = 'error: --node node-9: nodes "node-9" not found in the Kubernetes cluster (its ' \
-              "nodes: node-1, node-2); give the name of the node this agent runs on (kubectl " \
-              "get nodes)\n"  # fmt: skip
+    missing = 'error: --node node-9: nodes "node-9" not found in the Kubernetes cluster; give ' \
+              "the name of the node this agent runs on (kubectl get nodes)\n"  # fmt: skip
     for command in (("plan",), ("apply", "--auto-approve")):
         result = on(world, command[0], POLICIES, "--node", "node-9", *command[1:])
         assert result.code == 1, (command, result.out)
@@ -112,8 +111,8 @@ def test_a_node_agent_for_a_node_that_does_not_exist_is_an_error(world: World) -
         result = on(world, "plan", POLICIES, "--node", "node-3")
         assert result.code == 1
         assert result.err == (
-            'error: --node node-3: the OVN Northbound DB has no logical switch "node-3" (it holds '
-            "the switches of node-1, node-2); --ovn-nb must be the NB of node-3's zone, or "
+            'error: --node node-3: the OVN Northbound DB has no logical switch "node-3" (its '
+            "logical switches: node-1, node-2); --ovn-nb must be the NB of node-3's zone, or "
             "OVN-Kubernetes has not set the node up yet\n"
         )
     finally:
