@@ -307,11 +307,10 @@ class SandboxCluster(KubeUserActions, Lifecycle):
         self.forwarding_vnfs: ForwardingVnfs | None = None
         """While no chassis runs here, every VNF answers OVN's health probe
         (:mod:`osc_gitops_sandbox.vnf_health`); a data path stops it and measures instead."""
-        if kubevirt and self.ovn.network_function:
+        if self.ovn.network_function:  # without KubeVirt no VM stops: every VNF answers
             remote = self.ovn.sb_remote if northd else self.ovn.nb_remote
-            self.forwarding_vnfs = ForwardingVnfs(
-                remote, northd=northd, forwarding=self.forwarding_ports
-            )
+            forwarding = self.forwarding_ports if kubevirt else None
+            self.forwarding_vnfs = ForwardingVnfs(remote, northd=northd, forwarding=forwarding)
 
     def forwarding_ports(self) -> set[str]:
         """The OVN data ports of the VNF VMs that forward, as this sandbox plays them without a
