@@ -229,6 +229,8 @@ class ZonedCluster(KubeUserActions, Lifecycle):
         self._node_ids: dict[str, int] = {}
         self._template = self.workdir / "nb-empty.db"
         self._started = False
+        self._play_vnfs = True
+        """Whether new zones play the VNFs' answers to OVN's probe (until a data path runs)."""
 
     # -- lifecycle (start, stop, ``with``: see osc_gitops_sandbox.lifecycle) ----------------
     def _start(self) -> None:
@@ -287,6 +289,13 @@ class ZonedCluster(KubeUserActions, Lifecycle):
         """Bring ``node``'s NB back on the same socket with the same data."""
         self.zone(node).start_nb()
 
+    @property
+    def forwarding_vnfs(self) -> _PlayedVnfs:
+        """What :class:`~osc_gitops_sandbox.datapath.Datapath` stops when real guests behind
+        real chassis start answering OVN's probes: every zone's played answers, now and in
+        zones added later."""
+        return _PlayedVnfs(self)
+
     # -- nodes -----------------------------------------------------------------------------
     def add_node(
         self, name: str, subnet: str | None = None, labels: Mapping[str, str] | None = None
@@ -330,7 +339,9 @@ class ZonedCluster(KubeUserActions, Lifecycle):
             zone = Zone(
                 zone_node, self.workdir / "zones" / zone_node.name, self.distribution,
                 northd=self.northd, timeout=self.timeout, template=self._template,
-                forwarding_vnfs=self.kubevirt is not None and self.network_function,
+                forwarding_vnfs=(
+                    self._play_vnfs and self.kubevirt is not None and self.network_function
+                ),
             )  # fmt: skip
             self._zones[zone_node.name] = zone
             zone.start()
@@ -460,3 +471,17 @@ class ZonedCluster(KubeUserActions, Lifecycle):
         node = (pod or {}).get("spec", {}).get("nodeName")
         if node in self._zones:
             self._zones[node].write(lambda remote: delete_lsp(remote, f"{namespace}_{name}"))
+
+
+class _PlayedVnfs:
+    """Every zone's :class:`ForwardingVnfs` of a :class:`ZonedCluster`, stopped together."""
+
+    def __init__(self, cluster: ZonedCluster) -> None:
+        self._cluster = cluster
+
+    def stop(self) -> None:
+        self._cluster._play_vnfs = False
+        for zone in self._cluster._zones.values():
+            if zone.forwarding_vnfs is not None:
+                zone.forwarding_vnfs.stop()
+                zone.forwarding_vnfs = None

@@ -33,7 +33,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     work = tmp_path_factory.mktemp("clarity")
     with SandboxCluster(work / "sb", nb_schema="26.03", northd=False) as cluster:
         cluster.seed_dir(CLUSTER)
-        applied = run(cluster, work, "apply", POLICIES, "--auto-approve")
+        # --wait: the steering is held until OVN reports the VNFs healthy (issue 22; the
+        # sandbox plays their answers to OVN's probe)
+        applied = run(cluster, work, "apply", POLICIES, "--auto-approve", "--wait")
         assert applied.code == 0, applied.err
         yield cluster, work
 
