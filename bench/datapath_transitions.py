@@ -11,6 +11,8 @@ medians and ranges, with the load average before each run:
 - ``node``: the firewall newly runs on node-2, where a protected pod receives a stream;
 - ``rollout``: two firewalls per node, a new image rolled out (``maxUnavailable: 2``, 1 s
   boots): lost echoes, and how long the rollout took;
+- ``rollout-single`` (for comparison): one firewall per node, the same rollout
+  (``maxUnavailable: 1``): each restart is an outage of its node's firewall;
 - ``failover``: two firewalls per node, node-1's active one stops forwarding: the outage (the
   protected pod's longest time without a reply) with the default health check (interval 1,
   timeout 1, failureCount 2) and with failureCount 1.
@@ -63,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             "first": lambda: sc.first_apply(w, args.boot),
             "node": lambda: sc.new_node(w, args.boot),
             "rollout": lambda: sc.rollout(w, 1.0),
+            "rollout-single": lambda: sc.rollout_single(w, 1.0),
             "failover": lambda: sc.failover(w, DEFAULT_CHECK),
             "failover-fast": lambda: sc.failover(w, sc.FAST_CHECK),
         }

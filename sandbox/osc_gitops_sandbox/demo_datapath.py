@@ -10,7 +10,9 @@ through its library, as a long-running reconciler would
 - ``--ovn 26.03`` (default): Network Function steering on OVN 26.03. A labelled pod is steered,
   on one node switch too, an unlabelled one is not; when a firewall stops forwarding,
   ``fail-close`` traffic is dropped and ``fail-open`` traffic bypasses it (if OVN can notice:
-  health checks), and both are steered again once it is back. Every time is measured.
+  health checks), and both are steered again once it is back. Then a standby firewall per node
+  and a new firewall image rolled out node by node (issue 22) under a 20 ms ping stream: what
+  is lost is counted. Every time is measured.
 - ``--ovn 23.03``: the host's OVN, router-policy steering of routed traffic.
 """
 
@@ -28,6 +30,7 @@ from osc_gitops_sandbox.datapath_world import (
     vnf_deployment,
     world,
 )
+from osc_gitops_sandbox.streams import IcmpStream
 
 FAILURE_POLICY_MANIFESTS = (
     security_group("web", ["app=web"]),
@@ -36,6 +39,13 @@ FAILURE_POLICY_MANIFESTS = (
     binding("web-firewall", group="web", failure_policy="fail-close"),
     binding("api-firewall", group="api", failure_policy="fail-open"),
 )
+STANDBY = (
+    "  instancesPerNode: 2\n  updateStrategy: {maxUnavailable: 1}\n"
+    "  healthCheck: {interval: 1, timeout: 1, successCount: 1, failureCount: 1}\n"
+)
+"""A second firewall per node (the standby), rolled one node at a time, probed every second."""
+BOOT_DELAY = 1.0
+"""Seconds a (re)started firewall guest takes to forward, in the rolling-update story."""
 FAILOVER_LIMIT = 60.0
 """Seconds the demo waits for OVN to notice a dead or revived VNF before it says it did not."""
 
@@ -211,6 +221,74 @@ def _network_function_story(w: World) -> None:
     show("client-c -> other-b (fail-open)", dp.probe(client_c, other))
 
 
+def _apply_wait(w: World, timeout: str = "120s") -> float:
+    """``osc-gitops apply --wait`` (the CLI, in-process): its seconds; the plan's last line."""
+    import contextlib
+    import io
+
+    from reconciler.cli.app import main
+
+    args = [*w.apply_args, "--wait", "--wait-timeout", timeout]
+    say(f"$ osc-gitops {' '.join(args)}")
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    took = time.perf_counter() - start
+    if code != 0:
+        raise RuntimeError(f"apply --wait exited {code}: {err.getvalue()}")
+    summary = next((ln for ln in reversed(out.getvalue().splitlines()) if ln.startswith("Plan:")),
+                   "")  # fmt: skip
+    if summary.startswith("Plan: 0 to create, 0 to change, 0 to delete"):
+        summary = "(its first pass held every template change; the rollout wrote them VM by VM)"
+    say(f"  ready after {took:.1f} s. {summary}")
+    w.dp.sync_vnfs()
+    w.dp.wait_hv()
+    return took
+
+
+def _rolling_update_story(w: World) -> None:
+    dp = w.dp
+    client_c, web, other = w.pod("client-c"), w.pod("web-a"), w.pod("other-b")
+    firewall = vnf_deployment("firewall") + STANDBY
+    others = [m for m in FAILURE_POLICY_MANIFESTS if "kind: VnfDeployment" not in m]
+    dp.boot_delay = BOOT_DELAY
+
+    step("6. A standby per node: instancesPerNode: 2 (apply --wait)")
+    say(f"(manifests: firewall instancesPerNode: 2, updateStrategy {{maxUnavailable: 1}}, "
+        f"health check every second; a guest takes {BOOT_DELAY:.0f} s to boot)")  # fmt: skip
+    w.write_manifests(*others, firewall)
+    _apply_wait(w)
+    active = w.active_functions()
+    for key in sorted(dp.vnfs):
+        say(f"  VM {key}")
+    say("  each node's function groups hold both; OVN makes one active: "
+        + ", ".join(f"{g} -> {nf}" for g, nf in sorted(active.items())
+                    if g.endswith((".fail_close", ".fail_open"))))  # fmt: skip
+
+    step("7. A new firewall image: rolled node by node, the standby first, under a ping stream")
+    say(
+        "(manifests: image quay.io/example/vnf-firewall:1.4.2 -> 1.5.0; KubeVirt restarts a "
+        "VM only when told: osc-gitops drains, restarts and waits for OVN's verdict per VM)"
+    )
+    before = {k: v.vmi_uid for k, v in dp.vnfs.items()}
+    w.write_manifests(*others, firewall.replace(":1.4.2", ":1.5.0"))
+    stream = IcmpStream(client_c, {
+        "client-c -> web-a (fail-close)": web.ip,
+        "client-c -> other-b (fail-open)": other.ip,
+    })  # fmt: skip
+    try:
+        _apply_wait(w, "180s")
+    finally:
+        results = stream.stop()
+    restarted = sorted(k for k, v in dp.vnfs.items() if before.get(k) not in (None, v.vmi_uid))
+    say(f"  {len(restarted)} VMs restarted with the new image: {', '.join(restarted)}")
+    for name, result in results.items():
+        say(f"  {name:<36} {result.sent} echoes (every 20 ms), {result.lost} lost, longest "
+            f"gap {result.longest_gap * 1000:.0f} ms")  # fmt: skip
+    dp.boot_delay = 0.0
+
+
 def _router_policy_story(w: World) -> None:
     dp = w.dp
     web, other = w.pod("web-a"), w.pod("other-b")
@@ -238,6 +316,7 @@ def run(ovn: str = DEFAULT_OVN, steering: str | None = None) -> int:
         _label_and_measure(w)
         if w.dp.vnf_on("node-1", "firewall").bridge:
             _network_function_story(w)
+            _rolling_update_story(w)
         else:
             _router_policy_story(w)
         step("Last: kubectl label pod web-a app-; apply: new connections bypass the firewall")

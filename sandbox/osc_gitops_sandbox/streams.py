@@ -1,5 +1,6 @@
-"""Continuous probes for the transition tests and ``bench/datapath_transitions.py``: ICMP echoes
-every 20 ms and a TCP echo stream, counting what is lost while something changes.
+"""Continuous probes for the transition packet tests (issue 22), ``bench/datapath_transitions.py``
+and ``osc-gitops demo --datapath``: ICMP echoes every 20 ms and a TCP echo stream, counting
+what is lost while something changes.
 
 - :class:`IcmpStream`: one echo request every ``interval`` from a pod to each target, each
   target one ICMP "connection" (a fixed identifier: conntrack keeps it one flow, as a

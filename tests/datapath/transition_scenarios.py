@@ -1,5 +1,5 @@
 """The transitions of issue 22 as scenarios on a data-path world (OVN 26.03), each measured with
-the continuous probes of :mod:`tests.datapath.transition_streams`: used by
+the continuous probes of :mod:`osc_gitops_sandbox.streams`: used by
 ``tests/datapath/test_transitions.py`` (which asserts) and ``bench/datapath_transitions.py``
 (which repeats them for the figures in docs/datapath.md).
 
@@ -17,8 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, binding, security_group
-
-from tests.datapath.transition_streams import IcmpStream, TcpStream
+from osc_gitops_sandbox.streams import IcmpStream, TcpStream
 
 FW1, FW2 = f"{VNF_NAMESPACE}/firewall-node-1", f"{VNF_NAMESPACE}/firewall-node-2"
 PORT = 7070
@@ -144,6 +143,21 @@ def rollout(w: World, boot: float) -> dict[str, Any]:
     after = {k: v.vmi_uid for k, v in w.dp.vnfs.items()}
     got["restarted"] = sorted(k for k in after if before.get(k) not in (None, after[k]))
     got["before"] = sorted(before)
+    return got
+
+
+def rollout_single(w: World, boot: float) -> dict[str, Any]:
+    """For comparison: one firewall per node, a new image rolled out (``maxUnavailable: 1``):
+    each restart is an outage of that node's firewall for its boot (the failure policy acts)."""
+    clean(w)
+    w.dp.boot_delay = boot
+    w.write_manifests(*GROUPS, firewall(extra=FAST_CHECK), *BINDINGS)
+    apply_wait(w)
+    w.write_manifests(*GROUPS, firewall("1.5.0", extra=FAST_CHECK), *BINDINGS)
+    start = time.monotonic()
+    with streams(w, "client-c", "web-a", "other-b") as got:
+        apply_wait(w, "180s")
+        got["seconds"] = time.monotonic() - start
     return got
 
 
