@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                       + f", TCP retransmitted {got['retransmitted']}, stall "
                       f"{got['tcp'].longest_gap:.3f} s"
                       + (f", {got['seconds']:.2f} s" if "seconds" in got else "")
-                      + (f", outage {got['outage']:.2f} s" if "outage" in got else ""),
+                      + (f", outage {got['outage']:.2f} s" if "outage" in got else "")
+                      + (f", TCP stream broke: {got['tcp'].error}" if got["tcp"].error else ""),
                       flush=True)  # fmt: skip
             lost = [float(r["fail-close"].lost + (r["fail-open"].lost if "fail-open" in r
                                                   else 0)) for r in results]  # fmt: skip
@@ -96,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
                 name,
                 f"{cell(lost, '{:.0f}')} of ~{statistics.median(sent):.0f}",
                 cell([float(r["retransmitted"]) for r in results], "{:.0f}"),
-                cell([r["tcp"].longest_gap for r in results]),
+                cell([r["tcp"].longest_gap for r in results])
+                + (f"; reset in {broken} of {len(results)}"
+                   if (broken := sum(bool(r["tcp"].error) for r in results)) else ""),
                 cell([r["seconds"] for r in results if "seconds" in r]
                      or [r["outage"] for r in results]),
                 cell(loads),

@@ -30,10 +30,9 @@ pytestmark = pytest.mark.datapath
 BOOT = 3.0
 """Seconds a new guest boots (a real VM takes tens of seconds; the mechanism is the same)."""
 STALL = 0.5
-"""Longest pause of the TCP stream that still means "nothing lost": TCP may retransmit a few
-segments when a VM's NICs appear on or leave br-int (the userspace datapath reconfigures; an
-unrelated flow sees it too: measured here, 0-12 segments per guest restart, no stall), but a
-dropped path stalls it for a retransmission timeout (>= 200 ms) or more."""
+"""Longest pause of the TCP stream that still means "nothing lost" (measured 0.02-0.10 s in
+these scenarios, docs/datapath.md "Transitions"); a dropped path stalls it for a
+retransmission timeout (>= 200 ms) or more."""
 LOST = 1
 """Echoes that may be lost at the instant the flows change (at most one, seldom: see the
 figures in docs/datapath.md); a held or dropped path loses dozens."""
@@ -51,7 +50,7 @@ def tw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 def quiet(got: dict, *names: str) -> None:
     for name in names:
         assert got[name].lost <= LOST, (name, got[name])
-    assert got["tcp"].lost == 0 and got["tcp"].longest_gap < STALL, got
+    assert not got["tcp"].error and got["tcp"].lost == 0 and got["tcp"].longest_gap < STALL, got
 
 
 def test_the_first_apply_onto_booting_vnfs_loses_nothing(tw: World) -> None:
