@@ -176,6 +176,8 @@ class NetworkFunction(PortGroupPods):
                                 use = (path, chains.wire_direction(direction), node)
                                 uses.setdefault(use, set()).add(fallback)
                                 users.setdefault(path, f"Binding/{binding.metadata.name}")
+                        if out.only_pairs is not None and (group, node) not in out.only_pairs:
+                            continue  # a one-shot compile: the pair cannot be present
                         side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
                         key = naming.ovn_ident(

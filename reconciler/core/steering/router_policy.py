@@ -180,6 +180,12 @@ class RouterPolicy(PortGroupPods):
                 l4 = "" if l4 == "ip" else f" && {l4}"
                 for inst, ip, subnet in steered:
                     node = inst.node
+                    if (
+                        group not in ungated
+                        and out.only_pairs is not None
+                        and ((group, node) not in out.only_pairs)
+                    ):
+                        continue  # a one-shot compile: the pair cannot be present
                     pg = naming.port_group(inst_id, group, node)
                     for direction in directions(spec.redirection):
                         if direction == "to-lport":
