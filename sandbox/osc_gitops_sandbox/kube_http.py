@@ -11,12 +11,16 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
+from osc_gitops_sandbox import kube_openapi as openapi
+from osc_gitops_sandbox import kube_protobuf as protobuf
+from osc_gitops_sandbox import kube_tables as tables
 from osc_gitops_sandbox.kube_discovery import ApiExtension
+from osc_gitops_sandbox.kube_openapi import check_fields
 from osc_gitops_sandbox.kube_resources import ResourceType
 from osc_gitops_sandbox.kube_selectors import (
     FieldSelector,
@@ -61,21 +65,23 @@ class ApiHandler(BaseHTTPRequestHandler):
         self,
         code: int,
         body: bytes,
-        headers: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | Sequence[tuple[str, str]] = (),
         content_type: str = "application/json",
     ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-cache, private")
-        for k, v in (headers or {}).items():
+        for k, v in headers.items() if isinstance(headers, Mapping) else headers:
             self.send_header(k, v)
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
 
-    def _send_json(self, code: int, obj: Any) -> None:
-        self._send(code, dumps(obj))
+    def _send_json(self, code: int, obj: Any, warnings: Sequence[str] = ()) -> None:
+        """``obj`` as JSON; each warning as a ``Warning: 299`` header (kubectl prints them)."""
+        headers = [("Warning", f"299 - {json.dumps(w)}") for w in warnings]
+        self._send(code, dumps(obj), headers)
 
     def _send_error(self, err: ApiError) -> None:
         self._send(err.code, dumps(err.status()), headers=err.headers)
@@ -85,6 +91,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         data = self.rfile.read(length) if length else b""
         if not data:
             raise ApiError(400, "request body is empty")
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype == protobuf.MEDIA_TYPE:
+            return protobuf.decode_object(data)
         try:
             return json.loads(data)
         except ValueError:
@@ -176,7 +185,11 @@ class ApiHandler(BaseHTTPRequestHandler):
             if path in ("/healthz", "/livez", "/readyz"):
                 self._send(200, b"ok", content_type="text/plain")
                 return
-            raise ApiError(404, f"the server could not find the requested resource ({path})")
+            doc = self._openapi(path) if method == "GET" else None
+            if doc is None:
+                raise ApiError(404, f"the server could not find the requested resource ({path})")
+            self._send_json(200, doc)
+            return
         if method == "GET":
             doc = api.discovery(path)
             if doc is not None:
@@ -211,6 +224,7 @@ class ApiHandler(BaseHTTPRequestHandler):
         if rt.namespaced and name is not None and namespace is None:
             raise ApiError(404, f"the server could not find the requested resource ({path})")
         ns = namespace or ""
+        table_version = tables.wants_table(self.headers.get("Accept") or "")
 
         if method == "GET" and name is None:
             try:
@@ -219,20 +233,48 @@ class ApiHandler(BaseHTTPRequestHandler):
             except SelectorError as exc:
                 raise ApiError(400, str(exc)) from exc
             if (query.get("watch") or "").lower() in ("true", "1"):
-                self._watch(rt, namespace, labels, fields, query)
+                self._watch(rt, namespace, labels, fields, query, table_version)
                 return
             limit = int(query.get("limit") or 0)
             raw = api.list_raw(rt, namespace, labels, fields, limit, query.get("continue"))
+            if table_version is not None:
+                listed = json.loads(raw)
+                doc = tables.table(
+                    rt,
+                    listed["items"],
+                    listed["metadata"],
+                    version=table_version,
+                    include_object=query.get("includeObject") or "Metadata",
+                )
+                self._send_json(200, doc)  # fmt: skip
+                return
             self._send(200, raw)
         elif method == "GET":
             assert name is not None
-            self._send(200, api.get_raw(rt, ns, name))
+            raw = api.get_raw(rt, ns, name)
+            if table_version is not None and sub is None:
+                obj = json.loads(raw)
+                meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                self._send_json(
+                    200,
+                    tables.table(
+                        rt,
+                        [obj],
+                        meta,
+                        version=table_version,
+                        include_object=query.get("includeObject") or "Metadata",
+                    ),
+                )
+                return  # fmt: skip
+            self._send(200, raw)
         elif method == "POST" and name is None:
             body = self._body()
             if rt.namespaced and namespace is None:
                 raise ApiError(405, f"create {rt.plural} needs a namespace in the URL")
             self._check_kind(rt, body)
-            self._send_json(201, api.create(rt, ns, body))
+            warnings = check_fields(rt, body, query.get("fieldValidation"))
+            created = api.create(rt, ns, body, dry_run=self._dry_run(query))
+            self._send_json(201, created, warnings)
         elif method == "PUT" and name is not None:
             body = self._body()
             self._check_kind(rt, body)
@@ -240,7 +282,9 @@ class ApiHandler(BaseHTTPRequestHandler):
                 sent_rv = (body.get("metadata") or {}).get("resourceVersion")
                 self._send_json(200, api.replace_status(rt, ns, name, body.get("status"), sent_rv))
                 return
-            self._send_json(200, api.update(rt, ns, name, body))
+            warnings = check_fields(rt, body, query.get("fieldValidation"))
+            updated = api.update(rt, ns, name, body, dry_run=self._dry_run(query))
+            self._send_json(200, updated, warnings)
         elif method == "PATCH" and name is not None:
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
             if ctype == "application/apply-patch+yaml":
@@ -250,10 +294,17 @@ class ApiHandler(BaseHTTPRequestHandler):
                     "server-side apply is not supported by the osc-gitops "
                     "sandbox API server; use a merge or JSON patch",
                 )
-            self._send_json(200, api.patch(rt, ns, name, ctype, self._body()))
+            noted: list[str] = []
+            patched = api.patch(
+                rt, ns, name, ctype, self._body(), dry_run=self._dry_run(query),
+                check=lambda new: noted.extend(
+                    check_fields(rt, new, query.get("fieldValidation"))),
+            )  # fmt: skip
+            self._send_json(200, patched, noted)
         elif method == "DELETE" and name is not None:
-            self._drain()
-            self._send_json(200, api.delete(rt, ns, name))
+            options = self._body() if int(self.headers.get("Content-Length") or 0) else {}
+            dry_run = self._dry_run(query) or "All" in ((options or {}).get("dryRun") or [])
+            self._send_json(200, api.delete(rt, ns, name, dry_run=dry_run))
         else:
             self._drain()
             raise ApiError(
@@ -270,6 +321,27 @@ class ApiHandler(BaseHTTPRequestHandler):
         self._send(code, b"" if doc is None else dumps(doc))
 
     @staticmethod
+    def _dry_run(query: Mapping[str, str]) -> bool:
+        value = query.get("dryRun")
+        if value not in (None, "", "All"):
+            raise ApiError(400, f'dryRun: Unsupported value: {value!r}: supported values: "All"')
+        return value == "All"
+
+    def _openapi(self, path: str) -> dict[str, Any] | None:
+        """``/openapi/v3`` and its group/version documents (see
+        :mod:`~osc_gitops_sandbox.kube_openapi`); ``None`` for anything else (``/openapi/v2``)."""
+        if path == "/openapi/v3":
+            return openapi.index(self.api.types)
+        if not path.startswith("/openapi/v3/"):
+            return None
+        parts = path[len("/openapi/v3/") :].split("/")
+        if parts[0] == "api" and len(parts) == 2:
+            return openapi.document(self.api.types, "", parts[1])
+        if parts[0] == "apis" and len(parts) == 3:
+            return openapi.document(self.api.types, parts[1], parts[2])
+        return None
+
+    @staticmethod
     def _check_kind(rt: ResourceType, body: Any) -> None:
         if not isinstance(body, dict):
             raise ApiError(400, "request body must be a JSON object")
@@ -284,7 +356,10 @@ class ApiHandler(BaseHTTPRequestHandler):
         labels: LabelSelector,
         fields: FieldSelector,
         query: dict[str, str],
+        table_version: str | None = None,
     ) -> None:
+        """A chunked watch stream; with ``table_version`` each object is a one-row ``Table``
+        (column definitions in the first event only, as the real server sends them)."""
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = (query.get("allowWatchBookmarks") or "").lower() in ("true", "1")
         events = self.api.watch_events(
@@ -295,6 +370,8 @@ class ApiHandler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
         self.end_headers()
+        if table_version is not None:
+            events = self._as_tables(rt, events, table_version, query.get("includeObject"))
         try:
             for chunk in events:
                 if chunk:
@@ -306,3 +383,23 @@ class ApiHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
+
+    @staticmethod
+    def _as_tables(
+        rt: ResourceType, events: Iterator[bytes], version: str, include: str | None
+    ) -> Iterator[bytes]:
+        headers = True
+        for chunk in events:
+            lines = []
+            for line in chunk.splitlines():
+                event = json.loads(line)
+                if event["type"] in ("ADDED", "MODIFIED", "DELETED"):
+                    obj = event["object"]
+                    meta = {"resourceVersion": obj["metadata"].get("resourceVersion", "")}
+                    event["object"] = tables.table(
+                        rt, [obj], meta, version=version, include_object=include or "Metadata",
+                        headers=headers,
+                    )  # fmt: skip
+                    headers = False
+                lines.append(dumps(event) + b"\n")
+            yield b"".join(lines)

@@ -226,6 +226,8 @@ class ObjectStore:
         obj["metadata"] = meta
         if rt.kind == "Namespace":
             obj.setdefault("status", {"phase": "Active"})
+        elif rt.kind == "Pod":  # the real server's PrepareForCreate; the kubelet takes it on
+            obj.setdefault("status", {"phase": "Pending"})
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         return obj
@@ -320,7 +322,11 @@ class ObjectStore:
                 details={"name": namespace, "kind": "namespaces"},
             )
 
-    def create(self, rt: ResourceType, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def create(
+        self, rt: ResourceType, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """POST semantics; ``dry_run`` (``?dryRun=All``): validate and answer the object that
+        would be created, without storing it (no resourceVersion, as the real server)."""
         meta = dict(body.get("metadata") or {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
@@ -346,6 +352,10 @@ class ObjectStore:
                     reason="AlreadyExists",
                     details={"name": meta["name"], "group": rt.group, "kind": rt.plural},
                 )
+            if dry_run:
+                obj = self._new_metadata(rt, body, 0)
+                obj["metadata"].pop("resourceVersion")
+                return obj
             obj = self._new_metadata(rt, body, self._next_rv())
             return self._store_obj(rt, obj, "ADDED").obj
 
@@ -361,14 +371,17 @@ class ObjectStore:
             return self._current(rt, namespace, name).raw
 
     def update(
-        self, rt: ResourceType, namespace: str, name: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, rt: ResourceType, namespace: str, name: str, body: dict[str, Any], *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:  # fmt: skip
         """PUT semantics: replace the object; a stale ``resourceVersion`` is a 409 Conflict."""
         with self._lock:
             current = self._current(rt, namespace, name)
-            return self._replace(rt, current, body)
+            return self._replace(rt, current, body, dry_run=dry_run)
 
-    def _replace(self, rt: ResourceType, current: Stored, body: dict[str, Any]) -> dict[str, Any]:
+    def _replace(
+        self, rt: ResourceType, current: Stored, body: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]:
         old_meta = current.obj["metadata"]
         meta = dict(body.get("metadata") or {})
         name = old_meta["name"]
@@ -399,14 +412,17 @@ class ObjectStore:
         meta["resourceVersion"] = old_meta["resourceVersion"]
         obj = {**body, "metadata": meta, "apiVersion": rt.api_version, "kind": rt.kind}
         validate_metadata(rt, obj)
-        if obj == current.obj:
-            return current.obj  # no-op update: no new resourceVersion, no event (as upstream)
+        if obj == current.obj or dry_run:
+            return obj if dry_run else current.obj  # no-op: no new resourceVersion, no event
         meta["resourceVersion"] = str(self._next_rv())
         return self._store_obj(rt, obj, "MODIFIED").obj
 
     def patch(
-        self, rt: ResourceType, namespace: str, name: str, content_type: str, patch: Any
-    ) -> dict[str, Any]:
+        self, rt: ResourceType, namespace: str, name: str, content_type: str, patch: Any, *,
+        dry_run: bool = False, check: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """PATCH semantics (JSON, merge and strategic merge patch, see
+        :mod:`~osc_gitops_sandbox.kube_patch`); ``check`` sees the patched object first."""
         with self._lock:
             current = self._current(rt, namespace, name)
             if content_type == "application/json-patch+json":
@@ -429,11 +445,19 @@ class ObjectStore:
                 )
             if not isinstance(new, dict):
                 raise ApiError(422, "patch result is not an object")
-            return self._replace(rt, current, new)
+            if check is not None:
+                check(new)
+            return self._replace(rt, current, new, dry_run=dry_run)
 
-    def delete(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
+    def delete(
+        self, rt: ResourceType, namespace: str, name: str, *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Immediate deletion (a namespace takes its objects with it); ``dry_run`` answers the
+        object as it is, deleting nothing."""
         with self._lock:
             current = self._current(rt, namespace, name)
+            if dry_run:
+                return current.obj
             if rt.kind == "Namespace":
                 for other in self.types:
                     if not other.namespaced:

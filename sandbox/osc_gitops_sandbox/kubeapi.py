@@ -7,8 +7,10 @@ test is the production code path, unchanged:
 
 - discovery (``/version``, ``/api``, ``/api/v1``, ``/apis``, ``/apis/<g>[/<v>]``) in the legacy
   form, which kubectl accepts when its aggregated-discovery ``Accept`` is answered with plain
-  ``application/json``; ``/openapi/*`` answers 404 (kubectl then skips client-side validation
-  when given ``--validate=false``);
+  ``application/json``; OpenAPI v3 (``/openapi/v3``) with server-side field validation
+  (``fieldValidation``), so a plain ``kubectl apply`` validates; ``dryRun=All``;
+- request bodies in JSON, YAML and, for ``v1`` Namespaces, protobuf (what ``kubectl create
+  namespace`` sends); answers in JSON, or the ``Table`` ``kubectl get`` prints;
 - CRUD, merge / strategic-merge / JSON patch (strategic merge is treated as RFC 7386 merge
   patch: we serve no schema with patch strategies, and osc-gitops never relies on list merge
   keys), server-set ``uid``/``resourceVersion``/``creationTimestamp``/``generation``;
@@ -21,7 +23,8 @@ Deliberate simplifications (documented so nobody mistakes them for Kubernetes be
 deletes are immediate (no finalizers or graceful deletion; deleting a namespace deletes its
 objects at once), a ``continue`` token lists the *current* state after the last key (the real
 server serves the snapshot of the first page; both expire after compaction), no admission, no
-defaulting beyond metadata, authentication is an optional static bearer token.
+defaulting beyond metadata (and a new pod's ``Pending`` phase), unknown fields are not pruned,
+authentication is an optional static bearer token.
 
 Adding a kind is one :class:`ResourceType` line in :data:`RESOURCE_TYPES`.
 
@@ -33,8 +36,11 @@ Where each part lives (one thing per module; this one starts and stops the HTTP 
   :mod:`~osc_gitops_sandbox.kube_watch` watch streams, :mod:`~osc_gitops_sandbox.kube_patch`
   the patch formats, :mod:`~osc_gitops_sandbox.kube_validation` what is validated,
   :mod:`~osc_gitops_sandbox.kube_selectors` label and field selectors;
-- :mod:`~osc_gitops_sandbox.kube_discovery` discovery, :mod:`~osc_gitops_sandbox.kube_http`
-  the HTTP handler, :mod:`~osc_gitops_sandbox.kube_tls` certificates for HTTPS.
+- :mod:`~osc_gitops_sandbox.kube_discovery` discovery, :mod:`~osc_gitops_sandbox.kube_openapi`
+  OpenAPI v3 and field validation, :mod:`~osc_gitops_sandbox.kube_tables` what ``kubectl get``
+  prints, :mod:`~osc_gitops_sandbox.kube_protobuf` protobuf bodies,
+  :mod:`~osc_gitops_sandbox.kube_http` the HTTP handler, :mod:`~osc_gitops_sandbox.kube_tls`
+  certificates for HTTPS.
 """
 
 from __future__ import annotations
