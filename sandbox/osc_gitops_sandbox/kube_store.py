@@ -226,8 +226,6 @@ class ObjectStore:
         obj["metadata"] = meta
         if rt.kind == "Namespace":
             obj.setdefault("status", {"phase": "Active"})
-        elif rt.kind == "Pod":  # the real server's PrepareForCreate; the kubelet takes it on
-            obj.setdefault("status", {"phase": "Pending"})
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
         return obj
@@ -341,6 +339,8 @@ class ObjectStore:
         for key in ("uid", "resourceVersion", "creationTimestamp", "generation"):
             meta.pop(key, None)
         body = {**body, "metadata": meta}
+        if rt.kind == "Pod":  # the real server's PrepareForCreate (kept if the client sent one)
+            body.setdefault("status", {"phase": "Pending"})
         validate_metadata(rt, body)
         with self._lock:
             self._check_namespace(rt, namespace)

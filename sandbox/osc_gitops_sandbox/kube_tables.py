@@ -7,9 +7,11 @@ server's printers (``pkg/printers/internalversion/printers.go``) for the kinds t
 serves: pods (NAME, READY, STATUS, RESTARTS, AGE; wide: IP, NODE, NOMINATED NODE, READINESS
 GATES), nodes (NAME, STATUS, ROLES, AGE, VERSION; wide: INTERNAL-IP, EXTERNAL-IP, OS-IMAGE,
 KERNEL-VERSION, CONTAINER-RUNTIME), namespaces (NAME, STATUS, AGE), leases (NAME, HOLDER, AGE)
-and network policies (NAME, POD-SELECTOR, AGE). Custom resources get what a CRD without
-``additionalPrinterColumns`` gets: NAME and AGE. The cells describe the object as stored: the
-sandbox runs no kubelet, so a pod's READY counts only what its ``containerStatuses`` say.
+and network policies (NAME, POD-SELECTOR, AGE); KubeVirt's VMs (NAME, AGE, STATUS, READY) and
+VMIs (NAME, AGE, PHASE, IP, NODENAME, READY) as its CRDs declare them. Other custom resources
+get what a CRD without ``additionalPrinterColumns`` gets: NAME and AGE. The cells describe the
+object as stored: a pod's READY counts what its ``containerStatuses`` say (in ``osc-gitops
+sandbox up`` the session reports them, as a kubelet would).
 """
 
 from __future__ import annotations
@@ -237,6 +239,41 @@ TABLES: dict[str, tuple[list[Column], Row]] = {
         lambda o: [_name(o), _selector((o.get("spec") or {}).get("podSelector")), _age(o)],
     ),
 }  # fmt: skip
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> str | None:
+    """``.status.conditions[?(@.type=='<kind>')].status``; ``None`` (an empty cell) if absent."""
+    return next(
+        (c.get("status") for c in (obj.get("status") or {}).get("conditions") or []
+         if c.get("type") == kind),
+        None,
+    )  # fmt: skip
+
+
+def _status(obj: Mapping[str, Any], key: str) -> Any:
+    return (obj.get("status") or {}).get(key)
+
+
+def _vmi_ip(vmi: Mapping[str, Any]) -> Any:
+    interfaces = _status(vmi, "interfaces") or [{}]
+    return interfaces[0].get("ipAddress")
+
+
+TABLES.update({  # the additionalPrinterColumns of KubeVirt's CRDs (virt-operator's crds.go)
+    "VirtualMachine": (
+        [_column("Name", NAME_DOC), _column("Age", AGE_DOC, kind="date"),
+         _column("Status", "Human Readable Status"), _column("Ready", "")],
+        lambda o: [_name(o), _age(o), _status(o, "printableStatus"), _condition(o, "Ready")],
+    ),
+    "VirtualMachineInstance": (
+        [_column("Name", NAME_DOC), _column("Age", AGE_DOC, kind="date"), _column("Phase", ""),
+         _column("IP", ""), _column("NodeName", ""), _column("Ready", ""),
+         _column("Live-Migratable", "", priority=1), _column("Paused", "", priority=1)],
+        lambda o: [_name(o), _age(o), _status(o, "phase"), _vmi_ip(o), _status(o, "nodeName"),
+                   _condition(o, "Ready"), _condition(o, "LiveMigratable"),
+                   _condition(o, "Paused")],
+    ),
+})  # fmt: skip
 DEFAULT = ([_column("Name", NAME_DOC), _column("Age", AGE_DOC, kind="date")], lambda o: [
     _name(o), _age(o)])  # fmt: skip
 """A CRD without ``additionalPrinterColumns``: the API server adds an ``Age`` column."""

@@ -188,7 +188,6 @@ def test_kubectl_get_prints_the_columns_a_real_server_sends(
     }  # fmt: skip
     kube_server.add_objects([
         running,
-        pod("api-1", "shop", {"app": "api"}, "node-2"),
         {"kind": "Node", "metadata": {"name": "node-1", "labels": {
             "node-role.kubernetes.io/control-plane": ""}},
          "status": {"conditions": [{"type": "Ready", "status": "True"}],
@@ -196,12 +195,18 @@ def test_kubectl_get_prints_the_columns_a_real_server_sends(
                     "nodeInfo": {"kubeletVersion": "v1.32.4"}}},
         {"kind": "Node", "metadata": {"name": "node-2"}, "spec": {"unschedulable": True}},
         {"kind": "VirtualMachine", "metadata": {"name": "fw-node-1", "namespace": "osc"},
-         "spec": {"runStrategy": "Always"}},
+         "spec": {"runStrategy": "Always"}, "status": {"printableStatus": "Running",
+         "conditions": [{"type": "Ready", "status": "True"}]}},
+        {"kind": "NetworkAttachmentDefinition",
+         "metadata": {"name": "fw-node-1-in", "namespace": "osc"}, "spec": {"config": "{}"}},
     ])  # fmt: skip
+    # created through the API without a status: Pending, as a real server sets it
+    ok(kubectl_run(kubectl, kubeconfig, "create", "-f", "-", stdin=json.dumps(
+        pod("api-1", "shop", {"app": "api"}, "node-2"))))  # fmt: skip
     pods = rows(ok(kubectl_run(kubectl, kubeconfig, "get", "pods", "-A")))
     assert pods[0] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
     assert [r[:5] for r in pods[1:]] == [
-        ["shop", "api-1", "0/1", "Pending", "0"],  # created without status: Pending, as a server
+        ["shop", "api-1", "0/1", "Pending", "0"],
         ["shop", "web-1", "1/1", "Running", "2"],
     ]
     wide = rows(ok(kubectl_run(kubectl, kubeconfig, "get", "pods", "-n", "shop", "-o", "wide")))
@@ -215,7 +220,12 @@ def test_kubectl_get_prints_the_columns_a_real_server_sends(
     namespaces = rows(ok(kubectl_run(kubectl, kubeconfig, "get", "namespaces")))
     assert namespaces[0] == ["NAME", "STATUS", "AGE"] and namespaces[1][:2] == ["default", "Active"]
     vms = rows(ok(kubectl_run(kubectl, kubeconfig, "get", "vm", "-A")))
-    assert vms[0] == ["NAMESPACE", "NAME", "AGE"] and vms[1][:2] == ["osc", "fw-node-1"]
+    # KubeVirt's CRD printer columns
+    assert vms[0] == ["NAMESPACE", "NAME", "AGE", "STATUS", "READY"]
+    assert vms[1][:2] == ["osc", "fw-node-1"] and vms[1][3:] == ["Running", "True"]
+    nads = rows(ok(kubectl_run(kubectl, kubeconfig, "get", "net-attach-def", "-A")))
+    assert nads[0] == ["NAMESPACE", "NAME", "AGE"]  # a CRD without printer columns
+    assert nads[1][:2] == ["osc", "fw-node-1-in"]
     one = rows(ok(kubectl_run(kubectl, kubeconfig, "get", "pod", "web-1", "-n", "shop",
                               "--show-labels")))  # fmt: skip
     assert one[0][-1] == "LABELS" and one[1][-1] == "app=web"
