@@ -118,7 +118,8 @@ def test_the_quick_start_steers_through_the_vnfs(
     assert "reaches VNF ips at its port nf_ips_node-1_out" in result.out
     assert "NOT STEERED" not in result.out
     api = cli("explain", "shop-backend/api-1", POLICIES, "--trace")
-    assert "[ok] Binding api-ips, to the pod: tcp" in api.out and "osc-vnfs/ips-node-1, healthy" in api.out
+    assert "[ok] Binding api-ips, to the pod: tcp" in api.out
+    assert "VirtualMachine osc-vnfs/ips-node-1, healthy" in api.out
     assert cli("explain", "shop-backend/api-1", POLICIES).code == 0
     print(f"health checks passed {healthy_after:.2f} s after apply returned")
 
