@@ -49,8 +49,14 @@ def service(nf_fresh: World) -> Iterator[World]:
 def test_the_plan_makes_the_vnf_ports_stateless_beside_load_balancers(service: World):
     plan = service.outputs[-1]
     assert "switches node-1, node-2 have load balancers" in plan
-    for node in ("node_1", "node_2"):
-        assert f"+ osc._vnf_ports.{node}.from" in plan and f"+ osc._vnf_ports.{node}.to" in plan
+    matches = service.cluster.ovn.nbctl(
+        "--bare", "--columns=match", "find", "ACL", "action=allow-stateless"
+    ).split("\n")
+    assert sorted(m for m in matches if m) == sorted(
+        f"{side} == @osc._vnf_ports.{node} && ip"
+        for node in ("node_1", "node_2")
+        for side in ("inport", "outport")
+    )
 
 
 def test_direct_and_service_traffic_is_still_steered_both_ways_on_one_chassis(service: World):

@@ -23,6 +23,7 @@ were "never connects": ``docs/upstream/nf-from-lport-lb-reply-dropped.sh``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -174,4 +175,5 @@ def test_two_protected_pods_through_a_service(mc: World) -> None:
     assert replies == 3 and all(frames[:2]) and not any(frames[2:]), seen
     assert seen["same switch, Service"][0] == 0, seen  # the limit above, measured
     w.apply()
-    assert not stateless_acls(w), "the stateless rows outlived the load balancers"
+    if os.environ.get("OSC_DATAPATH_SERVICES") != "1":  # else a Service stays on every switch
+        assert not stateless_acls(w), "the stateless rows outlived the load balancers"
