@@ -145,8 +145,9 @@ def plan_note(
 SAME_VNF_LIMIT = (
     "OVN routes load-balanced traffic through the cluster router (the pod sends it to its "
     "gateway), so it comes back to the switch from the router port, not from the VNF's out "
-    "port, and the destination's to-lport ACL sends it into the same VNF a second time, where "
-    "it is lost; direct connections between them are fine"
+    "port, and the destination's to-lport ACL sends it into the same VNF a second time; the "
+    "reply then crosses it on the backend's side and is dropped where the caller's side would "
+    "send it in again; direct connections between them are fine"
 )
 """Why a Service connection between two pods steered through one VNF instance (the caller
 entry-lport or both, the backend exit-lport or both) never connects (measured:
