@@ -85,7 +85,7 @@ def main() -> None:
                     "network_function_group": None,
                     "external_ids": {**ext, "osc.io/key": f"acl{i}"},
                 }
-                changes.append(_Change("create", "Port_Group", pg["name"], None, pg))
+                changes.append(_Change("create", "Port_Group", f"osc_pg{i}", None, pg))
                 changes.append(_Change("create", "ACL", f"acl{i}", None, acl))
             t0 = time.perf_counter()
             nb.apply(changes)

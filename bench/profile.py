@@ -6,6 +6,9 @@
     .venv/bin/python -m bench.profile --pods 10000 --phase noop       # warm no-op reconcile
     .venv/bin/python -m bench.profile --pods 10000 --phase observe|plan|connect
     ... --steering network-function --vnfs 1 --distribution sid      # the default backend
+    .venv/bin/python -m bench.profile --pods 100000 --nodes 1000 --phase agent-apply
+                                      # interconnect (bench.zones' world): agent-apply|
+                                      # agent-plan|central-apply|central-plan
 
 Every thread is profiled (:class:`AllThreads`): the OVN adapter's connection thread commits the
 transaction and parses the server's updates, which a main-thread-only profile would not show.
@@ -45,6 +48,7 @@ from reconciler.engine.pipeline import observe, reconcile
 from reconciler.manifests.load import load_path
 
 PHASES = ("cli-apply", "cli-plan", "apply", "noop", "observe", "plan", "connect")
+ZONE_PHASES = ("agent-apply", "agent-plan", "central-apply", "central-plan")
 
 
 class AllThreads:
@@ -109,7 +113,7 @@ def main() -> None:
                         choices=("router-policy", "network-function"))  # fmt: skip
     parser.add_argument("--distribution", default="sid", choices=("host", "sid"),
                         help="OVN of the sandbox: host 23.03, sid 26.03")  # fmt: skip
-    parser.add_argument("--phase", default="cli-apply", choices=PHASES)
+    parser.add_argument("--phase", default="cli-apply", choices=PHASES + ZONE_PHASES)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--cli-args", default="", help="extra flags for the cli-* phases")
     parser.add_argument("--out", default=None)
@@ -119,6 +123,12 @@ def main() -> None:
     scale = Scale(args.pods, args.nodes, args.groups, args.bindings, args.vnfs, args.both_every)
     options = CompileOptions(steering=args.steering)
     prof = AllThreads()
+    if args.phase in ZONE_PHASES:
+        wall, cpu = _profile_zones(args, scale, prof)
+        print(f"{args.phase}: {wall:.3f} s wall, {cpu:.3f} s CPU (under the profiler); load "
+              f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+        print(prof.report(args.top, args.out))
+        return
     with tempfile.TemporaryDirectory(prefix="oscp-") as tmp:
         manifests = write_manifests(scale, Path(tmp) / "policies")
         with SandboxProcess(scale, Path(tmp) / "sb", distribution=args.distribution) as sb:
@@ -132,6 +142,44 @@ def main() -> None:
     print(f"{args.phase}: {wall:.3f} s wall, {cpu:.3f} s CPU of this process (under the "
           f"profiler); load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")  # fmt: skip
     print(prof.report(args.top, args.out))
+
+
+def _profile_zones(args: argparse.Namespace, scale: Scale, prof: AllThreads) -> tuple[float, float]:
+    """``osc-gitops apply|plan`` of a node agent or the central owner, in this process, in
+    ``bench.zones``' world (every node and pod in the API, one zone NB: ``node-000``'s). The
+    agent's plan runs against its converged zone, the central plan after a central apply."""
+    import contextlib
+
+    from osc_gitops_sandbox.zones import ZonedCluster
+
+    from bench.scenario import node_name
+    from bench.zones import build
+    from reconciler.cli.app import main as cli_main
+
+    scale = Scale(scale.pods, scale.nodes, scale.groups, scale.bindings, args.vnfs, 0)
+    node = node_name(0)
+    with tempfile.TemporaryDirectory(prefix="oscp-") as tmp:
+        manifests = write_manifests(scale, Path(tmp) / "policies")
+        with ZonedCluster(Path(tmp) / "z", distribution="sid", kubevirt=False) as zones:
+            build(zones, scale, [node])
+            who, command = args.phase.split("-")
+            flags = ["--kubeconfig", zones.kubeconfig]
+            flags += (["--node", node, "--ovn-nb", zones.nb_remote(node)] if who == "agent"
+                      else ["--kubernetes-only"])  # fmt: skip
+            if command == "plan" and cli_main(["apply", str(manifests), *flags]) != 0:
+                raise SystemExit("the apply before the plan failed")
+            sink = io.StringIO()
+            t0, c0 = time.perf_counter(), _cpu()
+            prof.enable()
+            try:
+                with contextlib.redirect_stdout(sink):
+                    code = cli_main([command, str(manifests), *flags])
+            finally:
+                prof.disable()
+            wall, cpu = time.perf_counter() - t0, _cpu() - c0
+            if code not in (0, 2):
+                raise SystemExit(f"osc-gitops {command} exited {code}")
+    return wall, cpu
 
 
 def _profile_cli(

@@ -131,7 +131,14 @@ def wait_adapter(ovn: Any, owned_rows: int, timeout: float = 120.0) -> None:
 
 
 def run_child(argv: list[str], out: Path) -> tuple[float, int, float]:
-    """Run a fresh process; returns (wall seconds, exit code, peak RSS MiB).
+    """Run a fresh process; returns (wall seconds, exit code, peak RSS MiB)."""
+    measured = run_measured(argv, out)
+    return measured["seconds"], measured["code"], measured["rss_mib"]
+
+
+def run_measured(argv: list[str], out: Path) -> dict[str, Any]:
+    """Run a fresh process; returns its wall seconds, exit code, peak RSS (MiB) and CPU seconds
+    (user + system: on a loaded machine the wall time stretches, the CPU time much less).
 
     The peak RSS is the child's own ``VmHWM`` (written by :func:`_cli`'s wrapper at exit):
     ``ru_maxrss`` from ``wait4`` keeps the high-water mark from before ``exec``, i.e. this
@@ -142,14 +149,15 @@ def run_child(argv: list[str], out: Path) -> tuple[float, int, float]:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT,
                                 env={**os.environ, "OSC_BENCH_HWM": str(hwm)})  # fmt: skip
-        _pid, status, _usage = os.wait4(proc.pid, 0)
+        _pid, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     try:
         peak = int(hwm.read_text().split()[1]) / 1024.0  # "VmHWM:  123456 kB"
     except (OSError, IndexError, ValueError):
         peak = float("nan")
-    return wall, proc.returncode, peak
+    return {"seconds": wall, "code": proc.returncode, "rss_mib": peak,
+            "cpu_seconds": usage.ru_utime + usage.ru_stime}  # fmt: skip
 
 
 _CHILD = """
@@ -350,21 +358,18 @@ def _measure(
 
         reset_owned(remote)
         sb.call("delete_owned_kube")
+        flags = _flags(sb, options.steering or "")
         load = load1()
-        wall, code, peak = run_child(_cli("apply", str(manifests), *_flags(sb, options.steering
-                                                                             or "")),
-                                     workdir / "apply.out")  # fmt: skip
-        if code != 0:
+        run = run_measured(_cli("apply", str(manifests), *flags), workdir / "apply.out")
+        if run.pop("code") != 0:
             raise RuntimeError(f"osc-gitops apply failed: {(workdir / 'apply.out').read_text()}")
-        cold_apply.append({"seconds": wall, "rss_mib": peak, "load": load})
+        cold_apply.append({**run, "load": load})
         load = load1()
-        wall, code, peak = run_child(_cli("plan", str(manifests), *_flags(sb, options.steering
-                                                                            or "")),
-                                     workdir / "plan.out")  # fmt: skip
-        if code != 0:
+        run = run_measured(_cli("plan", str(manifests), *flags), workdir / "plan.out")
+        if (code := run.pop("code")) != 0:
             raise RuntimeError(f"osc-gitops plan (exit {code}) on a converged NB: "
                                f"{(workdir / 'plan.out').read_text()[-2000:]}")  # fmt: skip
-        cold_plan.append({"seconds": wall, "rss_mib": peak, "load": load})
+        cold_plan.append({**run, "load": load})
         last = nbctl[-1] if nbctl else {"total": float("nan"), "processes": 0.0}
         log(f"{tag} run {r + 1}/{runs} (load {load:.2f}): raw {raw[-1]['total']:.2f} s, "
             f"nbctl {last['total']:.2f} s ({last['processes']:.0f} proc), "
@@ -380,6 +385,7 @@ def _measure(
     def cold(items: list[dict[str, float]]) -> dict[str, float]:
         return {
             "seconds": median([c["seconds"] for c in items]),
+            "cpu_seconds": median([c["cpu_seconds"] for c in items]),
             "rss_mib": max(c["rss_mib"] for c in items),
         }
 

@@ -29,6 +29,11 @@ class SandboxInfo:
     kube_url: str
     workdir: str
     seed_seconds: float
+    sb_remote: str = ""
+    """The Southbound DB (empty without one)."""
+    northd_ctl: str = ""
+    """ovn-northd's control socket (empty without northd)."""
+    northd_pid: int = 0
 
 
 def _serve(
@@ -42,7 +47,12 @@ def _serve(
     from osc_gitops_sandbox import ovsdb_rpc
     from osc_gitops_sandbox.cluster import SandboxCluster
 
-    cluster = SandboxCluster(workdir, nb_schema=nb_schema, distribution=distribution, northd=northd)
+    # Without the emulator's KubeVirt: its virt-controller makes a full pass over every VM on
+    # each change while holding the API server's lock (a real one is incremental), which would
+    # put O(VMs^2) of the test double into every first apply.
+    cluster = SandboxCluster(
+        workdir, nb_schema=nb_schema, distribution=distribution, northd=northd, kubevirt=False
+    )
     try:
         cluster.start()
         namespaces, nodes, pods = kube_objects(scale)
@@ -50,11 +60,15 @@ def _serve(
         cluster.seed(nodes, pods, namespaces)
         seed_seconds = time.perf_counter() - started
         del pods
+        ovn = cluster.ovn
         conn.send(
             SandboxInfo(
-                cluster.nb_remote, cluster.kubeconfig, cluster.kube.url, workdir, seed_seconds
+                cluster.nb_remote, cluster.kubeconfig, cluster.kube.url, workdir, seed_seconds,
+                sb_remote=ovn.sb_remote if ovn.sb is not None else "",
+                northd_ctl=str(ovn.northd.ctl) if ovn.northd is not None else "",
+                northd_pid=ovn.northd.pid if ovn.northd is not None else 0,
             )
-        )
+        )  # fmt: skip
         while True:
             try:
                 cmd, args = conn.recv()

@@ -163,7 +163,7 @@ def _measure(
             key, value = next(iter(dict(desired_groups[group].spec.label_pairs()).items()))
             labels = {**pod_labels(n), key: value}
             pg = f"osc.{group.replace('-', '_')}.{node.replace('-', '_')}"
-            first = not port_group_exists(nb_remote, pg)
+            is_first = not port_group_exists(nb_remote, pg)
             t0 = time.perf_counter()
             patch_labels(kube_url, namespace, name, labels)
             t1 = time.perf_counter()
@@ -174,7 +174,7 @@ def _measure(
                 raise RuntimeError(f"label event {k}: {res.result} {res.error}")
             committed = ovn.last_commit
             latencies.append(committed - t0)
-            if first:
+            if is_first:
                 first_member.append(committed - t0)
             phases.append({"patch": t1 - t0, "watch": t2 - t1, "pass_to_commit": committed - t2})
             check_member(nb_remote, pg, f"{namespace}_{name}", res)

@@ -133,12 +133,13 @@ def build_parser() -> ArgumentParser:
 
 
 def _subcommand(parser: ArgumentParser, argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The subparser the first command name in ``argv`` selects (the top level without one)."""
+    """The innermost subparser the command names in ``argv`` select (``sandbox up``: the
+    ``up`` parser; the top level without one)."""
     for action in parser._subparsers._group_actions if parser._subparsers else ():
         choices = getattr(action, "choices", None) or {}
-        for token in argv:
+        for i, token in enumerate(argv):
             if token in choices:
-                return choices[token]
+                return _subcommand(choices[token], argv[i + 1 :])
     return parser
 
 
@@ -156,7 +157,9 @@ def _usage_error(
     parser: ArgumentParser, argv: Sequence[str], error: UsageError, message: str | None = None
 ) -> int:
     """Print ``usage: …`` of the subcommand concerned and the error; exit code 1."""
-    target = error.parser if error.parser is not parser else _subcommand(parser, argv)
+    target = _subcommand(parser, argv)
+    if error.parser is not parser and target is parser:
+        target = error.parser
     message = message or str(error)
     target.print_usage(sys.stderr)
     print(f"{target.prog}: error: {message}", file=sys.stderr)
@@ -169,17 +172,29 @@ def _usage_error(
 
 
 def print_error_json(message: str, cause: str, issues: Sequence[Any]) -> None:
-    """The ``-o json`` shape of a failure (:data:`JSON_ERRORS`)."""
-    json.dump(
-        {
-            "error": {"message": message, "cause": cause},
-            "issues": [issue.to_json() for issue in issues],
-        },
-        sys.stdout,
-        indent=2,
-        ensure_ascii=False,
-    )
-    sys.stdout.write("\n")
+    """The ``-o json`` shape of a failure (:data:`JSON_ERRORS`). A reader that left
+    (``| head``) is not an error of its own: the exit code is 1 already."""
+    try:
+        json.dump(
+            {
+                "error": {"message": message, "cause": cause},
+                "issues": [issue.to_json() for issue in issues],
+            },
+            sys.stdout,
+            indent=2,
+            ensure_ascii=False,
+        )
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_gone()
+
+
+def _stdout_gone() -> None:
+    """stdout's reader left: point stdout at /dev/null so the interpreter's final flush does
+    not fail again (Python's documented recipe for SIGPIPE)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def in_our_voice(message: str) -> str:
@@ -193,6 +208,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Exit codes: 0 ok, 1 error (a user error, an unreachable endpoint, a usage error), 2 ``plan``
     found changes, 3 ``explain``: selected but not steered, 130 interrupted."""
+    # No pydantic plugin serves this command line, and looking for them scans the entry points
+    # of every installed distribution when the first model is built: a tenth of a cold start.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     gc_tuning.tune()
     parser = build_parser()
     arguments = list(argv) if argv is not None else sys.argv[1:]
@@ -218,8 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         # `osc-gitops ... | head`: the reader left; exit quietly like other Unix tools.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _stdout_gone()
         return EXIT_ERROR
     except UsageError as error:  # a command checking its own arguments
         return _usage_error(parser, arguments, error)

@@ -71,7 +71,7 @@ def run_apply(args: argparse.Namespace) -> int:
     from reconciler.adapters.notify import post_json
     from reconciler.cli import saved as saved_plans
     from reconciler.cli.approve import ReviewListener, asks
-    from reconciler.cli.review import annotate, before_of, write_applied
+    from reconciler.cli.review import review as reviewed_plan
     from reconciler.engine.pipeline import Pipeline
     from reconciler.render import render
 
@@ -86,7 +86,7 @@ def run_apply(args: argparse.Namespace) -> int:
     settled = _Settled()
 
     def reviewed(plan: Plan, observed: Observed) -> Plan:
-        return annotate(plan, desired, observed, *before_of(args, observed))
+        return reviewed_plan(args, plan, desired, observed)  # protection changes, typo guards
 
     def show(plan: Plan) -> None:
         sys.stdout.write(render(plan, args.output))
@@ -107,7 +107,6 @@ def run_apply(args: argparse.Namespace) -> int:
     if saved is not None and report.plan.empty:
         saved_plans.check(saved, report.plan)  # an empty fresh plan must be what was saved
     _record_apply(args, revision, report, settled.last)
-    write_applied(args, desired, revision)
     if not review.shown:
         shown = review.plan if review.plan is not None else reviewed(report.plan, review.first)
         sys.stdout.write(render(shown, args.output))

@@ -359,30 +359,42 @@ def kube_settings(args: argparse.Namespace) -> Any:
     return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
 
 
+class KubeconfigError(UserError):
+    """A kubeconfig that cannot be used (missing, unreadable, not YAML, not a mapping): a
+    Kubernetes problem for ``-o json``'s ``cause`` and the error metric, like the ones the
+    client library reports."""
+
+    cause = "kubernetes"
+
+
 def check_kubeconfig(path: str) -> None:
     """A kubeconfig that is not a YAML mapping, as one ``error:`` line naming the file and line
-    (the client library would raise a parser error or a ``TypeError`` from deep inside)."""
+    (the client library would raise a parser error or a ``TypeError`` from deep inside). A
+    syntax error is reported where the construct that was never closed opened, as for
+    manifests (``reconciler.manifests.yaml_positions.syntax_message``)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+    from reconciler.manifests.yaml_positions import syntax_message
 
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"kubeconfig {path}: no such file") from None
+        raise KubeconfigError(f"kubeconfig {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}") from exc
+        raise KubeconfigError(
+            f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}"
+        ) from exc
     try:
         data = YAML(typ="safe", pure=True).load(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
+        message, mark = syntax_message(exc)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise UserError(
-            f"kubeconfig {where}: YAML syntax error: {exc.problem or exc.context}"
-        ) from None
+        raise KubeconfigError(f"kubeconfig {where}: {message}") from None
     except YAMLError as exc:
-        raise UserError(f"kubeconfig {path}: not valid YAML: {exc}") from None
+        raise KubeconfigError(f"kubeconfig {path}: not valid YAML: {exc}") from None
     if data is not None and not isinstance(data, dict):
-        raise UserError(
+        raise KubeconfigError(
             f"kubeconfig {path} is a YAML {type(data).__name__}, expected a mapping with "
             "clusters, users, contexts and current-context (kubectl config view shows one)"
         )

@@ -21,7 +21,7 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
-from reconciler.cli.review import SNAPSHOT_KEY, add_base_arg
+from reconciler.cli.review import add_base_arg
 from reconciler.errors import UserError
 
 
@@ -75,7 +75,6 @@ def run_plan(args: argparse.Namespace) -> int:
                 the_plan = with_meta(the_plan, revision=revision)
             return finish_plan(args, desired, the_plan, merged_zones(data))
         observed = parse_snapshot(args.observed, data)
-        args.snapshot_applied = data.get(SNAPSHOT_KEY)  # the protection changes' basis
         shown = preview(desired, observed, options, scope=scope, revision=revision)
     else:
         with connections(args, read_only=True, scope=scope) as (kube, ovn):
@@ -87,11 +86,10 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
     """What every plan gets after it is made: the protection changes and typo guards
     (``reconciler.cli.review``), the empty-set guard exactly as apply enforces it, then
     printing."""
-    from reconciler.cli.review import annotate, before_of
+    from reconciler.cli.review import review
     from reconciler.engine.pipeline import guard_empty
 
-    before, basis = before_of(args, observed, offline=bool(args.observed))
-    the_plan = annotate(the_plan, desired, observed, before, basis)
+    the_plan = review(args, the_plan, desired, observed)
     guard_empty(desired, the_plan, args.allow_empty)
     code = print_plan(the_plan, args.output)
     if args.out:

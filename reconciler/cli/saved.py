@@ -24,6 +24,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,30 @@ def _digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(_canonical(body).encode()).hexdigest()
 
 
+def desired_to_json(desired: Any) -> dict[str, Any]:
+    """The manifests as JSON (fields left out stay left out, so an omitted ``order`` stays the
+    default one)."""
+    data: dict[str, Any] = desired.model_dump(mode="json", exclude_unset=True)
+    return data
+
+
+def desired_from_json(data: Any) -> Any:
+    from reconciler.core.model import Desired
+
+    return Desired.model_validate(data)
+
+
+def endpoint_of(args: argparse.Namespace) -> dict[str, Any]:
+    """What identifies the cluster a command talks to (the saved plan's default connection)."""
+    kubeconfig = getattr(args, "kubeconfig", None)
+    return {
+        "ovn_nb": getattr(args, "ovn_nb", None),
+        "kubeconfig": os.path.abspath(kubeconfig) if kubeconfig else None,
+        "context": getattr(args, "context", None),
+        "in_cluster": bool(getattr(args, "in_cluster", False)),
+    }
+
+
 def changes_of(plan: Any) -> list[dict[str, Any]]:
     """A plan's changes in the JSON contract's form, normalised (what is compared)."""
     from reconciler.render.json_render import plan_to_dict
@@ -61,7 +86,6 @@ def write(
 ) -> None:
     """``plan -out FILE``."""
     from reconciler import __version__
-    from reconciler.cli.review import desired_to_json, endpoint_of
     from reconciler.render.json_render import plan_to_dict
 
     body = {
@@ -110,8 +134,6 @@ class SavedPlan:
 
     def desired(self) -> Any:
         from pydantic import ValidationError
-
-        from reconciler.cli.review import desired_from_json
 
         try:
             return desired_from_json(self.body["manifests"])

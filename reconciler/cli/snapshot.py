@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from reconciler.cli.common import EXIT_OK, Command, add_connection_args, connections
-from reconciler.cli.review import SNAPSHOT_KEY, applied_record
 
 
 def configure_snapshot(parser: argparse.ArgumentParser) -> None:
@@ -18,13 +16,6 @@ def configure_snapshot(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     parser.add_argument(
         "-f", "--file", default="-", metavar="FILE", help="where to write (default: stdout)"
-    )
-    parser.add_argument(
-        "--cache-dir",
-        default=os.environ.get("OSC_CACHE_DIR"),
-        metavar="DIR",
-        help="where apply recorded the manifests it applied (default ~/.cache/osc-gitops); "
-        "the snapshot carries that record, so its plans show protection changes",
     )
     add_all_nodes_args(parser)
 
@@ -41,9 +32,6 @@ def run_snapshot(args: argparse.Namespace) -> int:
     with connections(args, read_only=True) as (kube, ovn):
         observed = observe(kube, ovn, args.instance)
     data = observed.to_json()
-    record = applied_record(args)
-    if record is not None:  # plans of this snapshot compare their protection changes with it
-        data[SNAPSHOT_KEY] = record
     text = json.dumps(data, indent=1, sort_keys=True) + "\n"
     if args.file == "-":
         sys.stdout.write(text)

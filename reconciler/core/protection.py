@@ -1,36 +1,54 @@
 """Protection changes: which pods start and stop being steered, per Binding.
 
 A reviewer of a pull request sees Port_Group and ACL rows; what they need to know is "37
-payments pods lose their firewall". This module says that, from plain data only: the manifests
-and the observed pods, pod ports and nodes, *before* and *after* (for a plan: the manifests
-applied now and the ones planned, on the same observed cluster; for the loop: two passes).
-It never reads OVN rows: which rows carry steering is a backend's business (and changes with
-it), while "pod P is steered by binding B" follows from the manifests and the cluster alone:
+payments pods lose their firewall". This module says that, from plain data only, in two ways:
 
-- P is a member of B's SecurityGroup: it carries one of the group's labels (the first one, in
-  the group's order, is shown as *through which label*), in one of its namespaces if it lists
-  any, and OVN knows P's port as the same pod (the LSP ``<namespace>_<pod>`` exists, with P's
-  UID when the port records one), exactly as compile decides membership;
-- a VNF of B runs on P's node: the node exists, has its logical switch, and its labels match
-  the VnfDeployment's ``nodeSelector``.
+- :func:`live_changes` (the default whenever OVN rows are observed): *before* is what the owned
+  OVN rows steer now, *after* what they steer once the plan is applied (the live rows with the
+  plan's OVN changes), both read by the same function, :func:`steering_in_rows`. It needs no
+  record of what was applied, so it holds in every flow (a plan on a laptop against a cluster
+  someone else applied, a pull request's plan of a snapshot, the CronJob's apply), and it is
+  exact: an empty plan never shows a protection change, and a pod labelled, created or deleted
+  since the last apply is among the pods that start or stop being steered.
+- :func:`protection_changes` (``--base DIR``): two sets of manifests on the same observed
+  cluster, each side by :func:`steering_of`, which decides membership and placement as compile
+  does:
 
-``spec.vnf`` is read as a chain (a list of VNF names) as well as one name; a pod counts as
-steered where at least one VNF of the chain runs on its node, and :attr:`SteeredPod.vnfs` says
-which.
+  - P is a member of B's SecurityGroup: it carries one of the group's labels (the first one, in
+    the group's order, is shown as *through which label*), in one of its namespaces if it lists
+    any, and OVN knows P's port as the same pod (the LSP ``<namespace>_<pod>`` exists, with P's
+    UID when the port records one), exactly as compile decides membership;
+  - a VNF of B runs on P's node: the node exists, has its logical switch, and its labels match
+    the VnfDeployment's ``nodeSelector``.
 
-Pure: no I/O. The planners call :func:`protection_changes` (or :func:`steering_of` once per
-side); :func:`to_json` is the ``protection_changes`` array of the JSON plan.
+What the rows say, whatever the backend (the shapes in ``reconciler.core.target``): an owned
+ACL of ``Binding/<name>`` (``osc.io/resource``) that sends traffic to a
+``Network_Function_Group``, or an owned ``Logical_Router_Policy`` of it that reroutes, steers
+the member LSPs of every Port_Group it names (the ACL's ``port_group``, ``@pg`` and the address
+sets ``$pg_ip4``/``$pg_ip6`` in its match); the VNFs are the group's functions'
+(``VnfDeployment/<name>``, or a chain's ``osc.io/chain`` hops) or the VNF whose port holds the
+policy's next hop. An ACL without a function group (the twin that lets crossed traffic through)
+steers nothing by itself.
+
+``spec.vnf`` is read as a chain (a list of VNF names) as well as one name; with manifests, a pod
+counts as steered where at least one VNF of the chain runs on its node, and
+:attr:`SteeredPod.vnfs` says which.
+
+Pure: no I/O. The planners call :func:`live_changes` or :func:`protection_changes`;
+:func:`to_json` is the ``protection_changes`` array of the JSON plan.
 """
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
+from reconciler.core import ownership as own
 from reconciler.core.model import Binding, Desired, SecurityGroup
-from reconciler.core.observed import Observed, PodPort
+from reconciler.core.observed import Observed, Pod, PodPort
 from reconciler.core.selectors import LabelIndex
 
 __all__ = [
@@ -38,7 +56,10 @@ __all__ = [
     "SteeredPod",
     "Steering",
     "by_namespace",
+    "live_changes",
+    "planned_rows",
     "protection_changes",
+    "steering_in_rows",
     "steering_of",
     "to_json",
     "vnfs_of",
@@ -52,9 +73,10 @@ class SteeredPod:
     namespace: str
     pod: str
     node: str
-    label: str
+    label: str | None
     """The group's label (``key=value``) that selects the pod: the first one, in the group's
-    order, that the pod carries."""
+    order, that the pod carries. ``None`` when the manifests do not say: a pod steered now
+    (:func:`live_changes`) that the planned group no longer selects by any label."""
     vnfs: tuple[str, ...] = ()
     """The binding's VNFs that run on the pod's node (in chain order)."""
 
@@ -216,10 +238,204 @@ def changes_between(
     return tuple(result)
 
 
+CHAIN = "osc.io/chain"
+"""``external_ids`` key of a service chain's rows: its hops, comma-separated (the steering
+backend's; read here only to name a chain's VNFs)."""
+_GROUP_REF = re.compile(r"[@$]([A-Za-z_.][A-Za-z0-9_.]*)")
+_ADDRESS_SET = re.compile(r"_ip[46]$")
+
+
+class RowChange(Protocol):
+    """What :func:`planned_rows` reads of a plan's change (``reconciler.core.plan.Change``)."""
+
+    @property
+    def action(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def after(self) -> dict[str, Any] | None: ...
+    @property
+    def is_ovn(self) -> bool: ...
+
+
+Row = tuple[str, Mapping[str, Any]]
+"""``(table, fields)`` of an owned OVN row, in the symbolic form of ``reconciler.core.target``."""
+
+
+def planned_rows(observed: Observed, changes: Iterable[RowChange]) -> list[Row]:
+    """The owned OVN rows once ``changes`` are applied to the live ones of ``observed``."""
+    rows: dict[tuple[str, str], Mapping[str, Any]] = {
+        (r.table, r.key): r.fields for r in observed.ovn_rows
+    }
+    for change in changes:
+        if not change.is_ovn:
+            continue
+        if change.action == "delete":
+            rows.pop((change.kind, change.key), None)
+        elif change.after is not None:
+            rows[(change.kind, change.key)] = change.after
+    return [(table, fields) for (table, _), fields in rows.items()]
+
+
+def _origin(fields: Mapping[str, Any]) -> tuple[str, str]:
+    kind, _, name = str((fields.get("external_ids") or {}).get(own.RESOURCE, "")).partition("/")
+    return kind, name
+
+
+def _vnfs_of_row(fields: Mapping[str, Any]) -> tuple[str, ...]:
+    ids = fields.get("external_ids") or {}
+    if ids.get(CHAIN):
+        return tuple(str(ids[CHAIN]).split(","))
+    kind, name = _origin(fields)
+    return (name,) if kind == "VnfDeployment" else ()
+
+
+def _merge(*chains: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v for chain in chains for v in chain))
+
+
+@dataclass
+class RowSteering:
+    """What owned OVN rows steer (:func:`steering_in_rows`)."""
+
+    pods: dict[str, dict[tuple[str, str], tuple[str, tuple[str, ...]]]] = field(
+        default_factory=dict
+    )
+    """Binding -> ``(namespace, pod)`` -> ``(node, the VNFs its traffic goes to)``."""
+    groups: dict[str, str] = field(default_factory=dict)
+    """Binding -> the SecurityGroup of the Port_Groups it steers."""
+    bindings: set[str] = field(default_factory=set)
+    """Every binding with an owned row (steering or not)."""
+
+
+def steering_in_rows(rows: Iterable[Row], pod_ports: Iterable[PodPort]) -> RowSteering:
+    """Which pods each binding's owned rows steer (the module docstring says how rows are
+    read). The same function reads the live rows and the planned ones, so both sides of a
+    protection change are judged alike."""
+    by_table: dict[str, dict[str, Mapping[str, Any]]] = defaultdict(dict)
+    steering: list[tuple[str, str, Mapping[str, Any]]] = []
+    out = RowSteering()
+    for table, fields in rows:
+        if "name" in fields:
+            by_table[table][str(fields["name"])] = fields
+        kind, name = _origin(fields)
+        if kind == "Binding":
+            out.bindings.add(name)
+            steering.append((name, table, fields))
+    ports = {p.name: p for p in pod_ports}
+    next_hops = {
+        address: _vnfs_of_row(lsp)
+        for lsp in by_table["Logical_Switch_Port"].values()
+        for entry in lsp.get("addresses") or ()
+        for address in str(entry).split()[1:]
+    }
+    for binding, table, fields in steering:
+        match = str(fields.get("match") or "")
+        if table == "ACL" and fields.get("network_function_group"):
+            nfg = by_table["Network_Function_Group"].get(str(fields["network_function_group"]))
+            nfg = nfg or {}
+            vnfs = _merge(
+                _vnfs_of_row(nfg),
+                *(_vnfs_of_row(by_table["Network_Function"].get(str(f), {}))
+                  for f in nfg.get("network_function") or ()),
+            )  # fmt: skip
+            groups = [str(fields.get("port_group") or ""), *_GROUP_REF.findall(match)]
+        elif table == "Logical_Router_Policy" and fields.get("action") == "reroute":
+            vnfs = _merge(*(next_hops.get(str(hop), ()) for hop in fields.get("nexthops") or ()))
+            groups = _GROUP_REF.findall(match)
+        else:
+            continue  # a twin ACL, a chain's ports and links: no steering of their own
+        steered = out.pods.setdefault(binding, {})
+        for name in {_ADDRESS_SET.sub("", g) for g in groups if g}:
+            group = by_table["Port_Group"].get(name)
+            if group is None:
+                continue
+            kind, sg_name = _origin(group)
+            if kind == "SecurityGroup":
+                out.groups.setdefault(binding, sg_name)
+            node = str((group.get("external_ids") or {}).get(own.NODE) or "")
+            for lsp in group.get("ports") or ():
+                port = ports.get(str(lsp))
+                if port is not None:
+                    ident, where = (port.namespace, port.pod), port.switch
+                else:
+                    namespace, _, pod = str(lsp).partition("_")
+                    ident, where = (namespace, pod), node
+                where, before = steered.get(ident, (where, ()))
+                steered[ident] = (where, _merge(before, vnfs))
+    return out
+
+
+def _label(pod: Pod | None, group: SecurityGroup | None) -> str | None:
+    if pod is None or group is None:
+        return None
+    return next((f"{k}={v}" for k, v in group.spec.label_pairs() if pod.labels.get(k) == v), None)
+
+
+def live_changes(
+    observed: Observed, changes: Iterable[RowChange], desired: Desired
+) -> tuple[BindingProtection, ...]:
+    """Per binding, the pods that start and stop being steered when ``changes`` (a plan of
+    ``desired`` against ``observed``) are applied: the owned rows of ``observed`` before, the
+    same rows with the plan's OVN changes after (:func:`planned_rows`). Labels and a binding's
+    group and VNFs come from ``desired`` where it still has them, else from the rows."""
+    live = [(r.table, r.fields) for r in observed.ovn_rows]
+    old = steering_in_rows(live, observed.pod_ports)
+    new = steering_in_rows(planned_rows(observed, changes), observed.pod_ports)
+    pods = {(p.namespace, p.name): p for p in observed.pods}
+    result: list[BindingProtection] = []
+    for name in sorted(set(old.pods) | set(new.pods)):
+        was, now = old.pods.get(name, {}), new.pods.get(name, {})
+        started, stopped = now.keys() - was.keys(), was.keys() - now.keys()
+        if not started and not stopped:
+            continue
+        binding = desired.bindings.get(name)
+        group_name = (
+            binding.spec.securityGroup
+            if binding is not None
+            else old.groups.get(name) or new.groups.get(name, "")
+        )
+        group = desired.security_groups.get(group_name)
+        chain = (
+            vnfs_of(binding) if binding is not None else _merge(*(vnfs for _, vnfs in was.values()))
+        )
+        change = (
+            "removed" if binding is None else "added" if name not in old.bindings else "changed"
+        )
+        result.append(
+            BindingProtection(
+                name,
+                group_name,
+                chain,
+                _steered(sorted(started), now, pods, group),
+                _steered(sorted(stopped), was, pods, group),
+                len(was),
+                len(now),
+                change,
+            )
+        )
+    return tuple(result)
+
+
+def _steered(
+    idents: Iterable[tuple[str, str]],
+    side: Mapping[tuple[str, str], tuple[str, tuple[str, ...]]],
+    pods: Mapping[tuple[str, str], Pod],
+    group: SecurityGroup | None,
+) -> tuple[SteeredPod, ...]:
+    return tuple(
+        SteeredPod(ns, pod, side[(ns, pod)][0], _label(pods.get((ns, pod)), group),
+                   side[(ns, pod)][1])
+        for ns, pod in idents
+    )  # fmt: skip
+
+
 def by_namespace(pods: Iterable[SteeredPod]) -> dict[str, list[SteeredPod]]:
     """Pods grouped by namespace (sorted), for summaries of long lists."""
     grouped: dict[str, list[SteeredPod]] = defaultdict(list)
-    for pod in sorted(pods):
+    for pod in sorted(pods, key=lambda p: (p.namespace, p.pod, p.node)):
         grouped[pod.namespace].append(pod)
     return dict(sorted(grouped.items()))
 

@@ -10,17 +10,28 @@ The order of writes is chosen for safety:
 
 A failure stops the sequence where it happened; the next reconcile plans again from what is live,
 so a half-done apply is finished, never replayed blindly.
+
+Within step 1 (and step 3) the writes of one kind are independent of each other, so a writer
+that declares ``concurrent_writes = N`` (the Kubernetes adapter does; the loop's guarded and
+caching writers do not) gets up to ``N`` of them in flight at once, one kind after another in
+plan order: a first ``apply --kubernetes-only`` of 1,000 nodes creates 2,000 NADs and 1,000 VMs,
+and one request at a time the API server's round trip (plus its admission webhooks in a real
+cluster) is paid 3,000 times in a row. After a failure no further write starts; the first
+failure in plan order is raised.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import Any
 
 from reconciler.core import ownership as own
 from reconciler.core.model import Desired
-from reconciler.core.plan import Plan
+from reconciler.core.plan import Change, Plan
 from reconciler.engine.providers import KubeWriter, Notifier, OvnWriter
 
 
@@ -63,17 +74,22 @@ def apply_plan(
     """Carry out ``the_plan`` in the safe order described in the module docstring."""
     report = ApplyReport(the_plan)
     kube_changes = the_plan.kube_changes()
-    started = time.perf_counter()
-    for change in kube_changes:  # NADs before VMs (plan order)
-        if change.action == "delete":
-            continue
+    workers = max(1, int(getattr(kube, "concurrent_writes", 1)))
+
+    def write(change: Change) -> None:
         namespace, name = split_key(change.key)
         body = with_revision(change.after or {}, revision)
         if change.action == "create":
             kube.create(change.kind, namespace, name, body)
         else:
             kube.replace_managed(change.kind, namespace, name, body)
-        report.applied += 1
+
+    def delete(change: Change) -> None:
+        kube.delete(change.kind, *split_key(change.key))
+
+    started = time.perf_counter()
+    writes = [c for c in kube_changes if c.action != "delete"]  # NADs before VMs (plan order)
+    report.applied += run_by_kind(writes, write, workers)
     report.seconds["kube_writes"] = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -84,16 +100,40 @@ def apply_plan(
     report.seconds["ovn_transaction"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    for change in reversed(kube_changes):  # VMs before NADs
-        if change.action != "delete":
-            continue
-        namespace, name = split_key(change.key)
-        kube.delete(change.kind, namespace, name)
-        report.applied += 1
+    deletes = [c for c in reversed(kube_changes) if c.action == "delete"]  # VMs before NADs
+    report.applied += run_by_kind(deletes, delete, workers)
     report.seconds["kube_deletes"] = time.perf_counter() - started
 
     notify_security_managers(the_plan, desired, notify, report)
     return report
+
+
+def run_by_kind(changes: Sequence[Change], do: Callable[[Change], None], workers: int) -> int:
+    """``do`` every change, kind after kind in the given order; within a kind up to ``workers``
+    at once. Returns how many were done; after a failure none starts, and the first failure in
+    order is raised once the writes in flight have ended."""
+    done = 0
+    for _kind, group in groupby(changes, key=lambda c: c.kind):
+        stage = list(group)
+        if workers == 1 or len(stage) == 1:
+            for change in stage:
+                do(change)
+                done += 1
+            continue
+        with ThreadPoolExecutor(max_workers=min(workers, len(stage))) as pool:
+            futures = [pool.submit(do, change) for change in stage]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                future.cancel()  # those not started yet
+            wait(futures)
+        for future in futures:
+            if future.cancelled():
+                continue
+            error = future.exception()
+            if error is not None:
+                raise error
+            done += 1
+    return done
 
 
 def notify_security_managers(

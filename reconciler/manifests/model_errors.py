@@ -134,8 +134,11 @@ def map_errors(
             (dict(err), located)
         )
     out: list[tuple[str, Position, str, str | None]] = []
+    deeper = {path for path, _ in groups}
     for (path, _), errs in groups.items():
         located = errs[0][1]
+        if _other_branch(path, errs, deeper):
+            continue
         concrete = [e for e, _ in errs if e["type"] not in EXPECTED_TYPE]
         chosen = concrete if len(errs) > 1 and concrete else [e for e, _ in errs]
         if len(chosen) > 1 and all(e["type"] in EXPECTED_TYPE for e in chosen):
@@ -151,6 +154,19 @@ def map_errors(
         message, expected, pos = error_message(model, chosen[0], located)
         out.append((message, pos, path, expected))
     return out
+
+
+def _other_branch(
+    path: str, errs: Sequence[tuple[dict[str, Any], Located]], paths: set[str]
+) -> bool:
+    """A union's other member refusing a mapping (``ports[0]: expected an integer, got a
+    mapping``) while the mapping's own fields have errors of their own: the mapping was meant,
+    so only its fields' errors are the cause."""
+    if not all(e["type"] in EXPECTED_TYPE for e, _ in errs):
+        return False
+    if not all(isinstance(e.get("input"), dict) for e, _ in errs):
+        return False
+    return any(p.startswith((f"{path}.", f"{path}[")) for p in paths if p != path)
 
 
 _BOUNDS = {

@@ -22,8 +22,8 @@ switches) has ``resource.chain``, the chain's VNFs in order (``["ngfw", "ids"]``
 ``network_function_group`` (``osc.chain2_exit.ngfw.ids.node_1.fail_close``).
 
 ``protection_changes`` (added in format 1, before ``changes`` in meaning: read it first) says
-which pods start and stop being steered, per Binding, computed from the manifests and the
-observed pods and nodes (``reconciler.core.protection``), never from rows:
+which pods start and stop being steered, per Binding, when the plan is applied
+(``reconciler.core.protection``):
 
 ```json
 "protection_changes": [
@@ -37,12 +37,19 @@ observed pods and nodes (``reconciler.core.protection``), never from rows:
 ```
 Only bindings whose pods change are listed; ``[]`` means no pod starts or stops being steered;
 ``null`` means the plan could not tell, and ``meta.protection_basis`` says why.
-``meta.protection_basis`` is ``{"source": "applied" | "base" | "nothing-applied" | "none",
-"detail": "..."}``: what the plan's manifests were compared with (the manifests last applied
-from this machine, a ``--base`` folder, an NB where nothing is applied yet, or nothing known).
-A pod's ``label`` is the SecurityGroup label that selects it; ``vnfs`` the binding's VNFs that
-run on its node (in chain order). ``meta.group_bindings`` holds, per changed SecurityGroup, its
-bindings in evaluation order (what the pull-request comment draws).
+``meta.protection_basis`` is ``{"source": "live" | "base" | "nothing-applied" | "none",
+"detail": "..."}``: what the plan is compared with. ``live`` (the default whenever OVN rows are
+observed, a snapshot's too): the pods the owned OVN rows steer now against those they steer
+once the plan's changes are made; ``base``: the manifests of a ``--base`` folder, both sides
+judged from manifests on the observed cluster; ``nothing-applied``: this instance owns nothing
+yet, so no pod is steered now; ``none``: nothing to compare with (``--kubernetes-only`` reads
+no OVN), ``protection_changes`` is ``null``. (``applied``, the manifests the last ``apply``
+from the same machine recorded, is no longer produced: the live rows replaced it.)
+A pod's ``label`` is the SecurityGroup label that selects it, ``null`` when none of the
+group's planned labels does (a pod that stops being steered because the group's labels
+changed); ``vnfs`` the binding's VNFs its traffic goes to on its node (in chain order).
+``meta.group_bindings`` holds, per changed SecurityGroup, its bindings in evaluation order
+(what the pull-request comment draws).
 """
 
 from __future__ import annotations

@@ -53,18 +53,21 @@ def pod_lines(pods: list[dict[str, Any]], sign: str) -> list[str]:
     for namespace, members in sorted(grouped.items()):
         members.sort(key=lambda p: p["pod"])
         if len(members) <= LIST_PODS:
-            lines += [
-                f"{sign} {namespace}/{p['pod']} on {p['node']} (via {p['label']})" for p in members
-            ]
+            lines += [f"{sign} {namespace}/{p['pod']} on {p['node']}{_via(p)}" for p in members]
             continue
         names = ", ".join(p["pod"] for p in members[:_SHOWN_NAMES])
         nodes = Counter(p["node"] for p in members)
         per_node = ", ".join(f"{node}: {n}" for node, n in sorted(nodes.items()))
-        labels = ", ".join(sorted({p["label"] for p in members}))
-        lines.append(
-            f"{sign} {namespace}: {_count(len(members))} ({names}, …; {per_node}; via {labels})"
-        )
+        labels = ", ".join(sorted({p["label"] for p in members if p["label"]}))
+        via = f"; via {labels}" if labels else ""
+        lines.append(f"{sign} {namespace}: {_count(len(members))} ({names}, …; {per_node}{via})")
     return lines
+
+
+def _via(pod: dict[str, Any]) -> str:
+    """`` (via app=web)``: the group label that selects the pod (none when the planned
+    manifests no longer select a pod steered now)."""
+    return f" (via {pod['label']})" if pod.get("label") else ""
 
 
 def text_section(meta: dict[str, Any]) -> list[str]:

@@ -348,6 +348,20 @@ class _Event:
         return str(self.stored.obj["metadata"].get("namespace", ""))
 
 
+def _node_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("spec") or {}).get("nodeName") or "")
+
+
+def _node_selected(rt: ResourceType, fields: FieldSelector) -> str | None:
+    """The node a pod list selects with ``spec.nodeName=<node>`` (``None``: no such term)."""
+    if rt.kind != "Pod":
+        return None
+    for req in fields.requirements:
+        if req.field == "spec.nodeName" and not req.negate:
+            return req.value
+    return None
+
+
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -484,6 +498,10 @@ class KubeApiServer:
         self._by_kind: dict[str, ResourceType] = {rt.kind: rt for rt in self.types}
         self._lock = threading.Condition(threading.RLock())
         self._store: dict[str, dict[tuple[str, str], _Stored]] = {rt.kind: {} for rt in self.types}
+        self._pods_on: dict[str, set[tuple[str, str]]] = {}
+        """Pod keys by ``spec.nodeName``: a real API server serves a node's pods (the kubelet's
+        and a node agent's ``fieldSelector=spec.nodeName=...``) from an index of its watch
+        cache, not by scanning every pod."""
         self._rv = 0
         self._events: list[_Event] = []
         self._compacted_rv = 0  # requests for an older resourceVersion get 410
@@ -660,6 +678,12 @@ class KubeApiServer:
         meta = obj["metadata"]
         stored = _Stored(obj, _dumps(obj), dict(meta.get("labels") or {}))
         key = (meta.get("namespace", ""), meta["name"])
+        if rt.kind == "Pod":
+            old = self._store[rt.kind].get(key)
+            if old is not None:
+                self._pods_on.get(_node_of(old.obj), set()).discard(key)
+            if event != "DELETED":
+                self._pods_on.setdefault(_node_of(obj), set()).add(key)
         if event == "DELETED":
             self._store[rt.kind].pop(key, None)
         else:
@@ -1026,7 +1050,8 @@ class KubeApiServer:
                 )
             rv = token_rv if cont else self._rv
             items = self._store[rt.kind]
-            keys = sorted(items)
+            node = _node_selected(rt, fields)
+            keys = sorted(items if node is None else self._pods_on.get(node, ()))
             if start_key is not None:
                 keys = keys[bisect.bisect_right(keys, start_key) :]
             chunks: list[bytes] = []

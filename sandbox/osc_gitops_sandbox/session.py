@@ -100,16 +100,24 @@ def exports(state: Mapping[str, Any]) -> str:
     return "".join(f"export {key}={shlex.quote(value)}\n" for key, value in names.items())
 
 
-def _summary(state: Mapping[str, Any]) -> str:
+def command(action: str, folder: Path) -> str:
+    """``osc-gitops sandbox ACTION``, with the ``--dir`` that finds this sandbox when it is not
+    the default one (the hints we print must work when copied)."""
+    if folder.resolve() == default_dir().resolve():
+        return f"osc-gitops sandbox {action}"
+    return f"osc-gitops sandbox {action} --dir {shlex.quote(str(folder))}"
+
+
+def _summary(state: Mapping[str, Any], folder: Path) -> str:
     return (
         f"osc-gitops sandbox is up (pid {state['pid']}): OVN {state['ovn']} NB+SB+northd and a "
         f"Kubernetes API emulator at {state['api']}, seeded from {state['cluster']} "
         f"({state['nodes']} nodes, {state['pods']} pods).\n"
-        f'Set the variables in your shell with: eval "$(osc-gitops sandbox up)"; then\n'
+        f'Set the variables in your shell with: eval "$({command("up", folder)})"; then\n'
         "  kubectl get pods -A\n"
         "  osc-gitops plan examples/policies        # or your own manifests\n"
         f"OVN tools of this sandbox: {state['bin']} (ovn-nbctl, ovn-sbctl, ovn-trace)\n"
-        "Stop it with: osc-gitops sandbox down\n"
+        f"Stop it with: {command('down', folder)}\n"
     )
 
 
@@ -128,10 +136,10 @@ def up(state_dir: str | None, cluster_dir: str | None, ovn_version: str | None) 
         if running["ovn"] != version or running["cluster"] != str(seed):
             raise UserError(
                 f"a sandbox is already up in {folder} (OVN {running['ovn']}, cluster "
-                f"{running['cluster']}): run `osc-gitops sandbox down` first"
+                f"{running['cluster']}): run `{command('down', folder)}` first"
             )
         sys.stdout.write(exports(running))
-        print(f"(already up) {_summary(running)}", end="", file=sys.stderr)
+        print(f"(already up) {_summary(running, folder)}", end="", file=sys.stderr)
         return 0
     reason = ovn_unavailable_reason(northd=True, distribution=OVN_VERSIONS[version].distribution)
     if reason:
@@ -160,7 +168,7 @@ def up(state_dir: str | None, cluster_dir: str | None, ovn_version: str | None) 
             )
         time.sleep(0.05)
     sys.stdout.write(exports(state))
-    print(_summary(state), end="", file=sys.stderr)
+    print(_summary(state, folder), end="", file=sys.stderr)
     return 0
 
 

@@ -344,6 +344,33 @@ def test_field_selectors(core: client.CoreV1Api) -> None:
     assert err.value.status == 400
 
 
+@pytest.mark.usefixtures("labelled")
+def test_a_nodes_pods_follow_moves_and_deletes(
+    core: client.CoreV1Api, api_client: client.ApiClient
+) -> None:
+    """A node's pods are served from an index (as the real server's watch cache): a pod moved
+    to another node and a deleted pod leave its list; paging through it still works."""
+
+    def on(node: str, limit: int | None = None) -> list[str]:
+        return names(core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}",
+                                                      limit=limit).items)  # fmt: skip
+
+    api_client.call_api(
+        "/api/v1/namespaces/shop/pods/api-1", "PATCH",
+        header_params={"Content-Type": "application/merge-patch+json"},
+        body={"spec": {"nodeName": "n2"}}, _preload_content=False,
+    )  # fmt: skip
+    core.delete_namespaced_pod("bare", "data")
+    assert on("n1") == ["web-1"]
+    assert on("n2") == ["api-1", "db-1", "web-2"]
+    assert on("n3") == []
+    first = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=n2", limit=2)
+    rest = core.list_pod_for_all_namespaces(field_selector="spec.nodeName=n2", limit=2,
+                                            _continue=first.metadata._continue)  # fmt: skip
+    assert len(first.items) == 2 and len(rest.items) == 1
+    assert sorted(names(first.items) + names(rest.items)) == ["api-1", "db-1", "web-2"]
+
+
 # ---------------------------------------------------------------- pagination
 
 

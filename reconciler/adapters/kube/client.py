@@ -14,8 +14,10 @@ the way it does:
 - Writes only touch the *managed* fields (labels, ``osc.io/*`` annotations, spec) so status and
   fields other controllers set survive, and a stale read causes a 409 that we retry.
 - A node agent (``KubeCluster(settings, node=N)``) sees only its node's share: pods through the
-  field selector ``spec.nodeName=N`` (lists and watches, so the API server filters, not us) and
-  owned objects through the ``osc.io/node=N`` label.
+  field selector ``spec.nodeName=N`` (lists and watches, so the API server filters, not us), its
+  own Node object through ``metadata.name=N`` (an agent plans its node only; a thousand agents
+  each listing a thousand nodes would be a million objects per restart of the fleet) and owned
+  objects through the ``osc.io/node=N`` label.
 
 It stays one module (a little over 600 lines) on purpose: reads, writes and the watch loop
 all go through :meth:`KubeCluster._request` and its error mapping, and the node agent's
@@ -116,6 +118,10 @@ class KubeCluster:
     """Extra attempts for 429/5xx answers (``Retry-After`` honoured, capped at 10 s)."""
     retry_backoff: float = 0.1
     """First delay between retries without ``Retry-After``; doubles each attempt (max 2 s)."""
+    concurrent_writes: int = 8
+    """Independent writes an apply may have in flight at once (``reconciler.engine.apply``):
+    safe, since calls are thread-safe and within the client's connection pool (10 by default
+    on 2 cores, 5 per core)."""
 
     def __init__(self, settings: KubeSettings, *, node: str | None = None) -> None:
         self.settings = settings
@@ -256,10 +262,14 @@ class KubeCluster:
             return json.loads(data) if data else None
 
     def field_selector(self, kind: str) -> str | None:
-        """The field selector every list and watch of ``kind`` carries: ``spec.nodeName=<node>``
-        for a node agent's pods, else none."""
-        if kind == "Pod" and self.node is not None:
+        """The field selector every list and watch of ``kind`` carries: for a node agent,
+        ``spec.nodeName=<node>`` on pods and ``metadata.name=<node>`` on nodes; else none."""
+        if self.node is None:
+            return None
+        if kind == "Pod":
             return f"spec.nodeName={self.node}"
+        if kind == "Node":
+            return f"metadata.name={self.node}"
         return None
 
     def list_raw(

@@ -141,6 +141,24 @@ def test_list_nodes_and_network_policies(kube_server: KubeApiServer, cluster: Ku
     assert typed[0].pod_selector == {"matchLabels": {"tier": "web"}}
 
 
+def test_a_node_agent_reads_its_own_node_and_pods_only(kube_server: KubeApiServer) -> None:
+    """The API server does the filtering (field selectors): a node agent of a 1,000-node
+    cluster reads one Node object and its node's pods, not the whole cluster."""
+    kube_server.add_objects(
+        [{"kind": "Node", "metadata": {"name": f"n{i}"}} for i in range(3)]
+        + [pod(f"p{i}", "shop", {}, f"n{i % 3}") for i in range(6)]
+    )
+    agent = KubeCluster(KubeSettings(server=kube_server.url, timeout=5.0), node="n1")
+    try:
+        before = kube_server.requests
+        assert [n.name for n in agent.list_nodes()] == ["n1"]
+        assert [n.name for n, _subnet in agent.list_node_subnets()] == ["n1"]
+        assert [p.name for p in agent.list_pods()] == ["p1", "p4"]
+        assert kube_server.requests - before == 3  # one page each: filtered by the server
+    finally:
+        agent.close()
+
+
 def test_network_policies_absent_api() -> None:
     from osc_gitops_sandbox.kubeapi import RESOURCE_TYPES
 

@@ -1,6 +1,7 @@
 """Safe review through the CLI against the sandbox (issue #24 items 1, 2 and 6): a plan after
-an apply shows which pods stop being steered and the likely typo; apply on a terminal asks and
-writes nothing unless told ``yes``; apply records its status and manifests by default.
+an apply shows which pods stop being steered (compared with the live OVN rows, from any machine)
+and the likely typo; apply on a terminal asks and writes nothing unless told ``yes``; apply
+records its status by default.
 
 One sandbox for the module (OVN 26.03 NB without northd and the API emulator); each test starts
 from the policies applied and leaves them applied."""
@@ -67,9 +68,9 @@ def test_a_typo_warns_with_the_binding_the_count_and_the_likely_typo(
     result = run(world, "plan", policies)
     assert result.code == 2, result.err
     out = result.out
-    assert out.index("Protection changes, compared with the manifests applied from") < out.index(
-        "osc-gitops will perform the following actions:"
-    )
+    assert out.index(
+        "Protection changes, compared with what the live OVN rows of this instance steer now:"
+    ) < out.index("osc-gitops will perform the following actions:")
     assert "Binding db-firewall (SecurityGroup db → firewall): stops steering 2 pods" in out
     assert (
         "! Binding db-firewall stops steering 2 pods it steered before (shop-backend: 2); "
@@ -80,7 +81,7 @@ def test_a_typo_warns_with_the_binding_the_count_and_the_likely_typo(
     (change,) = data["protection_changes"]
     assert change["binding"] == "db-firewall"
     assert sorted(p["pod"] for p in change["stop"]) == ["db-0", "db-1"]
-    assert data["meta"]["protection_basis"]["source"] == "applied"
+    assert data["meta"]["protection_basis"]["source"] == "live"
 
 
 def test_a_label_typo_in_a_vnf_node_selector(
@@ -130,7 +131,7 @@ def test_auto_approve_and_no_terminal_never_ask(
     assert result.code == 0 and "Do you want" not in result.err
 
 
-def test_apply_records_its_status_and_manifests_by_default(
+def test_apply_records_its_status_by_default(
     world: tuple[SandboxCluster, Path], policies: Path
 ) -> None:
     _, work = world
@@ -138,24 +139,30 @@ def test_apply_records_its_status_and_manifests_by_default(
     assert status.code == 0, status.err
     data = json.loads(status.out)
     assert data["result"] in ("applied", "unchanged") and data["source"] == str(policies)
-    record = json.loads((work / "cache" / "applied" / "osc-gitops.json").read_text())
-    assert sorted(record["manifests"]["bindings"]) == [
-        "api-firewall", "api-ips", "db-firewall", "web-firewall", "web-ips"]  # fmt: skip
+    assert not (work / "cache" / "applied").exists()  # no record of manifests: the NB says it
 
 
-def test_a_plan_against_another_cluster_does_not_use_the_record(
+def test_a_plan_from_another_machine_compares_with_the_live_rows(
     world: tuple[SandboxCluster, Path], policies: Path, tmp_path: Path
 ) -> None:
-    cluster, work = world
+    """Someone else applied (another cache dir, another kubeconfig file): the plan still says
+    which pods stop being steered, from the rows; --base overrides; --kubernetes-only, which
+    reads no OVN, says it cannot tell and why."""
+    cluster, _ = world
     other = tmp_path / "kubeconfig"
-    shutil.copy(cluster.kubeconfig, other)  # the same server, but not the same kubeconfig
-    result = cli("plan", policies, "--ovn-nb", cluster.nb_remote, "--kubeconfig", other,
-                 "--cache-dir", work / "cache")  # fmt: skip
-    assert result.code == 0
-    assert "Protection changes: unknown (no record here of the manifests applied" in result.out
-    base = cli("plan", policies, "--ovn-nb", cluster.nb_remote, "--kubeconfig", other,
-               "--cache-dir", work / "cache", "--base", POLICIES)  # fmt: skip
-    assert f"Protection changes, compared with the manifests in {POLICIES}: none" in base.out
+    shutil.copy(cluster.kubeconfig, other)
+    elsewhere = ["--ovn-nb", cluster.nb_remote, "--kubeconfig", other,
+                 "--cache-dir", tmp_path / "laptop-cache"]  # fmt: skip
+    typo(policies, "    - shop-backend", "    - shop-backnd")
+    result = cli("plan", policies, *elsewhere)
+    assert result.code == 2
+    assert "steer now:\n  Binding db-firewall (SecurityGroup db → firewall): stops steering 2 " \
+           "pods; 2 → 0 pods steered\n" in result.out  # fmt: skip
+    base = cli("plan", policies, *elsewhere, "--base", policies)
+    assert f"Protection changes, compared with the manifests in {policies}: none" in base.out
+    central = cli("plan", policies, "--kubeconfig", other, "--kubernetes-only")
+    assert central.code == 0, central.err
+    assert "Protection changes: unknown (a --kubernetes-only plan reads no OVN rows" in central.out
 
 
 def test_a_saved_plan_is_applied_exactly_and_refused_when_the_live_state_moved(
@@ -197,16 +204,21 @@ def test_a_saved_plan_is_applied_exactly_and_refused_when_the_live_state_moved(
     assert "was planned with --instance osc-gitops, this apply gives --instance other" in other.err
 
 
-def test_a_snapshot_carries_the_applied_record_for_offline_plans(
+def test_a_snapshot_plan_compares_with_the_rows_the_snapshot_holds(
     world: tuple[SandboxCluster, Path], policies: Path, tmp_path: Path
 ) -> None:
+    cluster, _ = world
     snapshot = tmp_path / "snapshot.json"
-    assert run(world, "snapshot", "-f", snapshot).code == 0
-    assert "osc_gitops_applied" in json.loads(snapshot.read_text())
+    taken = cli("snapshot", "-f", snapshot, "--ovn-nb", cluster.nb_remote,
+                "--kubeconfig", cluster.kubeconfig)  # fmt: skip
+    assert taken.code == 0, taken.err
     typo(policies, "app=web", "app=wbe")
     offline = cli("plan", policies, "--observed", snapshot)
     assert offline.code == 2
-    assert "Protection changes, compared with the manifests applied from" in offline.out
+    assert (
+        "Protection changes, compared with what the live OVN rows of this instance steer when "
+        f"{snapshot} was taken:"
+    ) in offline.out
     assert (
         "Binding web-firewall stops steering 1 pod it steered before (shop-backend: 1); likely "
         "typo: SecurityGroup web: no pod carries app=wbe (did you mean app=web?)"

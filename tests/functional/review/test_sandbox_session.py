@@ -76,8 +76,12 @@ def test_up_prints_the_exports_and_kubectl_works(
     again = osc("sandbox", "up", "--dir", folder)
     assert again.returncode == 0 and parse_exports(again.stdout) == env
     assert "(already up)" in again.stderr
+    # the hints name the --dir that finds this sandbox: copied as printed, they work
+    assert f'eval "$(osc-gitops sandbox up --dir {folder})"' in again.stderr
+    assert f"Stop it with: osc-gitops sandbox down --dir {folder}\n" in again.stderr
     other = osc("sandbox", "up", "--dir", folder, "--ovn", "23.03")
-    assert other.returncode == 1 and "run `osc-gitops sandbox down` first" in other.stderr
+    assert other.returncode == 1
+    assert f"run `osc-gitops sandbox down --dir {folder}` first" in other.stderr
 
 
 def test_a_pod_created_with_kubectl_gets_its_port_and_is_steered(

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +43,40 @@ def test_a_usage_error_exits_1_with_the_subcommand_usage(args: list[str], messag
     assert message in result.err
     assert f"Run 'osc-gitops {command} --help' for all options." in result.err
     assert result.out == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "prog"),
+    [
+        (["sandbox", "up", "extra"], "osc-gitops sandbox up"),
+        (["sandbox", "down", "--x"], "osc-gitops sandbox down"),
+        (["sandbox", "up", "--ovn", "9"], "osc-gitops sandbox up"),
+    ],
+)
+def test_a_usage_error_of_an_action_shows_that_action_usage(args: list[str], prog: str) -> None:
+    """``sandbox up|down``: the usage is the action's, not ``sandbox ACTION ...``."""
+    result = cli(*args)
+    assert result.code == 1
+    assert result.err.startswith(f"usage: {prog} [-h]")
+    assert f"{prog}: error: " in result.err
+    assert f"Run '{prog} --help' for all options." in result.err
+
+
+def test_a_json_error_into_a_closed_pipe_is_no_traceback() -> None:
+    """``plan -o json invalid/ | head``: the reader left; exit 1 with the error on stderr."""
+    read, write = os.pipe()
+    os.close(read)  # every write to stdout fails with EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from reconciler.cli import main; sys.exit(main())",
+             "plan", EXAMPLES / "invalid", "-o", "json"],
+            stdout=write, stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert "error: " in done.stderr and "problem(s) in the manifests" in done.stderr
 
 
 def test_an_unknown_command_exits_1_with_the_top_usage() -> None:
@@ -110,16 +147,23 @@ def test_an_endpoint_error_with_json_output_is_json(tmp_path: Path) -> None:
 def test_kubeconfig_errors_are_one_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.write_text("apiVersion: v1\nclusters: [\n")
+    unclosed = tmp_path / "unclosed"
+    unclosed.write_text('apiVersion: v1\nclusters: [{name: a, cluster: {server: "x"}\nusers: []\n')
     listed = tmp_path / "listed"
     listed.write_text("- a\n- b\n")
     for path, message in (
-        (broken, f"error: kubeconfig {broken}:3:1: YAML syntax error: expected the node content"),
+        (broken, f"error: kubeconfig {broken}:3:1: YAML syntax error: "),
+        # where the mapping that is never closed opened, not where the parser noticed
+        (unclosed, f"error: kubeconfig {unclosed}:2:12: YAML syntax error: the mapping '{{' "),
         (listed, f"error: kubeconfig {listed} is a YAML list, expected a mapping"),
     ):
         result = cli("plan", POLICIES, "--ovn-nb", "unix:/x.sock", "--kubeconfig", path)
         assert result.code == 1
         assert result.err.startswith(message), result.err
         assert "Traceback" not in result.err and len(result.err.splitlines()) == 1
+        as_json = cli("plan", POLICIES, "--ovn-nb", "unix:/x.sock", "--kubeconfig", path,
+                      "-o", "json")  # fmt: skip
+        assert json.loads(as_json.out)["error"]["cause"] == "kubernetes"
 
 
 def test_an_ssl_remote_without_its_files_names_the_flags(tmp_path: Path) -> None:

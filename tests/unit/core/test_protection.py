@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler.core.model import Binding, BindingSpec, Metadata
 from reconciler.core.protection import protection_changes, steering_of, vnfs_of
 from reconciler.core.typos import one_edit, typo_warnings
@@ -114,3 +116,103 @@ def test_one_edit() -> None:
     assert one_edit("edge", "egde") and one_edit("payments", "paymnets")
     assert one_edit("dmz", "dzm") and one_edit("web", "webs") and one_edit("web", "wab")
     assert not one_edit("web", "web") and not one_edit("web", "api") and not one_edit("ab", "ba c")
+
+
+# --- the live basis: what the owned OVN rows steer now against what they steer once planned
+
+
+def applied(state, observed, steering: str | None = None):  # type: ignore[no-untyped-def]
+    """``observed`` with ``state`` applied (its rows and objects live), and the options."""
+    from reconciler.core.compile import CompileOptions
+    from reconciler.core.planning import make_plan
+    from tests.support.simulate import apply_to, with_live
+
+    options = CompileOptions(steering=steering)
+    return with_live(observed, apply_to({}, make_plan(state, observed, options))), options
+
+
+def live_of(before, after, observed, steering: str | None = None):  # type: ignore[no-untyped-def]
+    from reconciler.core.planning import make_plan
+    from reconciler.core.protection import live_changes
+
+    live, options = applied(before, observed, steering)
+    plan = make_plan(after, live, options)
+    return live_changes(live, plan.changes, after), live
+
+
+@pytest.mark.parametrize("steering", [None, "router-policy"])
+def test_the_rows_say_what_the_manifests_say_on_a_converged_cluster(steering: str | None) -> None:
+    """On both backends, reading the applied rows gives every pod, node and VNF that reading
+    the manifests gives (so the live basis and --base agree where the cluster converged)."""
+    from reconciler.core.protection import steering_in_rows
+
+    state = desired(sg("payments", "app=api", namespaces=["payments"]), sg("web", "app=web"),
+                    vnf("ids", nodeSelector={"zone": "b"}), vnf("fw", nodeSelector={"zone": "a"}),
+                    binding("payments-ids", "payments", "ids", 10, redirection="both"),
+                    binding("web-fw", "web", "fw", 10, redirection="entry-lport"))  # fmt: skip
+    zones = {"node-1": {"zone": "a"}, "node-2": {"zone": "b"}}
+    observed = cluster([*PAYMENTS, *SHOP], node_labels=zones, nf=steering is None)
+    live, _ = applied(state, observed, steering)
+    rows = steering_in_rows([(r.table, r.fields) for r in live.ovn_rows], live.pod_ports)
+    expected = steering_of(state, observed)
+    by_manifests = {b: {i: (p.node, p.vnfs) for i, p in pods.items()}
+                    for b, pods in expected.items()}  # fmt: skip
+    assert rows.pods == by_manifests
+    assert rows.groups == {"payments-ids": "payments", "web-fw": "web"}
+    assert len(rows.pods["payments-ids"]) == 18 and set(rows.pods["web-fw"]) == {("shop", "web-1")}
+
+
+def test_live_a_label_typo_stops_steering_named_without_a_label() -> None:
+    (change,), _ = live_of(shop(label="tier=edge"), shop(label="tier=egde"), OBSERVED)
+    assert (change.binding, change.change, change.before, change.after) == (
+        "payments-ids", "changed", 37, 0)  # fmt: skip
+    assert {p.label for p in change.stop} == {None}  # no planned label of the group selects them
+    stopped = {"namespace": "payments", "pod": "api-0", "node": "node-1", "label": None,
+               "vnfs": ["ids"]}  # fmt: skip
+    assert change.stop[0].to_json() == stopped
+    assert typo_warnings(shop(label="tier=egde"), OBSERVED, (change,)) == [
+        "Binding payments-ids stops steering 37 pods it steered before (payments: 37); likely "
+        "typo: SecurityGroup payments: no pod carries tier=egde (did you mean tier=edge?)"
+    ]
+
+
+def test_live_a_namespace_or_node_selector_typo_keeps_the_label() -> None:
+    (change,), _ = live_of(shop(), shop(namespaces=["paymnets"]), OBSERVED)
+    assert len(change.stop) == 37 and {p.label for p in change.stop} == {"app=api"}
+    changes, _ = live_of(shop(), shop(nodeSelector={"zone": "dzm"}), OBSERVED)
+    assert {c.binding: len(c.stop) for c in changes} == {"payments-ids": 37, "web-ids": 2}
+
+
+def test_live_an_empty_plan_changes_no_protection_and_a_relabelled_pod_shows() -> None:
+    """Exact where manifests are not: the plan is empty, nothing starts or stops; a pod
+    relabelled since the apply stops being steered, in the plan that drops it."""
+    changes, live = live_of(shop(), shop(), OBSERVED)
+    assert changes == ()
+    from dataclasses import replace
+
+    from reconciler.core.observed import Pod
+    from reconciler.core.planning import make_plan
+    from reconciler.core.protection import live_changes
+
+    pods = tuple(Pod(p.namespace, p.name, p.uid, p.node, {"app": "db"}) if p.name == "web-2"
+                 else p for p in live.pods)  # fmt: skip
+    relabelled = replace(live, pods=pods)
+    plan = make_plan(shop(), relabelled, applied(shop(), OBSERVED)[1])
+    (change,) = live_changes(relabelled, plan.changes, shop())
+    assert (change.binding, [p.ref for p in change.stop], change.stop[0].label) == (
+        "web-ids", ["shop/web-2"], None)  # fmt: skip
+
+
+def test_live_a_removed_binding_names_its_group_and_vnfs_from_the_rows() -> None:
+    before = desired(sg("web", "app=web"), vnf("ids"), binding("old", "web", "ids", 10))
+    after = desired(sg("web", "app=web"), vnf("ids"), binding("new", "web", "ids", 20))
+    changes, _ = live_of(before, after, OBSERVED)
+    by_name = {c.binding: c for c in changes}
+    old, new = by_name["old"], by_name["new"]
+    assert (old.change, old.security_group, old.vnfs, len(old.stop)) == (
+        "removed", "web", ("ids",), 2)  # fmt: skip
+    assert old.stop[0].label == "app=web"  # the group is still declared: its label is known
+    assert (new.change, len(new.start), new.before) == ("added", 2, 0)
+    gone = desired(sg("web", "app=web"))
+    (removed,), _ = live_of(before, gone, OBSERVED)
+    assert (removed.security_group, removed.vnfs) == ("web", ("ids",))

@@ -156,3 +156,26 @@ def test_new_invalid_examples_exist_for_strict_types() -> None:
     names = {p.name for p in INVALID}
     assert {"ports-not-integers.yaml", "port-float.yaml", "cpu-quoted.yaml"} <= names
     assert Path(EXAMPLES / "invalid" / "health-check-yes.yaml").exists()
+
+
+def test_a_port_range_with_bad_fields_names_only_its_fields(tmp_path: Path) -> None:
+    """A mapping in ``ports`` is a range: its fields' errors are the cause, not the integer the
+    list also accepts (no ``expected an integer, got a mapping`` beside them)."""
+    from tests.support.cli import cli
+
+    ranges = '[{start: 80.0, end: "90"}, {start: 1, end: 70000}, {begin: 1, end: 2}, [1]]'
+    (tmp_path / "b.yaml").write_text(BINDING.replace("[PORT]", ranges))
+    result = cli("validate", tmp_path)
+    assert result.code == 1
+    lines = [line.split(": ", 2)[1:] for line in result.err.splitlines() if "spec." in line]
+    assert lines == [
+        ["Binding/b spec.traffic.ports[0].start", "expected an integer, got the number 80.0 "
+         "(write a whole number without a decimal point)"],
+        ["Binding/b spec.traffic.ports[0].end", "expected an integer, got the string '90' "
+         "(write 90 without quotes: numbers are never converted from text)"],
+        ["Binding/b spec.traffic.ports[1].end", "must be at most 65535, got 70000"],
+        ["Binding/b spec.traffic.ports[2].start", "required field is missing"],
+        ["Binding/b spec.traffic.ports[2].begin", "unknown field 'begin' (expected one of: "
+         "start, end)"],
+        ["Binding/b spec.traffic.ports[3]", "expected an integer or a mapping, got a list"],
+    ]  # fmt: skip

@@ -8,6 +8,7 @@ import json
 from reconciler.cli.review import annotate
 from reconciler.core.compile import CompileOptions
 from reconciler.core.planning import make_plan
+from reconciler.core.protection import protection_changes
 from reconciler.render import render
 from reconciler.render.mermaid import diagram, group_bindings
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -37,7 +38,9 @@ def reviewed_plan():
     base = cluster(PODS)
     live = with_live(base, apply_to({}, make_plan(BEFORE, base, CompileOptions())))
     plan = make_plan(AFTER, live, CompileOptions())
-    return annotate(plan, AFTER, live, BEFORE, {"source": "base", "detail": "the manifests in b/"})
+    changes = protection_changes(BEFORE, live, AFTER)
+    basis = {"source": "base", "detail": "the manifests in b/"}
+    return annotate(plan, AFTER, live, changes, basis, before=BEFORE)
 
 
 def test_text_leads_with_the_protection_changes_grouped_by_namespace() -> None:
@@ -106,6 +109,6 @@ def test_json_has_protection_changes_before_the_changes() -> None:
 def test_unknown_basis_renders_as_unknown() -> None:
     base = cluster(PODS)
     plan = annotate(make_plan(AFTER, base, CompileOptions()), AFTER, base, None,
-                    {"source": "none", "detail": "no record"})  # fmt: skip
-    assert "Protection changes: unknown (no record)" in render(plan, "text")
+                    {"source": "none", "detail": "nothing to compare with"})  # fmt: skip
+    assert "Protection changes: unknown (nothing to compare with)" in render(plan, "text")
     assert json.loads(render(plan, "json"))["protection_changes"] is None
