@@ -32,6 +32,7 @@ from reconciler.cli import (
     plan,
     run,
     schema,
+    show,
     snapshot,
     status,
     validate,
@@ -61,6 +62,7 @@ COMMANDS: list[Command] = [
     schema.COMMAND,
     plan.COMMAND,
     apply.COMMAND,
+    show.COMMAND,
     run.COMMAND,
     status.COMMAND,
     snapshot.COMMAND,
@@ -71,7 +73,7 @@ COMMANDS: list[Command] = [
 """Every subcommand, in ``--help`` order."""
 
 
-JSON_ERRORS: frozenset[str] = frozenset({"validate", "plan", "apply", "status", "explain"})
+JSON_ERRORS: frozenset[str] = frozenset({"validate", "plan", "apply", "show", "status", "explain"})
 """Commands whose ``-o json`` also reports failures as JSON on stdout:
 ``{"error": {"message", "cause"}, "issues": [...]}`` (``issues``: the manifest problems, each as
 ``validate -o json`` prints them; empty for other errors). Exit code 1 as in text mode."""

@@ -91,9 +91,22 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="clone cache and status file (default: ~/.cache/osc-gitops)",
     )
-    git.add_argument("--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE")
-    git.add_argument("--git-ssh-key", default=env("OSC_GIT_SSH_KEY"), metavar="FILE")
-    git.add_argument("--git-timeout", type=float, default=60.0, metavar="SECONDS")
+    git.add_argument(
+        "--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE",
+        help="file holding an https access token (a GitHub, GitLab or Gitea token; surrounding "
+        "whitespace ignored), used instead of $OSC_GIT_TOKEN and sent only as an HTTP "
+        "Authorization header (env OSC_GIT_TOKEN_FILE)",
+    )  # fmt: skip
+    git.add_argument(
+        "--git-ssh-key", default=env("OSC_GIT_SSH_KEY"), metavar="FILE",
+        help="private key for an ssh:// or git@host:path --repo (no passphrase; the host key is "
+        "accepted on first use and pinned in the cache dir's known_hosts) "
+        "(env OSC_GIT_SSH_KEY)",
+    )  # fmt: skip
+    git.add_argument(
+        "--git-timeout", type=float, default=60.0, metavar="SECONDS",
+        help="how long one git fetch may take (default 60)",
+    )  # fmt: skip
 
 
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
@@ -476,9 +489,11 @@ def load_checkout(checkout: Any) -> Any:
 
 
 def load_manifests(path: str) -> Any:
+    from reconciler.cli.saved import refuse_as_manifests
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
 
+    refuse_as_manifests(path)  # `plan plan.json`: say what the file is, not why it is invalid
     notes: list[str] = []
     try:
         return load_path(path, notes)

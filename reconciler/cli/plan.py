@@ -30,7 +30,11 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_compile_args(parser)
     add_scope_args(parser)
-    parser.add_argument("-o", "--output", choices=("text", "json", "markdown"), default="text")
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json", "markdown"), default="text",
+        help="text (default), json (the versioned contract in reconciler/render/json_render.py) "
+        "or markdown (a pull-request comment)",
+    )  # fmt: skip
     parser.add_argument(
         "--observed",
         metavar="FILE",

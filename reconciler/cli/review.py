@@ -81,7 +81,13 @@ def review(args: argparse.Namespace, plan: Any, desired: Any, observed: Any) -> 
     """``plan`` annotated for a reviewer (:func:`annotate`), compared as :func:`protection_of`
     says."""
     changes, basis, before = protection_of(args, plan, desired, observed)
-    return annotate(plan, desired, observed, changes, basis, before=before)
+    # A node agent's plan sees its node's pods and Node only (a zoned snapshot's: all of them),
+    # --kubernetes-only no pod: the typo guards judge nothing from a part of the cluster.
+    agent = getattr(args, "node", None)
+    node = bool(agent) and all(n.name == agent for n in observed.nodes)
+    no_pods = bool(getattr(args, "kubernetes_only", False))
+    return annotate(plan, desired, observed, changes, basis, before=before,
+                    all_pods=not (node or no_pods), all_nodes=not node)  # fmt: skip
 
 
 def annotate(
@@ -92,14 +98,20 @@ def annotate(
     basis: dict[str, str],
     *,
     before: Any | None = None,
+    all_pods: bool = True,
+    all_nodes: bool = True,
 ) -> Any:
     """``plan`` with its protection ``changes`` (``None``: unknown), typo warnings first among
-    its warnings, and the bindings of each changed group (for the pull-request diagram)."""
+    its warnings (``all_pods``/``all_nodes``: whether ``observed`` holds the whole cluster's,
+    see ``typo_warnings``), and the bindings of each changed group (for the pull-request
+    diagram)."""
     from reconciler.core.protection import to_json
     from reconciler.core.typos import typo_warnings
     from reconciler.render.mermaid import group_bindings
 
-    warnings = typo_warnings(desired, observed, changes or ())
+    warnings = typo_warnings(
+        desired, observed, changes or (), all_pods=all_pods, all_nodes=all_nodes
+    )
     groups = {c.security_group for c in changes or ()}
     for change in plan.changes:
         kind, _, name = change.origin.partition("/")

@@ -109,23 +109,41 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     ha.add_argument(
         "--leader-elect", action="store_true", help="only the replica holding the Lease writes"
     )
-    ha.add_argument("--lease-name", default=env("OSC_LEASE_NAME", "osc-gitops"), metavar="NAME")
+    ha.add_argument(
+        "--lease-name", default=env("OSC_LEASE_NAME", "osc-gitops"), metavar="NAME",
+        help="the coordination.k8s.io Lease of --leader-elect (env OSC_LEASE_NAME; default "
+        "osc-gitops)",
+    )  # fmt: skip
     ha.add_argument(
         "--lease-namespace",
         default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")),
         metavar="NS",
+        help="namespace of that Lease (env OSC_LEASE_NAMESPACE, else the pod's POD_NAMESPACE; "
+        "default osc-gitops)",
     )
-    ha.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS")
-    ha.add_argument("--lease-renew", type=float, default=2.0, metavar="SECONDS")
+    ha.add_argument(
+        "--lease-duration", type=float, default=15.0, metavar="SECONDS",
+        help="how long a leader's Lease stays valid without renewal: the longest a standby "
+        "waits after the leader dies (default 15)",
+    )  # fmt: skip
+    ha.add_argument(
+        "--lease-renew", type=float, default=2.0, metavar="SECONDS",
+        help="how often the leader renews its Lease (default 2)",
+    )  # fmt: skip
     ha.add_argument(
         "--metrics-addr",
         default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"),
         metavar="HOST:PORT",
         help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
     )
-    ha.add_argument("--log-format", choices=("json", "text"), default="json")
-    ha.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                    default="info")  # fmt: skip
+    ha.add_argument(
+        "--log-format", choices=("json", "text"), default="json",
+        help="log lines on stderr: one JSON object each (default), or text for a terminal",
+    )  # fmt: skip
+    ha.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        help="least severe level logged (default info)",
+    )  # fmt: skip
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -153,6 +171,9 @@ def run_run(args: argparse.Namespace) -> int:
     else:
         if not Path(args.path).exists():
             raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
+        from reconciler.cli.saved import refuse_as_manifests
+
+        refuse_as_manifests(args.path)
         source = LocalSource(args.path, args.revision)
     config = LoopConfig(
         options=options,

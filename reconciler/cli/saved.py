@@ -141,25 +141,74 @@ class SavedPlan:
             raise UserError(f"{self.path}: its manifests are not valid here: {exc}") from None
 
 
-def load(path: str) -> SavedPlan | None:
-    """The saved plan at ``path``, ``None`` when ``path`` is not one (a manifest file or folder:
-    ``apply PATH`` as ever). A saved plan that is damaged, changed or of another version is an
-    error."""
+def _looks_saved(path: str) -> bool:
+    """``path`` is a file that starts like a saved plan (its first 64 KiB name the format)."""
     file = Path(path)
     if not file.is_file():
-        return None
+        return False
     try:
         with file.open("rb") as handle:
             head = handle.read(_HEAD)
     except OSError:
-        return None
-    if FORMAT.encode() not in head or not head.lstrip().startswith(b"{"):
+        return False
+    return FORMAT.encode() in head and head.lstrip().startswith(b"{")
+
+
+def _document(path: str) -> dict[str, Any] | None:
+    """The JSON of the saved plan at ``path``; ``None`` when ``path`` is not one."""
+    if not _looks_saved(path):
         return None
     try:
-        document = json.loads(file.read_text(encoding="utf-8"))
+        document = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UserError(f"{path}: not a readable saved plan: {exc}") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
+        return None
+    return document
+
+
+class SavedPlanGiven(UserError):
+    """A saved plan given where manifests are expected (``plan plan.json``)."""
+
+    cause = "usage"
+
+
+def refuse_as_manifests(path: str) -> None:
+    """Refuse a saved plan given as manifests (``osc-gitops plan plan.json``
+    would otherwise report the file's JSON as invalid manifests), saying what it is and how to
+    show or apply it, as Terraform's ``terraform show FILE`` / ``terraform apply FILE``."""
+    if not _looks_saved(path):
+        return
+    try:
+        document = _document(path)
+    except UserError:
+        document = {"format": FORMAT}  # damaged, but a saved plan all the same
+    if document is None:
+        return
+    made = ", ".join(
+        part
+        for part in (
+            f"made {document['created_at']}" if document.get("created_at") else "",
+            f"from {document['source']}" if document.get("source") else "",
+        )
+        if part
+    )
+    again = (
+        f"; to plan again: osc-gitops plan {document['source']}" if document.get("source") else ""
+    )
+    raise SavedPlanGiven(
+        f"{path} is a saved plan (osc-gitops plan -out{', ' + made if made else ''}), not "
+        f"manifests: `osc-gitops show {path}` prints it, `osc-gitops apply {path}` applies "
+        f"exactly it{again}"
+    )
+
+
+def load(path: str) -> SavedPlan | None:
+    """The saved plan at ``path``, ``None`` when ``path`` is not one (a manifest file or folder:
+    ``apply PATH`` as ever). A saved plan that is damaged, changed or of another version is an
+    error."""
+    document = _document(path)
+    if document is None:
         return None
     if document.get("format_version") != FORMAT_VERSION:
         raise UserError(

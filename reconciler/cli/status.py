@@ -19,14 +19,20 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="as given to run/apply (default: ~/.cache/osc-gitops)",
     )
-    parser.add_argument("--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME")
+    parser.add_argument(
+        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
+        help="whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)",
+    )  # fmt: skip
     parser.add_argument(
         "--node",
         default=None,
         metavar="NAME",
         help="the status file of the node agent of NAME (run/apply --node) in --cache-dir",
     )
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text",
+        help="text (default) or json (on stdout, also when there is no status)",
+    )  # fmt: skip
     nodes = parser.add_argument_group(
         "interconnect clusters",
         "--all-nodes reads what every node agent and the central owner publish in their status "
@@ -50,7 +56,10 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
         metavar="NS",
         help="where the central owner's Lease osc-gitops-central is (default osc-gitops)",
     )
-    nodes.add_argument("--kubeconfig", default=env("KUBECONFIG"), metavar="FILE")
+    nodes.add_argument(
+        "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
+        help="kubeconfig file (env KUBECONFIG; default ~/.kube/config)",
+    )  # fmt: skip
     nodes.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
     nodes.add_argument("--in-cluster", action="store_true", help="use the pod's service account")
 

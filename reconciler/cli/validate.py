@@ -30,9 +30,11 @@ def _configure_validate(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_validate(args: argparse.Namespace) -> int:
+    from reconciler.cli.saved import refuse_as_manifests
     from reconciler.manifests.load import load_path
 
     path: str = args.path
+    refuse_as_manifests(path)
     notes: list[str] = []
     try:
         desired = load_path(path, notes)

@@ -135,16 +135,27 @@ def typo_warnings(
     desired: Desired,
     observed: Observed,
     changes: Sequence[BindingProtection] = (),
+    *,
+    all_pods: bool = True,
+    all_nodes: bool = True,
 ) -> list[str]:
     """The plan warnings for ``desired`` on ``observed``: each Binding that stops steering pods
     first (with the likely typo), then each SecurityGroup and VnfDeployment that selects nothing
     or names a label one edit away from a real one. A cause quoted in a Binding's warning is not
-    repeated."""
+    repeated.
+
+    ``all_pods``/``all_nodes`` False: ``observed`` holds only part of the cluster's pods or
+    nodes (a node agent's plan sees its node's; ``--kubernetes-only`` reads no pod), so nothing
+    is judged from them: a namespace whose pods all run elsewhere is no typo."""
     labels = _PodLabels(observed.pods)
     groups: dict[str, tuple[bool, list[str]]] = {
         name: group_causes(group, labels) for name, group in sorted(desired.security_groups.items())
-    }
-    vnfs = {name: vnf_causes(vnf, observed) for name, vnf in sorted(desired.vnfs.items())}
+    } if all_pods else {}  # fmt: skip
+    vnfs = (
+        {name: vnf_causes(vnf, observed) for name, vnf in sorted(desired.vnfs.items())}
+        if all_nodes
+        else {}
+    )
     quoted: set[str] = set()
     warnings: list[str] = []
     for change in changes:

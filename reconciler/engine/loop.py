@@ -32,7 +32,8 @@ Safety rules, each covered by a test in ``tests/unit/engine`` (with in-memory fa
   (one atomic commit) is either not started or runs to completion; then the loop releases the
   Lease and exits 0. Nothing is ever half-written.
 - **Backoff.** Failed reconciles are retried after ``backoff_base * 2**(n-1)`` seconds (capped at
-  ``backoff_max``, with jitter); events do not bypass it.
+  ``backoff_max``, with jitter); events do not bypass it. ``--once`` retries nothing: it logs
+  how its one pass ended and exits 1.
 - **Full resync.** Between full compiles (every ``full_resync`` seconds) passes re-plan only
   what changed (``reconciler.core.incremental``).
 
@@ -93,6 +94,9 @@ from reconciler.errors import Aborted, OscError, error_cause
 log = logging.getLogger(LOGGER)
 
 EXIT_OK, EXIT_ERROR = 0, 1
+ONCE = "once"
+"""The trigger of ``run --once``'s single pass: a failure ends the process instead of being
+retried after a backoff."""
 
 
 @dataclass
@@ -343,11 +347,11 @@ class Loop:
     def _record(self, result: PassResult, trigger: str) -> None:
         self.passes += 1
         self.last = result
-        if result.result == "error":
+        if result.result == "error" and trigger != ONCE:
             with self._cond:
                 delay = self.schedule.failed()
             log.info("retrying after backoff", extra={"seconds": round(delay, 2)})
-        elif result.result != "standby":
+        elif result.result not in ("standby", "error"):
             with self._cond:
                 self.schedule.succeeded()
         self.reporter.pass_finished(result.result, trigger, result.seconds)
@@ -436,10 +440,19 @@ class Loop:
             if not self.lease.held():
                 log.info("another replica holds the lease; nothing to do")
                 return EXIT_OK
-        result = self.reconcile_pass("once")
-        if self.sources.latest_refused or self.sources.source_error is not None:
-            return EXIT_ERROR
-        return EXIT_OK if result.ok else EXIT_ERROR
+        result = self.reconcile_pass(ONCE)
+        failed = bool(
+            not result.ok or self.sources.latest_refused or self.sources.source_error is not None
+        )
+        # Say how the one pass ended and that the process exits: nothing is retried (the
+        # error, if any, was logged with its cause just before; the next CronJob run starts
+        # afresh).
+        if failed:
+            log.error("run --once: the pass did not reconcile; exiting with code 1, no retry",
+                      extra={"result": result.result})  # fmt: skip
+        else:
+            log.info("run --once: reconciled; exiting with code 0", extra={"result": result.result})
+        return EXIT_ERROR if failed else EXIT_OK
 
     def _start_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

@@ -44,7 +44,7 @@ from reconciler.engine.providers import (
     OvnProvider,
     OvnWriter,
 )
-from reconciler.engine.scoped import observe, observe_in, writer_for
+from reconciler.engine.scoped import observe, observe_in, require_node, writer_for
 from reconciler.errors import InternalError, UserError
 
 __all__ = [
@@ -150,6 +150,7 @@ def preview(
     instance's health as OVN reports it and the NF id budget beside the changes (``Plan.meta``,
     where the scope reads OVN), and ``revision`` (the commit) when given."""
     scope = scope if scope is not None else CentralScope()
+    require_node(scope, observed)
     planner = _Compiling()
     view = scope.view(observed)
     the_plan = scoped_plan(planner, scope, scope.desired(desired), view, scope.options(options))
@@ -265,7 +266,9 @@ class Pipeline:
         compiled_desired = scope.desired(desired)
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        view = scope.view(self.observe())
+        read = self.observe()
+        require_node(scope, read)
+        view = scope.view(read)
         observed = view.observed
         timings["observe"] = time.perf_counter() - started
         events.observed(observed)

@@ -9,6 +9,9 @@ it inside its part: read what the scope reads, never write what it may not.
 - :class:`ReadOnlyKube` is an agent's Kubernetes writer: any write is a bug of ours. The scope
   already drops every Kubernetes change from an agent's plan; this makes the rule hold even if
   that ever broke.
+- :func:`require_node` refuses a node agent whose node the live state does not have (not a
+  Kubernetes node, or no logical switch of it in the NB read): such an agent would plan nothing,
+  and an empty plan must never make a misdirected agent look converged.
 
 How a scope's plan is made from what it reads is the pipeline's (``reconciler.engine.pipeline``:
 one planning step for every pass, verify and ``osc-gitops plan``).
@@ -22,11 +25,20 @@ from typing import Any
 
 from reconciler.core.observed import Observed, OvnState
 from reconciler.core.plan import Change
-from reconciler.core.slicing import Scope, kubernetes_observed
+from reconciler.core.slicing import NodeScope, Scope, kubernetes_observed
 from reconciler.engine.providers import KubeReader, KubeWriter, NodeNetworkReader, OvnReader
-from reconciler.errors import InternalError
+from reconciler.errors import InternalError, UserError
 
-__all__ = ["NO_OVN", "NoOvn", "ReadOnlyKube", "observe", "observe_in", "writer_for"]
+__all__ = [
+    "NO_OVN",
+    "NoOvn",
+    "NodeNotFound",
+    "ReadOnlyKube",
+    "observe",
+    "observe_in",
+    "require_node",
+    "writer_for",
+]
 
 
 def observe(kube: KubeReader, ovn: OvnReader, instance: str) -> Observed:
@@ -66,6 +78,47 @@ def observe_in(scope: Scope, kube: KubeReader, ovn: OvnReader, instance: str) ->
         *kube.list_owned("VirtualMachine", instance),
     ]
     return kubernetes_observed(kube.list_node_subnets(), objects)
+
+
+class NodeNotFound(UserError):
+    """``--node NAME`` names a node the cluster or the NB does not have (kubectl's
+    ``nodes "NAME" not found``): an error, never an empty plan."""
+
+    cause = "node-not-found"
+
+
+def _names(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", … {len(names) - limit} more" if len(names) > limit else "")
+
+
+def require_node(scope: Scope, observed: Observed) -> None:
+    """Refuse (:class:`NodeNotFound`) a node agent's pass or plan whose node is not among the
+    Kubernetes nodes of ``observed`` (the whole read, before the scope's view: an agent's
+    adapter lists its own Node only, a snapshot all of them), or has no logical switch in the
+    NB read (OVN-Kubernetes names a node's switch after the node). Why an error and not a
+    warning: an agent pointed at the wrong node (a typo in ``--node``, the wrong
+    ``OSC_NODE_NAME``, the NB of another zone) would otherwise plan nothing, print "No changes"
+    and exit 0, so it looks converged while it protects nothing; a node that is not set up yet
+    fails the pass, and the loop retries it after its backoff."""
+    if not isinstance(scope, NodeScope):
+        return
+    node = scope.node
+    nodes = sorted(n.name for n in observed.nodes)
+    if node not in nodes:
+        known = f" (its nodes: {_names(nodes)})" if nodes else ""
+        raise NodeNotFound(
+            f'--node {node}: nodes "{node}" not found in the Kubernetes cluster{known}; give '
+            "the name of the node this agent runs on (kubectl get nodes)"
+        )
+    switches = sorted(s.name for s in observed.switches)
+    if node not in switches:
+        holds = f"its logical switches: {_names(switches)}" if switches else "it has none"
+        raise NodeNotFound(
+            f'--node {node}: the OVN Northbound DB has no logical switch "{node}" ({holds}); '
+            f"--ovn-nb must be the NB of {node}'s zone, or OVN-Kubernetes has not set the node "
+            "up yet"
+        )
 
 
 class NoOvn:

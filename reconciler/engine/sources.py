@@ -267,8 +267,9 @@ class SourceTracker:
     def _refuse(self, revision: str | None, errors: list[str]) -> None:
         key = revision or "(local)"
         if self._refused.get(key) != errors:
+            kept = "keeping the last good one" if self.desired is not None else "no valid one yet"
             log.error(
-                "manifests invalid, revision refused; keeping the last good one",
+                f"manifests invalid, revision refused; {kept}",
                 extra={"revision": revision, "kept": self.revision, "errors": errors},
             )
             self.request("refused")  # reconcile the last good one, report in the status

@@ -58,7 +58,7 @@ import json
 from typing import Any
 
 from reconciler.core.ownership import CHAIN
-from reconciler.core.plan import Plan
+from reconciler.core.plan import Change, Plan
 
 FORMAT_VERSION = "1"
 
@@ -97,6 +97,28 @@ def _resource(change: Any) -> dict[str, Any]:
     if isinstance(chain, str):
         out["chain"] = chain.split(",")
     return out
+
+
+def plan_from_dict(data: dict[str, Any]) -> Plan:
+    """The :class:`Plan` a :func:`plan_to_dict` dict describes (a saved plan shown again:
+    ``osc-gitops show FILE``), so every renderer prints it as it printed the original."""
+    meta = dict(data.get("meta") or {})
+    if data.get("protection_changes") is not None or "protection_basis" in meta:
+        meta["protection_changes"] = data.get("protection_changes")
+    changes = tuple(
+        Change(
+            action=change["action"],
+            kind=change["resource"]["kind"],
+            key=change["resource"]["name"],
+            origin=change["resource"]["origin"],
+            node=change["resource"]["node"],
+            before=change["before"],
+            after=change["after"],
+            changed=tuple(change.get("changed") or ()),
+        )
+        for change in data.get("changes") or ()
+    )
+    return Plan(changes, tuple(data.get("warnings") or ()), meta)
 
 
 def render_json(plan: Plan) -> str:

@@ -27,20 +27,37 @@ def basis_line(meta: dict[str, Any]) -> str:
     return str(basis.get("detail") or "")
 
 
+def _pods(pods: list[dict[str, Any]]) -> str:
+    """``2 shop-backend pods``: the count, with the namespace when all are in one."""
+    namespaces = {pod["namespace"] for pod in pods}
+    where = f"{next(iter(namespaces))} " if len(namespaces) == 1 else ""
+    return f"{len(pods)} {where}pod{'' if len(pods) == 1 else 's'}"
+
+
 def headline(change: dict[str, Any]) -> str:
-    """``Binding web-fw (SecurityGroup web → fw): starts steering 1 pod, stops steering 2``."""
-    chain = " → ".join(change.get("vnfs") or ()) or "?"
-    what: list[str] = []
+    """One line per binding saying what happens to its pods, as a reviewer would say it
+    ("37 payments pods lose their ids"): ``Binding db-fw (SecurityGroup db → fw): 2
+    shop-backend pods lose their fw; 2 → 0 pods steered``, ``New Binding web-ips (SecurityGroup
+    web → ips): 2 shop-frontend pods newly steered through ips``, ``Binding old-ids removed
+    (…): …``. A new binding's counts would only repeat its start (0 → n), a removed one's its
+    stop, so only a changed binding shows them."""
+    vnfs = " → ".join(change.get("vnfs") or ()) or "?"
+    through = f"chain {vnfs}" if len(change.get("vnfs") or ()) > 1 else vnfs
+    effects: list[str] = []
     if change["start"]:
-        what.append(f"starts steering {_count(len(change['start']))}")
+        effects.append(f"{_pods(change['start'])} newly steered through {through}")
     if change["stop"]:
-        what.append(f"stops steering {_count(len(change['stop']))}")
-    note = {"added": " (new binding)", "removed": " (binding removed)"}.get(change["change"], "")
-    return (
-        f"Binding {change['binding']}{note} (SecurityGroup {change['security_group']} → "
-        f"{chain}): {', '.join(what)}; {change['steered_before']} → {change['steered_after']} "
-        "pods steered"
-    )
+        one = len(change["stop"]) == 1
+        effects.append(f"{_pods(change['stop'])} {'loses its' if one else 'lose their'} {through}")
+    what = ", ".join(effects)
+    target = f"(SecurityGroup {change['security_group']} → {vnfs})"
+    if change["change"] == "added":
+        return f"New Binding {change['binding']} {target}: {what}"
+    if change["change"] == "removed":
+        return f"Binding {change['binding']} removed {target}: {what}"
+    before, after = change.get("steered_before"), change.get("steered_after")
+    counts = "" if before is None or after is None else f"; {before} → {_count(after)} steered"
+    return f"Binding {change['binding']} {target}: {what}{counts}"
 
 
 def pod_lines(pods: list[dict[str, Any]], sign: str) -> list[str]:
@@ -80,7 +97,7 @@ def text_section(meta: dict[str, Any]) -> list[str]:
         return [f"Protection changes: unknown ({basis})", ""]
     head = "Protection changes" + (f", compared with {basis}" if basis else "") + ":"
     if not changes:
-        return [f"{head} none: the manifests steer the same pods as before.", ""]
+        return [f"{head} no pod starts or stops being steered.", ""]
     lines = [head]
     for change in changes:
         lines.append(f"  {headline(change)}")
@@ -102,7 +119,7 @@ def markdown_section(meta: dict[str, Any]) -> list[str]:
     if basis:
         lines += [f"_Compared with {basis}._", ""]
     if not changes:
-        return [*lines, "None: the manifests steer the same pods as before.", ""]
+        return [*lines, "No pod starts or stops being steered.", ""]
     for change in changes:
         icon = "🔴" if change["stop"] else "🟢"
         lines.append(f"- {icon} {headline(change)}")

@@ -444,7 +444,10 @@ def test_the_comment_leads_with_protection_changes_then_diagrams_then_warnings(
     ]
     assert order == sorted(order)
     assert "_Compared with the manifests in examples/policies._" in body
-    assert "- 🔴 Binding db-firewall (SecurityGroup db → firewall): stops steering 2 pods" in body
+    assert (
+        "- 🔴 Binding db-firewall (SecurityGroup db → firewall): 2 shop-backend pods lose their "
+        "firewall; 2 → 0 pods steered"
+    ) in body
     assert "SecurityGroup `db`:" in body
     assert (
         "Binding db-firewall stops steering 2 pods it steered before (shop-backend: 2); likely "

@@ -71,7 +71,10 @@ def test_a_typo_warns_with_the_binding_the_count_and_the_likely_typo(
     assert out.index(
         "Protection changes, compared with what the live OVN rows of this instance steer now:"
     ) < out.index("osc-gitops will perform the following actions:")
-    assert "Binding db-firewall (SecurityGroup db → firewall): stops steering 2 pods" in out
+    assert (
+        "Binding db-firewall (SecurityGroup db → firewall): 2 shop-backend pods lose their "
+        "firewall; 2 → 0 pods steered" in out
+    )
     assert (
         "! Binding db-firewall stops steering 2 pods it steered before (shop-backend: 2); "
         "likely typo: SecurityGroup db: no pod runs in namespace 'shop-backnd' (did you mean "
@@ -108,7 +111,7 @@ def test_apply_on_a_terminal_asks_and_writes_nothing_without_yes(
     assert cancelled.code == 1
     assert "Do you want to apply these changes? Only 'yes' will be accepted:" in cancelled.err
     assert cancelled.err.rstrip().endswith("error: apply cancelled: nothing was written")
-    assert "Protection changes" in cancelled.out and "stops steering" in cancelled.out
+    assert "Protection changes" in cancelled.out and "loses its firewall" in cancelled.out
     assert run(world, "plan", policies).code == 2  # nothing was written
 
     monkeypatch.setattr("sys.stdin", _Terminal("yes\n"))
@@ -156,10 +159,13 @@ def test_a_plan_from_another_machine_compares_with_the_live_rows(
     typo(policies, "    - shop-backend", "    - shop-backnd")
     result = cli("plan", policies, *elsewhere)
     assert result.code == 2
-    assert "steer now:\n  Binding db-firewall (SecurityGroup db → firewall): stops steering 2 " \
-           "pods; 2 → 0 pods steered\n" in result.out  # fmt: skip
+    assert "steer now:\n  Binding db-firewall (SecurityGroup db → firewall): 2 shop-backend " \
+           "pods lose their firewall; 2 → 0 pods steered\n" in result.out  # fmt: skip
     base = cli("plan", policies, *elsewhere, "--base", policies)
-    assert f"Protection changes, compared with the manifests in {policies}: none" in base.out
+    assert (
+        f"Protection changes, compared with the manifests in {policies}: no pod starts or stops "
+        "being steered."
+    ) in base.out
     central = cli("plan", policies, "--kubeconfig", other, "--kubernetes-only")
     assert central.code == 0, central.err
     assert "Protection changes: unknown (a --kubernetes-only plan reads no OVN rows" in central.out

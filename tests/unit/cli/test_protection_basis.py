@@ -51,8 +51,8 @@ def test_a_snapshot_plan_compares_with_the_rows_it_holds(tmp_path: Path) -> None
     assert (
         f"Protection changes, compared with what the live OVN rows of this instance steer when "
         f"{snapshot} was taken:\n"
-        "  Binding db-firewall (SecurityGroup db → firewall): stops steering 2 pods; 2 → 0 pods "
-        "steered\n"
+        "  Binding db-firewall (SecurityGroup db → firewall): 2 shop-backend pods lose their "
+        "firewall; 2 → 0 pods steered\n"
         "      - shop-backend/db-0 on node-1 (via role=database)\n"
         "      - shop-backend/db-1 on node-2 (via role=database)\n"
     ) in result.out
@@ -63,7 +63,7 @@ def test_a_snapshot_plan_compares_with_the_rows_it_holds(tmp_path: Path) -> None
 
     same = cli("plan", POLICIES, "--observed", snapshot)
     assert same.code == 0
-    assert "steer when" in same.out and "none: the manifests steer the same pods" in same.out
+    assert "steer when" in same.out and "no pod starts or stops being steered" in same.out
 
 
 def test_a_label_typo_lists_the_pods_without_a_label_the_manifests_no_longer_have(

@@ -48,8 +48,8 @@ def test_text_leads_with_the_protection_changes_grouped_by_namespace() -> None:
     head = text.index("Protection changes, compared with the manifests in b/:")
     assert head < text.index("osc-gitops will perform the following actions:")
     assert (
-        "  Binding payments-ids (SecurityGroup payments → ids): stops steering 8 pods; 8 → 0 "
-        "pods steered\n"
+        "  Binding payments-ids (SecurityGroup payments → ids): 8 payments pods lose their ids; "
+        "8 → 0 pods steered\n"
         "      - payments: 8 pods (api-0, api-1, api-2, …; node-1: 4, node-2: 4; via app=api)\n"
     ) in text
     assert "! Binding payments-ids stops steering 8 pods it steered before (payments: 8); " in text
@@ -72,7 +72,8 @@ def test_markdown_leads_with_protection_then_diagrams_then_warnings_then_rows() 
         md.index("#### Rows"),
     ]
     assert order == sorted(order)
-    assert "- 🔴 Binding payments-ids (SecurityGroup payments → ids): stops steering 8 pods" in md
+    assert "- 🔴 Binding payments-ids (SecurityGroup payments → ids): 8 payments pods lose " \
+           "their ids; 8 → 0 pods steered" in md  # fmt: skip
     assert "- payments: 8 pods (api-0, api-1, api-2, …" in md
     assert "SecurityGroup `payments`:" in md and "SecurityGroup `web`:" not in md
 
@@ -112,3 +113,18 @@ def test_unknown_basis_renders_as_unknown() -> None:
                     {"source": "none", "detail": "nothing to compare with"})  # fmt: skip
     assert "Protection changes: unknown (nothing to compare with)" in render(plan, "text")
     assert json.loads(render(plan, "json"))["protection_changes"] is None
+
+
+def test_headline_of_a_chain_with_pods_starting_and_stopping() -> None:
+    from reconciler.render.protection import headline
+
+    pod = {"namespace": "shop", "pod": "web-1", "node": "node-1", "label": "app=web",
+           "vnfs": ["ips", "firewall"]}  # fmt: skip
+    other = {**pod, "namespace": "pay", "pod": "api-1"}
+    change = {"binding": "web-chain", "security_group": "web", "vnfs": ["ips", "firewall"],
+              "change": "changed", "start": [pod, other], "stop": [pod],
+              "steered_before": 3, "steered_after": 4}  # fmt: skip
+    assert headline(change) == (
+        "Binding web-chain (SecurityGroup web → ips → firewall): 2 pods newly steered through "
+        "chain ips → firewall, 1 shop pod loses its chain ips → firewall; 3 → 4 pods steered"
+    )
