@@ -258,7 +258,7 @@ class PortGroupPods:
     no pod check. Both shipped backends are such; inherit it to say so."""
 
     def depends_on_pods(self, resource: Resource) -> bool:
-        return resource.kind == "Port_Group"
+        return resource.kind == "Port_Group" and resource.origin.startswith("SecurityGroup/")
 
     def pod_fields(self, resource: Resource, pods: NodePods) -> dict[str, Any]:
         return {"ports": pods.member_names(resource.origin.partition("/")[2])}
