@@ -30,14 +30,16 @@ def configure_sandbox(parser: argparse.ArgumentParser) -> None:
             "Start OVN (NB, SB and northd) and a Kubernetes API emulator in the background, "
             "seeded from a cluster description as OVN-Kubernetes would, and print "
             "`export OSC_OVN_NB=… OSC_OVN_SB=… KUBECONFIG=… OSC_OVN_TRACE=…` on stdout. Pods "
-            "created or deleted with kubectl get (or lose) their OVN port while it runs."
+            "created or deleted with kubectl get (or lose) their OVN port while it runs. "
+            "Without --datapath nothing forwards packets, so no VNF passes OVN's health checks."
         ),
         epilog=(
             "examples:\n"
             '  eval "$(osc-gitops sandbox up)"\n'
             "  kubectl get pods -A\n"
             "  osc-gitops plan examples/policies\n"
-            '  eval "$(osc-gitops sandbox up --cluster my-cluster/ --ovn 23.03)"\n\n'
+            '  eval "$(osc-gitops sandbox up --cluster my-cluster/ --ovn 23.03)"\n'
+            '  eval "$(sudo -E osc-gitops sandbox up --datapath)"   # packets through the VNFs\n\n'
             "exit codes: 0 up (or already up with the same options), 1 error"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -51,6 +53,12 @@ def configure_sandbox(parser: argparse.ArgumentParser) -> None:
         "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
         help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
         "steering); 23.03: the host's Debian OVN (use --steering router-policy). Default 26.03",
+    )  # fmt: skip
+    start.add_argument(
+        "--datapath", action="store_true",
+        help="also run the data path (root only): OVS and ovn-controller, every pod and a VNF "
+        "guest per VirtualMachine instance in network namespaces, so VNFs pass OVN's health "
+        "checks and traffic is steered through them",
     )  # fmt: skip
     start.add_argument("--dir", default=None, metavar="DIR", help=folder_help)
     stop = actions.add_parser(
@@ -73,6 +81,8 @@ def run_sandbox(args: argparse.Namespace) -> int:
     action = next(iter(found)).load()
     folder = args.dir or os.environ.get("OSC_SANDBOX_DIR") or None
     if args.action == "up":
+        if args.datapath:
+            return int(action(folder, args.cluster, args.ovn, datapath=True))
         return int(action(folder, args.cluster, args.ovn))
     return int(action(folder))
 

@@ -133,14 +133,27 @@ def compile_target(
 
 
 def compile_full(
-    desired: Desired, observed: Observed, options: CompileOptions | None = None
+    desired: Desired,
+    observed: Observed,
+    options: CompileOptions | None = None,
+    *,
+    potential: bool = True,
 ) -> Compiled:
-    """:func:`compile_target`, keeping what the incremental planner needs (:class:`Compiled`)."""
+    """:func:`compile_target`, keeping what the incremental planner needs (:class:`Compiled`).
+
+    ``potential=False`` (a one-shot plan, which has no later pass to prepare for) keeps out the
+    rows of pairs that cannot be present (no member, no live Port_Group): the target is the
+    same, ``Compiled.potential`` holds only the rows of the pairs that can be present."""
     options = options or CompileOptions()
     backend = choose_backend(desired, observed, options)
-    out = TargetBuilder(options.instance)
-    instances = _vnf_instances(desired, observed, backend, out)
     members = members_by_group_and_node(desired, observed.pods, observed.pod_ports)
+    out = TargetBuilder(options.instance)
+    if not potential:
+        out.only_pairs = frozenset(
+            {(group, node) for group, nodes in members.items() for node in nodes}
+            | set(live_pairs(observed))
+        )
+    instances = _vnf_instances(desired, observed, backend, out)
     pods = pods_by_node(members, observed.pod_ports)
     check_pods(backend, instances.values(), pods)
     for inst in instances.values():
@@ -171,6 +184,17 @@ def compile_full(
         states=states,
         health_read=frozenset(out.health_read),
     )
+
+
+def live_pairs(observed: Observed) -> Iterable[Pair]:
+    """The (group, node) pairs of our live Port_Groups (a held pair's anchor among them)."""
+    prefix = "SecurityGroup/"
+    for row in observed.ovn_rows:
+        if row.table == "Port_Group":
+            ids = row.fields.get("external_ids") or {}
+            origin, node = ids.get(own.RESOURCE, ""), ids.get(own.NODE)
+            if origin.startswith(prefix) and node:
+                yield origin[len(prefix) :], node
 
 
 def live_port_groups(observed: Observed) -> dict[str, dict[str, Any]]:

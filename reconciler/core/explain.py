@@ -41,7 +41,7 @@ from reconciler.core.observed import Observed, Pod, PodPort
 from reconciler.core.plan import Change
 from reconciler.core.planning import CompiledPlan
 from reconciler.core.selectors import matches_selector
-from reconciler.core.steering import common
+from reconciler.core.steering import common, services
 from reconciler.core.steering.base import directions
 from reconciler.core.target import Resource
 from reconciler.errors import UserError
@@ -300,7 +300,10 @@ def explain_pod(
 
     rows = _rows(planned, observed, pod, node, bindings)
     warnings += _binding_warnings(views, on_node, tiered, backend.name)
-    warnings += _cluster_warnings(desired, observed, pod, node, views, backend.name)
+    instance = str(planned.plan.meta.get("instance", own.DEFAULT_INSTANCE))
+    warnings += _cluster_warnings(
+        desired, observed, pod, node, views, backend.name, instance, planned.target
+    )
     status = _status(groups, views, rows, held_idents(planned.plan))
     for view in views:
         if view.held:
@@ -489,8 +492,9 @@ def _rows(
     bindings: Sequence[Binding],
 ) -> list[RowView]:
     """The rows that steer the pod, compiled or live: the Port_Groups holding its port, the
-    ACLs or router policies naming them, the groups, functions and probes those reach, and
-    the data ports of the VNF instances on the pod's node its bindings use."""
+    ACLs or router policies naming them, the groups, functions and probes those reach, the
+    data ports of the VNF instances on the pod's node its bindings use, and the Port_Group
+    that makes those ports stateless beside load balancers (with its two ACLs)."""
     compiled: dict[tuple[str, str], Resource] = {
         ident: res for ident, res in planned.target.resources.items() if res.is_ovn
     }
@@ -539,10 +543,15 @@ def _rows(
         and res.node == node
         and (res.origin in vnfs or (res.fields.get("external_ids") or {}).get(own.CHAIN) in chains)
     }
+    stateless: set[tuple[str, str]] = set()
+    if node is not None and bindings:  # the VNF ports made stateless beside load balancers
+        instance = str(planned.plan.meta.get("instance", own.DEFAULT_INSTANCE))
+        pg = services.stateless_port_group(instance, node)
+        stateless = {("Port_Group", pg), *select("ACL", lambda f: f.get("port_group") == pg)}
     changes = _changes_by_ident((planned.untransitioned or planned.plan).changes)
     views: list[RowView] = []
     for ident in sorted(
-        {*pgs, *steering, *nfgs, *nfs, *checks, *ports},
+        {*pgs, *steering, *nfgs, *nfs, *checks, *ports, *stateless},
         key=lambda i: (ROW_ORDER.index(i[0]) if i[0] in ROW_ORDER else 99, i[1]),
     ):
         if ident not in every:
@@ -652,6 +661,8 @@ def _cluster_warnings(
     node: str | None,
     views: Sequence[BindingView],
     steering: str,
+    instance: str,
+    planned_target: Iterable[Resource] = (),
 ) -> list[str]:
     out: list[str] = []
     steering_views = [v for v in views if v.steers]
@@ -674,11 +685,12 @@ def _cluster_warnings(
         )
     switch = next((s for s in observed.switches if s.name == node), None)
     if steering == "network-function" and switch is not None and switch.load_balancers:
-        out.append(
-            f"switch {node} has load balancers (OVN-Kubernetes' Service group?): OVN does not "
-            "support Network Function insertion together with load balancers on one switch, so "
-            f"Binding {', '.join(v.name for v in steering_views)} may not steer this pod"
+        twice = any(
+            r.kind == "ACL" and r.node == node and r.key.endswith(".crossed")
+            for r in planned_target
         )
+        names = (v.name for v in steering_views)
+        out.append(services.pod_note(instance, switch.name, names, twice=twice))
     for vnf in sorted({v.vnf for v in steering_views if isinstance(v.vnf, str)}):
         if not desired.vnfs[vnf].spec.healthCheck.enabled and steering == "network-function":
             out.append(

@@ -48,10 +48,14 @@ def plan_meta(compiled: Compiled, observed: Observed, options: CompileOptions) -
     }
 
 
-def compile_plan(desired: Desired, observed: Observed, options: CompileOptions) -> CompiledPlan:
+def compile_plan(
+    desired: Desired, observed: Observed, options: CompileOptions, *, potential: bool = True
+) -> CompiledPlan:
     """Compile everything and diff it against everything we own. A node agent's options
-    (:class:`~reconciler.core.slicing.AgentOptions`) mark its node's rows as the agent's."""
-    compiled = compile_full(desired, observed, options)
+    (:class:`~reconciler.core.slicing.AgentOptions`) mark its node's rows as the agent's.
+    ``potential=False``: nothing will plan from this compile again, so the rows of pairs that
+    cannot be present are not built (:func:`~reconciler.core.compile.compile_full`)."""
+    compiled = compile_full(desired, observed, options, potential=potential)
     if isinstance(options, AgentOptions):
         compiled = mark_agent_rows(compiled, options.node)
     live = live_state(observed.ovn_rows, observed.kube_objects)
@@ -62,7 +66,7 @@ def compile_plan(desired: Desired, observed: Observed, options: CompileOptions) 
 
 def make_plan(desired: Desired, observed: Observed, options: CompileOptions) -> Plan:
     """The changes that would make the live state equal the manifests."""
-    return compile_plan(desired, observed, options).plan
+    return compile_plan(desired, observed, options, potential=False).plan
 
 
 class FullPlanner:

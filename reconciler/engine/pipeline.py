@@ -127,7 +127,7 @@ class _Compiling:
     def plan(
         self, desired: Desired, observed: Observed, options: CompileOptions, *, full: bool = False
     ) -> Plan:
-        self.compiled = compile_plan(desired, observed, options)
+        self.compiled = compile_plan(desired, observed, options, potential=False)
         return self.compiled.plan
 
 

@@ -12,17 +12,29 @@ and ``kubectl`` at it::
     osc-gitops plan examples/policies
     osc-gitops sandbox down
 
-While it runs, the session plays OVN-Kubernetes for what you do through the API: a pod you
-create (``kubectl run``, ``kubectl apply``) is placed on a node when it names none, given an
-address (the ``k8s.ovn.org/pod-networks`` annotation) and its logical switch port; a pod you
-delete loses its port. Relabelling (``kubectl label``) needs nothing from it.
+While it runs, the session plays OVN-Kubernetes and the kubelets for what you do through the
+API (:mod:`osc_gitops_sandbox.session_player`): a pod you create (``kubectl run``, ``kubectl
+apply``) is placed on a node when it names none, given an address (the
+``k8s.ovn.org/pod-networks`` annotation) and its logical switch port, and reported running; a
+pod you delete loses its port. Relabelling (``kubectl label``) needs nothing from it.
+
+There is no data path by default: no ``ovn-controller`` and no VNF guest, so no VNF ever answers
+OVN's health checks and a health-checked binding never steers (``explain --trace`` says NOT
+STEERED). ``up --datapath`` (root) adds the data path the packet tests use
+(:mod:`osc_gitops_sandbox.datapath`): OVS 4.0 userspace and ``ovn-controller`` per chassis,
+every pod plugged in a network namespace, and a VNF guest (a namespace bridging its two NICs, or
+routing for 23.03) for every VirtualMachine instance the user's ``apply`` creates, so VNFs pass
+their health checks and traffic is steered through them.
 
 Everything lives in one folder (``--dir``, ``OSC_SANDBOX_DIR``, default
 ``~/.cache/osc-gitops/sandbox``): ``session.json`` (what ``up`` printed, and the session's pid),
 ``session.log``, the databases and sockets under ``world/``, and ``bin/`` with ``ovn-nbctl``,
 ``ovn-sbctl`` and ``ovn-trace`` wrappers of the sandbox's own OVN (the NB/SB as defaults).
-``down`` stops the session (SIGTERM; its OVN daemons die with it: they are started with the
-parent-death signal) and removes the folder.
+``down`` stops the session (SIGTERM: it stops its daemons and removes its network namespaces
+and veths; the daemons also die with it, started with the parent-death signal), then, should
+the session have died without cleaning up, kills the daemons ``session.json`` lists by PID
+(only a process whose command line names the sandbox folder), removes the network namespaces
+of the dead session, and removes the folder.
 """
 
 from __future__ import annotations
@@ -78,13 +90,19 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def read_state(folder: Path) -> dict[str, Any] | None:
-    """The running session's ``session.json`` (``None`` when there is none, or it died)."""
+def _state_file(folder: Path) -> dict[str, Any] | None:
+    """``session.json`` as written, whether its session still runs or not."""
     try:
         state = json.loads((folder / STATE).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(state, dict) or not _alive(int(state.get("pid", 0))):
+    return state if isinstance(state, dict) else None
+
+
+def read_state(folder: Path) -> dict[str, Any] | None:
+    """The running session's ``session.json`` (``None`` when there is none, or it died)."""
+    state = _state_file(folder)
+    if state is None or not _alive(int(state.get("pid", 0))):
         return None
     return state
 
@@ -108,21 +126,37 @@ def command(action: str, folder: Path) -> str:
     return f"osc-gitops sandbox {action} --dir {shlex.quote(str(folder))}"
 
 
+NO_DATAPATH_HINT = (
+    "No data path: nothing forwards for a VNF here, so no VNF ever passes OVN's health checks "
+    "and a binding with a health-checked VNF is never steered (explain --trace says NOT "
+    "STEERED). For packets through the VNFs, run as root: osc-gitops sandbox up --datapath\n"
+)
+
+
 def _summary(state: Mapping[str, Any], folder: Path) -> str:
-    return (
-        f"osc-gitops sandbox is up (pid {state['pid']}): OVN {state['ovn']} NB+SB+northd and a "
-        f"Kubernetes API emulator at {state['api']}, seeded from {state['cluster']} "
+    datapath = state.get("datapath", False)
+    parts = (
+        f"osc-gitops sandbox is up (pid {state['pid']}): OVN {state['ovn']} NB+SB+northd"
+        + (", OVS and ovn-controller (pods and VNF guests in network namespaces)" if datapath
+           else "")
+        + f" and a Kubernetes API emulator at {state['api']}, seeded from {state['cluster']} "
         f"({state['nodes']} nodes, {state['pods']} pods).\n"
         f'Set the variables in your shell with: eval "$({command("up", folder)})"; then\n'
         "  kubectl get pods -A\n"
         "  osc-gitops plan examples/policies        # or your own manifests\n"
         f"OVN tools of this sandbox: {state['bin']} (ovn-nbctl, ovn-sbctl, ovn-trace)\n"
         f"Stop it with: {command('down', folder)}\n"
-    )
+    )  # fmt: skip
+    return parts if datapath else parts + NO_DATAPATH_HINT
 
 
-def up(state_dir: str | None, cluster_dir: str | None, ovn_version: str | None) -> int:
-    """Start the session (or report the one running) and print its exports."""
+def up(
+    state_dir: str | None, cluster_dir: str | None, ovn_version: str | None,
+    datapath: bool = False,
+) -> int:  # fmt: skip
+    """Start the session (or report the one running) and print its exports; ``datapath``:
+    with OVS, ovn-controller, pods and VNF guests (root only)."""
+    from osc_gitops_sandbox.datapath import datapath_unavailable_reason
     from osc_gitops_sandbox.datapath_world import DEFAULT_OVN, OVN_VERSIONS
     from osc_gitops_sandbox.ovn import ovn_unavailable_reason
 
@@ -133,10 +167,15 @@ def up(state_dir: str | None, cluster_dir: str | None, ovn_version: str | None) 
     seed = _cluster_dir(cluster_dir)
     running = read_state(folder)
     if running is not None:
-        if running["ovn"] != version or running["cluster"] != str(seed):
+        if (
+            running["ovn"] != version
+            or running["cluster"] != str(seed)
+            or running.get("datapath", False) != datapath
+        ):
+            with_dp = " with --datapath" if running.get("datapath") else " without --datapath"
             raise UserError(
                 f"a sandbox is already up in {folder} (OVN {running['ovn']}, cluster "
-                f"{running['cluster']}): run `{command('down', folder)}` first"
+                f"{running['cluster']}{with_dp}): run `{command('down', folder)}` first"
             )
         sys.stdout.write(exports(running))
         print(f"(already up) {_summary(running, folder)}", end="", file=sys.stderr)
@@ -145,16 +184,26 @@ def up(state_dir: str | None, cluster_dir: str | None, ovn_version: str | None) 
     if reason:
         other = ", or try --ovn 23.03" if version != "23.03" else ""
         raise UserError(f"the sandbox on OVN {version} cannot run here: {reason}{other}")
+    if datapath:
+        if os.geteuid() != 0:
+            raise UserError(
+                "--datapath needs root: it creates network namespaces and veths and runs "
+                "ovs-vswitchd (run it as root, or without --datapath: then no VNF passes OVN's "
+                "health checks)"
+            )
+        reason = datapath_unavailable_reason(OVN_VERSIONS[version].distribution)
+        if reason:
+            raise UserError(f"--datapath cannot run here: {reason}")
     _check_seed(seed)
     _remove(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / LOG, "ab") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "osc_gitops_sandbox.session", "serve", str(folder),
-             str(seed), version],
+             str(seed), version, "datapath" if datapath else "plain"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
         )  # fmt: skip
-    deadline = time.monotonic() + START_TIMEOUT
+    deadline = time.monotonic() + START_TIMEOUT * (2 if datapath else 1)
     while (state := read_state(folder)) is None or state["pid"] != proc.pid:
         if proc.poll() is not None:
             raise UserError(
@@ -178,6 +227,8 @@ def down(state_dir: str | None) -> int:
     state = read_state(folder)
     if state is None:
         existed = folder.exists()
+        if existed and _ours(folder):
+            _clean_leftovers(folder, _state_file(folder))
         _remove(folder)
         print(
             f"no sandbox is up in {folder}"
@@ -194,9 +245,34 @@ def down(state_dir: str | None) -> int:
     if _alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
+    _clean_leftovers(folder, state)
     _remove(folder)
     print(f"sandbox stopped (pid {pid}) and {folder} removed", file=sys.stderr)
     return 0
+
+
+def _clean_leftovers(folder: Path, state: Mapping[str, Any] | None) -> None:
+    """What a session that died without cleaning up leaves: its daemons (by the PIDs
+    ``session.json`` lists, only while their command line names ``folder``: a PID may have been
+    reused) and its network namespaces (``osc-dp-<session pid>-…``, with their veths)."""
+    if state is None:
+        return
+    for pid in state.get("pids") or []:
+        try:
+            cmdline = Path(f"/proc/{int(pid)}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if str(folder.resolve()).encode() in cmdline or str(folder).encode() in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    if state.get("datapath") and os.geteuid() == 0:
+        from osc_gitops_sandbox.netns import NETNS_DIR, NETNS_PREFIX, delete_netns
+
+        prefix = f"{NETNS_PREFIX}{int(state['pid'])}-"
+        with contextlib.suppress(FileNotFoundError):
+            for entry in sorted(NETNS_DIR.iterdir()):
+                if entry.name.startswith(prefix) and not _alive(int(state["pid"])):
+                    delete_netns(entry.name)
 
 
 def _ours(folder: Path) -> bool:
@@ -204,7 +280,7 @@ def _ours(folder: Path) -> bool:
     if not folder.is_dir():
         return False
     names = {p.name for p in folder.iterdir()}
-    return not names or bool(names & {STATE, LOG, "world", "bin"})
+    return not names or bool(names & {STATE, LOG, "world", "bin", "dp"})
 
 
 def _remove(folder: Path) -> None:
@@ -262,76 +338,6 @@ def _check_seed(folder: Path) -> None:
 # -- the session process --------------------------------------------------------------------------
 
 
-class OvnKubernetesPlayer:
-    """Plays OVN-Kubernetes for pods created or deleted through the API while the sandbox runs:
-    places a pod without ``spec.nodeName`` on a node (in turn), gives it an address and its
-    LSP, and removes the LSP of a deleted pod (or of a pod recreated under the same name)."""
-
-    def __init__(self, cluster: Any) -> None:
-        from osc_gitops_sandbox.cluster import PodAddresses, node_subnet
-
-        self.cluster = cluster
-        self.addresses = PodAddresses()
-        self.nodes: list[str] = []
-        for node in cluster.kube.objects("Node"):
-            name = node["metadata"]["name"]
-            self.addresses.add_node(name, node_subnet(node))
-            self.nodes.append(name)
-        self.known: dict[tuple[str, str], str] = {}
-        self._turn = 0
-        for pod in cluster.kube.objects("Pod"):
-            self._adopt(pod)
-
-    def _adopt(self, pod: Mapping[str, Any]) -> bool:
-        """A pod that already has its address and port (seeded): remember it."""
-        from osc_gitops_sandbox.cluster import POD_NETWORKS, seed_pod_of
-
-        meta = pod["metadata"]
-        if POD_NETWORKS not in (meta.get("annotations") or {}) or not pod["spec"].get("nodeName"):
-            return False
-        self.addresses.observe(seed_pod_of(pod))
-        self.known[(meta["namespace"], meta["name"])] = meta["uid"]
-        return True
-
-    def sync(self) -> None:
-        from osc_gitops_sandbox.cluster import (
-            api_request,
-            delete_lsp,
-            insert_pod_lsps,
-            pod_object,
-        )
-        from osc_gitops_sandbox.ovn import SeedPod
-
-        current: dict[tuple[str, str], str] = {}
-        for pod in self.cluster.kube.objects("Pod"):
-            meta = pod["metadata"]
-            ident = (meta["namespace"], meta["name"])
-            current[ident] = meta["uid"]
-            if self.known.get(ident) == meta["uid"]:
-                continue
-            if ident in self.known:  # recreated under the same name: a new pod, a new port
-                delete_lsp(self.cluster.nb_remote, f"{ident[0]}_{ident[1]}")
-            node = pod["spec"].get("nodeName") or self.nodes[self._turn % len(self.nodes)]
-            self._turn += 1
-            if node not in self.nodes:
-                self.known[ident] = meta["uid"]  # not a node of the sandbox: no port
-                continue
-            mac, ip, prefixlen = self.addresses.allocate(node)
-            placed = pod_object(ident[0], ident[1], node, meta.get("labels"), mac, ip, prefixlen)
-            patch = {"metadata": {"annotations": placed["metadata"]["annotations"]},
-                     "spec": {"nodeName": node}}  # fmt: skip
-            path = f"/api/v1/namespaces/{ident[0]}/pods/{ident[1]}"
-            try:
-                api_request(self.cluster.kube, "PATCH", path, patch)
-            except RuntimeError:
-                continue  # deleted meanwhile
-            insert_pod_lsps(self.cluster.nb_remote, [SeedPod(*ident, meta["uid"], node, mac, ip)])
-            self.known[ident] = meta["uid"]
-        for ident in set(self.known) - set(current):
-            delete_lsp(self.cluster.nb_remote, f"{ident[0]}_{ident[1]}")
-            del self.known[ident]
-
-
 def _wrappers(folder: Path, dist: Any, nb: str, sb: str) -> Path:
     """``bin/`` with the sandbox's own OVN tools, the NB/SB as their defaults."""
     bin_dir = folder / "bin"
@@ -349,23 +355,36 @@ def _wrappers(folder: Path, dist: Any, nb: str, sb: str) -> Path:
     return bin_dir
 
 
-def serve(folder: Path, seed: Path, version: str) -> int:
-    """The session: start, seed, publish ``session.json``, play OVN-Kubernetes until SIGTERM."""
+def serve(folder: Path, seed: Path, version: str, datapath: bool = False) -> int:
+    """The session: start, seed, publish ``session.json``, play OVN-Kubernetes and the kubelets
+    (and, with ``datapath``, run the chassis, pods and VNF guests) until SIGTERM."""
     from osc_gitops_sandbox.cluster import SandboxCluster, load_seed_dir
     from osc_gitops_sandbox.datapath_world import OVN_VERSIONS
+    from osc_gitops_sandbox.session_player import ClusterPlayer
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     distribution = OVN_VERSIONS[version].distribution
-    with SandboxCluster(folder / "world", distribution=distribution, northd=True) as cluster:
+    with contextlib.ExitStack() as stack:
+        cluster = stack.enter_context(
+            SandboxCluster(folder / "world", distribution=distribution, northd=True)
+        )
         nodes, pods, namespaces = load_seed_dir(seed)
         placed = [p for p in pods if (p.get("metadata", {}).get("annotations") or {}).get(
             "k8s.ovn.org/pod-networks") and (p.get("spec") or {}).get("nodeName")]  # fmt: skip
         cluster.seed(nodes, placed, namespaces)
         if len(placed) < len(pods):  # the others the player places, addresses and wires
             cluster.kube.add_objects([p for p in pods if p not in placed])
-        player = OvnKubernetesPlayer(cluster)
+        dp = None
+        if datapath:
+            from osc_gitops_sandbox.datapath import Datapath
+
+            dp = stack.enter_context(
+                Datapath(cluster, folder / "dp", chassis_per_node=len(nodes) > 2)
+            )
+        player = ClusterPlayer(cluster, dp)
+        player.plug_all()
         player.sync()
         ovn_version = cluster.distribution.version("ovn-northd")
         bin_dir = _wrappers(folder, cluster.distribution, cluster.nb_remote, cluster.ovn.sb_remote)
@@ -383,6 +402,8 @@ def serve(folder: Path, seed: Path, version: str) -> int:
             "pods": len(pods),
             "bin": str(bin_dir),
             "trace": str(bin_dir / "ovn-trace"),
+            "datapath": datapath,
+            "pids": [*cluster.ovn.pids, *(dp.pids if dp is not None else [])],
         }
         tmp = folder / (STATE + ".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -399,6 +420,9 @@ def serve(folder: Path, seed: Path, version: str) -> int:
 
 
 if __name__ == "__main__":  # the session process ``up`` starts
-    if len(sys.argv) != 5 or sys.argv[1] != "serve":
-        sys.exit("usage: python -m osc_gitops_sandbox.session serve DIR CLUSTER_DIR OVN_VERSION")
-    sys.exit(serve(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4]))
+    if len(sys.argv) != 6 or sys.argv[1] != "serve" or sys.argv[5] not in ("datapath", "plain"):
+        sys.exit(
+            "usage: python -m osc_gitops_sandbox.session serve DIR CLUSTER_DIR OVN_VERSION "
+            "datapath|plain"
+        )
+    sys.exit(serve(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], sys.argv[5] == "datapath"))

@@ -26,6 +26,10 @@ from pathlib import Path
 import pytest
 from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, world
 
+BESIDE_SERVICES = "OSC_DATAPATH_SERVICES"
+"""``OSC_DATAPATH_SERVICES=1``: every OVN 26.03 world carries a ClusterIP Service on every
+node switch (see :func:`_world`)."""
+
 
 def _world(ovn: str, workdir: Path, topology: str = "single") -> Iterator[World]:
     if os.geteuid() != 0:
@@ -35,6 +39,13 @@ def _world(ovn: str, workdir: Path, topology: str = "single") -> Iterator[World]
     # before (held rows steer nothing: their Port_Group is empty).
     with pytest.MonkeyPatch.context() as env, world(ovn, workdir=workdir, topology=topology) as w:
         env.setenv("OSC_EMPTY_GRACE", "0")
+        if os.environ.get(BESIDE_SERVICES) == "1" and ovn == "26.03":
+            # As in an OVN-Kubernetes cluster: a Service's load balancer on every node switch
+            # for the whole world, so every test runs beside load balancers (the VNF ports
+            # stateless there). Not in CI: a manual check of the whole suite (docs/datapath.md).
+            with w.service("everywhere", "10.96.255.1", 80, ["client-d"], 8080):
+                yield w
+            return
         yield w
 
 

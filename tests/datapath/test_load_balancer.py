@@ -2,10 +2,11 @@
 
 OVN documents Network Function insertion together with a load balancer on the same switch as
 unsupported, and OVN-Kubernetes puts its Service load-balancer group on every node switch, so
-this is what users will meet. The plan warns; this module records what OVN 26.03 actually does
-on one chassis (both node switches here are served by one ovn-controller), so the warning can
-say what was measured: a Service VIP ``10.96.0.10:80`` -> ``web-a:8080`` in a
-``Load_Balancer_Group`` on both node switches, ``web-a`` steered both ways.
+this is what users will meet. The product makes its VNF ports stateless there (and the plan
+says so); this module records what OVN 26.03 does on one chassis (both node switches here are
+served by one ovn-controller): a plain Service VIP ``10.96.0.10:80`` -> ``web-a:8080`` on both
+node switches directly (``tests/datapath/test_services.py`` has OVN-Kubernetes' group and
+options on two chassis), ``web-a`` steered both ways.
 """
 
 from __future__ import annotations
@@ -32,25 +33,30 @@ def service(nf_fresh: World) -> Iterator[World]:
     web = nf_fresh.pod("web-a")
     lb = ovn.nbctl("create", "Load_Balancer", "name=svc-web", "protocol=tcp",
                    f'vips:"{VIP}:{VIP_PORT}"="{web.ip}:{PORT}"').strip()  # fmt: skip
-    group = ovn.nbctl("create", "Load_Balancer_Group", "name=clusterLBGroup",
-                      f"load_balancer={lb}").strip()  # fmt: skip
-    for node in ("node-1", "node-2"):
-        ovn.nbctl("set", "Logical_Switch", node, f"load_balancer_group={group}")
+    for node in ("node-1", "node-2"):  # on the switches directly (OVN-Kubernetes: a group)
+        ovn.nbctl("add", "Logical_Switch", node, "load_balancer", lb)
     try:
         nf_fresh.label("web-a", "web")
         nf_fresh.apply()
         yield nf_fresh
     finally:
         for node in ("node-1", "node-2"):
-            ovn.nbctl("clear", "Logical_Switch", node, "load_balancer_group")
-        ovn.nbctl("destroy", "Load_Balancer_Group", group, "--", "destroy", "Load_Balancer", lb)
+            ovn.nbctl("remove", "Logical_Switch", node, "load_balancer", lb)
+        ovn.nbctl("destroy", "Load_Balancer", lb)
         nf_fresh.dp.wait_hv()
 
 
-def test_the_plan_warns_about_load_balancers_on_a_steered_switch(service: World):
+def test_the_plan_makes_the_vnf_ports_stateless_beside_load_balancers(service: World):
     plan = service.outputs[-1]
-    for node in ("node-1", "node-2"):
-        assert f"switch {node} has load balancers" in plan
+    assert "switches node-1, node-2 have load balancers" in plan
+    matches = service.cluster.ovn.nbctl(
+        "--bare", "--columns=match", "find", "ACL", "action=allow-stateless"
+    ).split("\n")
+    assert sorted(m for m in matches if m) == sorted(
+        f"{side} == @osc._vnf_ports.{node} && ip"
+        for node in ("node_1", "node_2")
+        for side in ("inport", "outport")
+    )
 
 
 def test_direct_and_service_traffic_is_still_steered_both_ways_on_one_chassis(service: World):

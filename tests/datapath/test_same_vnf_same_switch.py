@@ -77,7 +77,11 @@ def _crossed_acls(w: World) -> list[str]:
     keys = []
     for row in rows:
         ids = ovsdb_rpc.from_atom(row["external_ids"])
-        if "osc.io/key" in ids and ovsdb_rpc.from_atom(row["network_function_group"]) == []:
+        if (
+            "osc.io/key" in ids
+            and ovsdb_rpc.from_atom(row["network_function_group"]) == []
+            and "_vnf_ports" not in ids["osc.io/key"]  # beside load balancers: stateless ports
+        ):
             keys.append(ids["osc.io/key"])
     return sorted(keys)
 

@@ -345,6 +345,30 @@ def test_field_selectors(core: client.CoreV1Api) -> None:
 
 
 @pytest.mark.usefixtures("labelled")
+def test_lists_follow_pods_that_come_and_go(
+    kube_server: KubeApiServer, core: client.CoreV1Api
+) -> None:
+    """Pages of an unfiltered list come from the kind's keys kept in order between changes:
+    a pod created or deleted shows in the next list."""
+
+    def every(limit: int) -> list[str]:
+        got, cont = [], None
+        while True:
+            page = core.list_pod_for_all_namespaces(limit=limit, _continue=cont)
+            got += [p.metadata.name for p in page.items]
+            if not page.metadata._continue:
+                return got
+            assert page.metadata.remaining_item_count == 5 - len(got)
+            cont = page.metadata._continue
+
+    assert every(2) == ["bare", "db-1", "api-1", "web-1", "web-2"]
+    kube_server.add_objects([pod("aa", "data", {}, "n1")])
+    core.delete_namespaced_pod("web-1", "shop")
+    assert every(2) == ["aa", "bare", "db-1", "api-1", "web-2"]
+    assert every(10) == every(1)
+
+
+@pytest.mark.usefixtures("labelled")
 def test_a_nodes_pods_follow_moves_and_deletes(
     core: client.CoreV1Api, api_client: client.ApiClient
 ) -> None:

@@ -106,9 +106,9 @@ def test_create_label_delete(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: made-by-kubectl\n  namespace: shop\n"
         "  labels: {tier: web}\nspec:\n  containers:\n  - name: c\n    image: nginx\n"
     )
-    created = run(kubectl, kubeconfig, "create", "-f", str(manifest), "--validate=false")
+    created = run(kubectl, kubeconfig, "create", "-f", str(manifest))
     assert ok(created).strip() == "pod/made-by-kubectl created"
-    again = run(kubectl, kubeconfig, "create", "-f", str(manifest), "--validate=false")
+    again = run(kubectl, kubeconfig, "create", "-f", str(manifest))
     assert again.returncode != 0 and "AlreadyExists" in again.stderr
 
     ok(
@@ -141,7 +141,7 @@ def test_create_label_delete(
 def test_invalid_name_via_kubectl(kubectl: str, kubeconfig: str, tmp_path: Path) -> None:
     manifest = tmp_path / "bad.yaml"
     manifest.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: Bad_Name}\nspec: {}\n")
-    result = run(kubectl, kubeconfig, "create", "-f", str(manifest), "--validate=false")
+    result = run(kubectl, kubeconfig, "create", "-f", str(manifest))
     assert result.returncode != 0
     assert "is invalid" in result.stderr and "Bad_Name" in result.stderr
 
@@ -155,9 +155,9 @@ def test_apply_twice_updates(
         "  namespace: default\n  labels: {{v: '{v}'}}\nspec:\n  runStrategy: {rs}\n"
     )
     manifest.write_text(body.format(v=1, rs="Always"))
-    ok(run(kubectl, kubeconfig, "apply", "-f", str(manifest), "--validate=false"))
+    ok(run(kubectl, kubeconfig, "apply", "-f", str(manifest)))
     manifest.write_text(body.format(v=2, rs="Halted"))
-    ok(run(kubectl, kubeconfig, "apply", "-f", str(manifest), "--validate=false"))
+    ok(run(kubectl, kubeconfig, "apply", "-f", str(manifest)))
     obj = kube_server.get_object("VirtualMachine", "default", "fw")
     assert obj is not None
     assert obj["metadata"]["labels"] == {"v": "2"}

@@ -18,6 +18,12 @@ let through as its steering ACL would have let it, without crossing again. The s
 itself cannot exclude that port: ``inport`` is a nominal field, and ovn-controller refuses
 ``inport != ...`` and ``!(inport == ...)`` (the row would be silently inert).
 
+Load balancers (Kubernetes Services) on a node switch: OVN 26.03 drops the replies of a
+Service connection a from-lport-steered pod opens, unless the function's ports are stateless;
+on such a switch the backend adds one Port_Group of its function ports and two
+``allow-stateless`` ACLs per node (:mod:`~reconciler.core.steering.services`, which also words
+the plan's note about it).
+
 Health (``VnfDeployment.spec.healthCheck``): each function gets a
 ``Network_Function_Health_Check`` (created with it, in the same transaction: the table is not a
 root table). OVN probes only when both ``NB_Global options:svc_monitor_ip`` and
@@ -36,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from reconciler.core import naming
 from reconciler.core.model import Binding, Desired, HealthCheck
 from reconciler.core.observed import NbGlobal, Observed, OvnCapabilities
-from reconciler.core.steering import chains, common
+from reconciler.core.steering import chains, common, services
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
@@ -128,6 +134,7 @@ class NetworkFunction(PortGroupPods):
         functions: dict[str, VnfInstance] = {}
         groups: dict[str, tuple[VnfInstance, str]] = {}
         acls: list[AclRow] = []
+        beside_lbs: list[tuple[str, str]] = []  # (binding, node) steered beside load balancers
 
         paths = chains.paths(desired, instances, observed, inst_id, out)
         uses: dict[chains.WireUse, set[str]] = {}  # a chain's wiring on a node -> its fallbacks
@@ -163,18 +170,7 @@ class NetworkFunction(PortGroupPods):
                         )
                         groups[nfg] = (inst, fallback)
                     if node in lb_switches:
-                        out.warnings.append(
-                            f"switch {node} has load balancers (OVN-Kubernetes' Service group?): "
-                            "OVN does not support Network Function insertion together with load "
-                            "balancers on one switch; measured on OVN 26.03 with OVN-Kubernetes' "
-                            "ClusterIP load balancers (1 and 2 chassis, one NB and interconnect): "
-                            f"connections to Binding {binding.metadata.name}'s pods through a "
-                            "Service are steered exactly as direct ones, a pod reaching itself "
-                            "through its Service crosses the VNF one way only (exit-lport, "
-                            "both), and with entry-lport or both a steered pod's own connections "
-                            "to any Service never complete (OVN drops the replies; "
-                            "docs/upstream/)"
-                        )
+                        beside_lbs.append((binding.metadata.name, node))
                     for direction in directions(spec.redirection):
                         if spec.is_chain:
                             nfg = chains.target_group(
@@ -184,6 +180,8 @@ class NetworkFunction(PortGroupPods):
                                 use = (path, chains.wire_direction(direction), node)
                                 uses.setdefault(use, set()).add(fallback)
                                 users.setdefault(path, f"Binding/{binding.metadata.name}")
+                        if out.only_pairs is not None and (group, node) not in out.only_pairs:
+                            continue  # a one-shot compile: the pair cannot be present
                         side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
                         key = naming.ovn_ident(
@@ -210,7 +208,8 @@ class NetworkFunction(PortGroupPods):
                             )
                         )
 
-        acls += crossed_acls(desired, instances, paths, inst_id, out.warnings)
+        crossed = crossed_acls(desired, instances, paths, inst_id, out.warnings)
+        acls += crossed
         emit_port_groups(port_groups, out)
 
         wires = chains.wires(uses, instances)
@@ -283,6 +282,13 @@ class NetworkFunction(PortGroupPods):
                     "network_function": [nf],
                 },
             )
+        services.emit_stateless_ports(_function_ports(functions, wires), lb_switches, out)
+        twice = [
+            (paths[(origin.partition("/")[2], node)], node) for _, origin, node, _, _ in crossed
+        ]
+        note = services.plan_note(inst_id, beside_lbs, [t for t in twice if t[1] in lb_switches])
+        if note is not None:
+            out.warnings.append(note)
         if wires:
             tags = chains.allocate_tags({w.key for w in wires}, wires, observed)
             for w in wires:
@@ -335,6 +341,18 @@ def _allocate(
             "Network_Function and two probe Network_Function_Groups more per node: set it back "
             "to 1 where no standby is needed"
         ) from None
+
+
+def _function_ports(
+    functions: Mapping[str, VnfInstance], wires: list[chains.Wire]
+) -> dict[str, set[str]]:
+    """Node -> the inport and outport of every Network_Function of ours there."""
+    ports: dict[str, set[str]] = defaultdict(set)
+    for inst in functions.values():
+        ports[inst.node].update((inst.in_port, inst.out_port))
+    for wire in wires:
+        ports[wire.node].update((wire.port("in"), wire.port("out")))
+    return ports
 
 
 def crossed_acls(

@@ -23,7 +23,8 @@ rewrites it), so an ``eth.src != <VNF MAC>`` guard loops the VNF's own packets u
 runs out, and ``inport != "rtos-N"`` is refused by ovn-controller ("Nominal field inport may only
 be tested for equality"), although northd accepts it. Both were seen on the real data path
 (``docs/datapath.md``). Hence entry-lport traffic that leaves the cluster, or goes to a node
-where the VNF does not run, is not steered.
+where the VNF does not run, is not steered; nor is any entry-lport traffic under node agents
+(``--node``: each writes its own node's sources only, and the plan says so).
 
 A VNF's address comes from the top of the node subnet (``RouterPolicy.vnf_address``): the
 highest host for the first VNF on a node, the next one down for the next, each VNF keeping the
@@ -138,6 +139,7 @@ class RouterPolicy(PortGroupPods):
                 f"router-policy: logical router {router} not found: no binding is steered"
             )
             return
+        _agent_entry_warnings(desired, options, out)
         port_groups: dict[str, tuple[str, str]] = {}
         # A group's entry-lport policies name the address sets of its Port_Groups on every node:
         # those must exist wherever the VNF runs, members or not. The rows of other groups
@@ -183,6 +185,12 @@ class RouterPolicy(PortGroupPods):
                 l4 = "" if l4 == "ip" else f" && {l4}"
                 for inst, ip, subnet in steered:
                     node = inst.node
+                    if (
+                        group not in ungated
+                        and out.only_pairs is not None
+                        and ((group, node) not in out.only_pairs)
+                    ):
+                        continue  # a one-shot compile: the pair cannot be present
                     pg = naming.port_group(inst_id, group, node)
                     for direction in directions(spec.redirection):
                         if direction == "to-lport":
@@ -209,3 +217,29 @@ class RouterPolicy(PortGroupPods):
                             gate=None if group in ungated else (group, node),
                         )
         emit_port_groups(port_groups, out, ungated)
+
+
+def _agent_entry_warnings(desired: Desired, options: CompileOptions, out: TargetBuilder) -> None:
+    """A node agent (``--node N``, ``core.slicing.AgentOptions``: its ``node``; imported by
+    name it would be a cycle) compiles node N's slice only, so the entry-lport policy it writes
+    for N matches sources on N (``ip4.src == $<pg N>_ip4``) going to N's own subnet: traffic
+    that stays on N's switch and never meets the router. No agent writes the policy for
+    traffic from N's pods to another node (that one's sources would be N's), so entry-lport is
+    never steered (measured in zone mode: docs/datapath.md, "The router-policy backend")."""
+    agent = getattr(options, "node", "")
+    if not agent:
+        return
+    for name, binding in sorted(desired.bindings.items()):
+        redirection = binding.spec.redirection.value
+        if "from-lport" not in directions(binding.spec.redirection):
+            continue
+        kept = " Its exit-lport part is steered." if redirection == "both" else ""
+        out.warnings.append(
+            f"Binding {name} ({redirection}): router-policy run as a node agent (--node "
+            f"{agent}) cannot steer entry-lport traffic: the policy {agent}'s agent writes "
+            f"matches {agent}'s pods going to {agent}'s own subnet, traffic that never crosses "
+            "the router, and their traffic to other nodes would need policies in those nodes' "
+            f"slices naming {agent}'s pods, which no agent writes (measured in zone mode: not "
+            f"steered).{kept} Use network-function steering (OVN >= 26.03), or protect the "
+            "destination pods exit-lport"
+        )

@@ -256,7 +256,7 @@ def test_warnings_shadowing_missing_vnf_network_policy_and_load_balancers():
     assert "pod(s) of SecurityGroup web on node node-2 are not steered by Binding ips" in warnings
     assert "NetworkPolicy shop/deny selects 2 steered pod(s)" in warnings
     assert "switch node-1 has load balancers" in warnings
-    assert "with entry-lport or both a steered pod's own connections to any Service" in warnings
+    assert "makes its VNF ports there stateless (Port_Group osc._vnf_ports.node_1" in warnings
 
 
 def test_a_node_without_switch_or_with_a_hostile_name_is_skipped_with_a_warning():

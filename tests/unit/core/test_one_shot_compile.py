@@ -1,0 +1,53 @@
+"""A one-shot compile (``potential=False``: ``plan``, ``apply``) builds no row for a pair that
+cannot be present, and compiles exactly the target a full compile does, while pairs appear,
+are held and go."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import partial
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconciler.core.compile import CompileOptions, compile_full
+from reconciler.core.observed import Observed
+from reconciler.core.planning import compile_plan
+from tests.support.simulate import DESIRED, Event, event_st, plan_or_error, scenario_observed, step
+
+NOW = 1_790_000_000.0
+tick_st = st.tuples(st.just("tick"), st.floats(1, 90))
+
+
+def _step(observed: Observed, event: Event, current: object) -> Observed:
+    if event[0] == "tick":
+        assert observed.observed_at is not None
+        return dataclasses.replace(observed, observed_at=observed.observed_at + event[1])
+    return step(observed, event, current)  # type: ignore[arg-type]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steering=st.sampled_from(["network-function", "router-policy"]),
+    events=st.lists(st.one_of(event_st, tick_st), min_size=1, max_size=12),
+)
+def test_a_one_shot_compile_has_the_same_target(steering: str, events: list[Event]) -> None:
+    options = CompileOptions(steering=steering, empty_grace=30.0)
+    observed = dataclasses.replace(
+        scenario_observed(nf=steering == "network-function"), observed_at=NOW
+    )
+    current = None
+    for event in events:
+        observed = _step(observed, event, current)
+        full = plan_or_error(partial(compile_full, DESIRED, observed, options))
+        one = plan_or_error(partial(compile_full, DESIRED, observed, options, potential=False))
+        if isinstance(full, str) or isinstance(one, str):
+            assert one == full, f"after {event}"
+            current = None
+            continue
+        assert one.target == full.target, f"after {event}"
+        assert set(one.potential) <= set(full.potential)
+        assert {r.ident for r in one.target} <= set(one.potential)
+        planned = plan_or_error(partial(compile_plan, DESIRED, observed, options,
+                                        potential=False))  # fmt: skip
+        current = None if isinstance(planned, str) else planned.plan
