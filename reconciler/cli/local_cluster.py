@@ -31,7 +31,8 @@ def configure_sandbox(parser: argparse.ArgumentParser) -> None:
             "seeded from a cluster description as OVN-Kubernetes would, and print "
             "`export OSC_OVN_NB=… OSC_OVN_SB=… KUBECONFIG=… OSC_OVN_TRACE=…` on stdout. Pods "
             "created or deleted with kubectl get (or lose) their OVN port while it runs. "
-            "Without --datapath nothing forwards packets, so no VNF passes OVN's health checks."
+            "Without --datapath no packet crosses a VNF: the session plays each VNF VM answering "
+            "OVN's health probe (sandbox.osc.io/forwarding=false on a VM plays it dead)."
         ),
         epilog=(
             "examples:\n"

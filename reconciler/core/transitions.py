@@ -17,6 +17,7 @@ through it again). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from reconciler.core.gating import HELD_META, gate, held_idents
@@ -27,10 +28,10 @@ from reconciler.core.rollout import ROLLOUT_META, hold_updates
 
 __all__ = [
     "apply_transitions",
-    "health_changed",
     "in_transition",
     "only_progress",
     "transitions_meta",
+    "with_health_of",
 ]
 
 
@@ -48,16 +49,14 @@ def only_progress(first: Plan, second: Plan) -> bool:
     return bool(held) and all((c.kind, c.key) in held for c in second.changes)
 
 
-def health_changed(before: Observed, after: Observed) -> bool:
-    """Whether northd changed its verdict on a function group of ``before`` by the time of
-    ``after`` (``network_function_active``; groups created in between do not count). A plan
-    that depends on health (held steering, a chain rewired around a dead ``fail-open`` hop)
-    may then differ right after an apply: new input, which the next pass follows, not a
-    failure to converge."""
-    return any(
-        group in after.nf_active and after.nf_active[group] != active
-        for group, active in before.nf_active.items()
-    )
+def with_health_of(observed: Observed, before: Observed) -> Observed:
+    """``observed`` with northd's verdicts as ``before`` had them: each function group keeps the
+    ``network_function_active`` it had then, and a group created since has none yet (not
+    judged). Planning from it tells whether a plan right after an apply differs only because
+    northd changed a verdict meanwhile (held steering now ready, a chain rewired around a hop
+    found dead): new input, which the next pass follows, not a failure to converge."""
+    health = {g: before.nf_active[g] for g in observed.nf_active if g in before.nf_active}
+    return replace(observed, nf_active=health)
 
 
 def in_transition(plan: Plan) -> bool:

@@ -27,7 +27,7 @@ health verdict northd changed meanwhile: ``reconciler.core.transitions``), else
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from reconciler.core.compile import CompileOptions
@@ -37,7 +37,7 @@ from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan, with_meta
 from reconciler.core.planning import CompiledPlan, FullPlanner, compile_plan
 from reconciler.core.slicing import CentralScope, Scope, ScopedView
-from reconciler.core.transitions import health_changed, only_progress
+from reconciler.core.transitions import only_progress, with_health_of
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
@@ -214,7 +214,7 @@ class Reconciled:
     after: Plan | None = None
     """The verify plan after a write (``None`` when nothing was written): empty, holding only
     steering that northd reported ready meanwhile (``core.transitions.only_progress``), or
-    following a verdict northd changed meanwhile (``core.transitions.health_changed``)."""
+    following a verdict northd changed meanwhile (``core.transitions.with_health_of``)."""
 
     @property
     def changed(self) -> bool:
@@ -305,11 +305,25 @@ class Pipeline:
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
         events.settled(after)
-        if not second.empty and not (
-            only_progress(first, second) or health_changed(observed, after)
+        if (
+            not second.empty
+            and not only_progress(first, second)
+            and not self._health_news(first, compiled_desired, observed, after_view)
         ):
             raise NotConverged(second)
         return Reconciled(report, observed, second)
+
+    def _health_news(
+        self, first: Plan, desired: Desired, before: Observed, after: ScopedView
+    ) -> bool:
+        """Whether the verify plan differs only because northd changed a verdict during the
+        apply: planned again with the verdicts of the first read, nothing is left (but held
+        steering)."""
+        if after.observed.nf_active == before.nf_active:
+            return False
+        same = replace(after, observed=with_health_of(after.observed, before))
+        again = scoped_plan(FullPlanner(), self.scope, desired, same, self.compile_options)
+        return again.empty or only_progress(first, again)
 
 
 def reconcile(

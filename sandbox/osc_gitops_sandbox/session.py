@@ -18,9 +18,11 @@ apply``) is placed on a node when it names none, given an address (the
 ``k8s.ovn.org/pod-networks`` annotation) and its logical switch port, and reported running; a
 pod you delete loses its port. Relabelling (``kubectl label``) needs nothing from it.
 
-There is no data path by default: no ``ovn-controller`` and no VNF guest, so no VNF ever answers
-OVN's health checks and a health-checked binding never steers (``explain --trace`` says NOT
-STEERED). ``up --datapath`` (root) adds the data path the packet tests use
+There is no data path by default: no ``ovn-controller`` and no VNF guest; the session plays each
+VNF VM answering OVN's health probe (:mod:`osc_gitops_sandbox.vnf_health`: while the VM exists,
+is not ``Halted`` and is not annotated ``sandbox.osc.io/forwarding: "false"``), so steering held
+until a VNF is healthy (issue 22) is switched on and ``explain --trace`` follows the logical
+flows, but no packet crosses a VNF. ``up --datapath`` (root) adds the data path the packet tests use
 (:mod:`osc_gitops_sandbox.datapath`): OVS 4.0 userspace and ``ovn-controller`` per chassis,
 every pod plugged in a network namespace, and a VNF guest (a namespace bridging its two NICs, or
 routing for 23.03) for every VirtualMachine instance the user's ``apply`` creates, so VNFs pass
@@ -127,9 +129,10 @@ def command(action: str, folder: Path) -> str:
 
 
 NO_DATAPATH_HINT = (
-    "No data path: nothing forwards for a VNF here, so no VNF ever passes OVN's health checks "
-    "and a binding with a health-checked VNF is never steered (explain --trace says NOT "
-    "STEERED). For packets through the VNFs, run as root: osc-gitops sandbox up --datapath\n"
+    "No data path: no packet crosses a VNF here; the session plays every VNF VM answering OVN's "
+    "health probe (annotate one sandbox.osc.io/forwarding=false to play it dead), so steering "
+    "is switched on and explain --trace follows the logical flows. For packets through the "
+    "VNFs, run as root: osc-gitops sandbox up --datapath\n"
 )
 
 

@@ -77,7 +77,9 @@ def test_two_reconcilers_at_once_never_duplicate(
                     reasons = ("write lock", "re-run plan", "did not converge", "already exists")
                     assert any(reason in r.err for reason in reasons), r.err
             assert nbstate.problems(nf_cluster.nb_remote) == []
-            assert cli("apply", path, *conn(nf_cluster)).code == 0
+            # --wait: steering held until OVN reports the VNFs healthy is switched on (#22)
+            waited = cli("apply", path, *conn(nf_cluster), "--wait", "--wait-timeout", "30s")
+            assert waited.code == 0, waited.err
             assert cli("plan", path, *conn(nf_cluster)).code == 0
     finally:
         w1.close()

@@ -98,7 +98,8 @@ def test_the_quick_start_steers_through_the_vnfs(
 
     wait_for(bound)
     assert "1/1" in kubectl(env, "get", "pod", "web-3", "-n", "shop-frontend")
-    applied = cli("apply", POLICIES, "--auto-approve")
+    # --wait: the steering is held until OVN reports the VNF guests healthy (issue 22)
+    applied = cli("apply", POLICIES, "--auto-approve", "--wait", "--wait-timeout", "60s")
     assert applied.code == 0, applied.err
     vmis = kubectl(env, "get", "vmi", "-n", "osc-vnfs", "-o", "json")
     assert len(json.loads(vmis)["items"]) == 3  # firewall on both nodes, ips on node-1

@@ -282,14 +282,3 @@ def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
         one_up, nf_active={**one_up.nf_active, "osc.ids.node_1.probe": "osc.ids.node_1"}
     )
     assert [c.kind for c in gate(plan, both_up).changes] == ["ACL", "Network_Function_Group"]
-
-
-def test_a_verdict_northd_changed_during_an_apply_is_new_input_not_divergence() -> None:
-    from reconciler.core.transitions import health_changed
-
-    before = cluster(PODS, nf_active={"g1": "nf1", "g2": None})
-    assert not health_changed(before, dataclasses.replace(before, nf_active={
-        "g1": "nf1", "g2": None, "g3": "nf3",  # a group created by the apply: not a change
-    }))  # fmt: skip
-    assert health_changed(before, dataclasses.replace(before, nf_active={"g1": None, "g2": None}))
-    assert health_changed(before, dataclasses.replace(before, nf_active={"g1": "nf1", "g2": "x"}))

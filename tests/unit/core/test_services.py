@@ -24,8 +24,8 @@ from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import (
     DESIRED,
     apply_to,
-    converge,
     check_incremental_equals_full,
+    converge,
     event_st,
     live_of,
     scenario_observed,

@@ -206,3 +206,51 @@ def test_wait_timeout_durations() -> None:
     for bad in ("", "5x", "m", "-1"):
         with pytest.raises(argparse.ArgumentTypeError, match="is not a duration"):
             parse_duration(bad)
+
+
+def test_a_verdict_northd_changes_during_an_apply_is_new_input_not_divergence() -> None:
+    """A chain whose fail-open hop northd finds dead while an apply writes: the verify plan
+    rewires the chain around it. That is new input (the next pass writes it), not a failure to
+    converge; rows that stay different whatever the health say NotConverged as before."""
+    import pytest
+
+    from reconciler.core.compile import CompileOptions as Options
+    from reconciler.engine.pipeline import NotConverged, Pipeline
+    from tests.support.builders import binding, desired, sg, vnf
+
+    hop = {"name": "ids", "failurePolicy": "fail-open"}
+    want = desired(sg("web", "app=web"), vnf("ngfw"), vnf("ids"),
+                   binding("web-chain", "web", ["ngfw", "ids"], 10))  # fmt: skip
+    kube, ovn = world(cluster(PODS))
+    everyone = {"osc.ngfw.node_1", "osc.ngfw.node_2", "osc.ids.node_1", "osc.ids.node_2"}
+    chains = {f"osc.chain2_exit.ngfw.ids.{n}" for n in ("node_1", "node_2")}
+    ovn.set_healthy(everyone | chains)
+    pipeline = Pipeline(kube, ovn, Options())
+    for _ in range(2):
+        pipeline.run(want)
+    assert pipeline.run(want).report.plan.empty
+    fail_open = desired(sg("web", "app=web"), vnf("ngfw"), vnf("ids"),
+                        binding("web-chain", "web", ["ngfw", hop], 10))  # fmt: skip
+    write = ovn.apply
+
+    def northd_finds_ids_dead(changes: Any, revision: str | None = None) -> None:
+        write(changes, revision)
+        ovn.set_healthy((everyone | chains) - {"osc.ids.node_1"})
+
+    ovn.apply = northd_finds_ids_dead  # type: ignore[method-assign]
+    done = pipeline.run(fail_open)
+    assert done.after is not None and ("update", "osc.web_chain.node_1.to") in {
+        (c.action, c.key) for c in done.after.changes
+    }
+    ovn.apply = write  # type: ignore[method-assign]
+    pipeline.run(fail_open)  # the next pass follows
+    assert pipeline.run(fail_open).report.plan.empty
+
+    def loses_a_row(changes: Any, revision: str | None = None) -> None:
+        write(changes, revision)
+        ovn.rows.pop(("Port_Group", "osc.web.node_1"), None)
+        ovn._owned = None
+
+    ovn.apply = loses_a_row  # type: ignore[method-assign]
+    with pytest.raises(NotConverged):
+        pipeline.run(want)
