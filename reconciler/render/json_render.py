@@ -53,8 +53,10 @@ changed); ``vnfs`` the binding's VNFs its traffic goes to on its node (in chain 
 
 ``meta.held`` (absent when nothing is held): steering that apply does not write yet because OVN
 has not reported its VNF instance healthy, one entry per (binding, node): ``{binding, node,
-reason, waiting_for (VM names), groups (Network_Function_Groups not active), vnfs, why,
-changes ([kind, name] of the changes held back: they are not in ``changes``)}``.
+reason, waiting_for (VM names: any one of them healthy switches it on; all of them with
+``chain``), groups (Network_Function_Groups not active), vnfs, why, chain (a chain's steering:
+waits for every hop), changes ([kind, name] of the changes held back: they are not in
+``changes``)}``.
 ``meta.rollout`` (absent without one): a rolling update per VnfDeployment whose VMs need a
 restart: ``{vnf, summary ("VnfDeployment/fw: 1 of 3 nodes updated ..."), nodes_updated,
 nodes_total, halted (why, or null), max_unavailable, deadline, window, instances_per_node, vms:
