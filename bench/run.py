@@ -43,7 +43,7 @@ from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.core.compile import CompileOptions
 from reconciler.core.model import Desired
 from reconciler.core.plan import Change
-from reconciler.core.planning import compile_plan, make_plan
+from reconciler.core.planning import compile_plan
 from reconciler.core.target import SVC_MONITOR_MARKER_PREFIX
 from reconciler.engine.pipeline import observe, reconcile
 from reconciler.manifests.load import load_path
@@ -338,7 +338,7 @@ def _measure(
         gating: what one apply wrote before issue 22)."""
         reset_owned(remote)
         observed = observe(kube, oneshot, options.instance)
-        return list(full_creates(compile_plan(desired, observed, options)).ovn_changes())
+        return list(whole_plan(desired, observed, options).ovn_changes())
 
     raw: list[dict[str, float]] = []
     nbctl: list[dict[str, float]] = []
@@ -483,11 +483,38 @@ def check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
         )
 
 
+def groups_active(remote: str) -> bool:
+    """Wait until every Network_Function_Group of ours is active (northd's verdict, or the
+    sandbox playing it); ``False`` when there is none (router-policy, an NB before 26.03)."""
+    from bench.health import inactive_groups
+
+    if not _owned_groups(remote):
+        return False
+    wait_healthy(remote)
+    return not inactive_groups(remote)
+
+
+def _owned_groups(remote: str) -> int:
+    if "Network_Function_Group" not in ovsdb_rpc.get_schema(remote, "OVN_Northbound")["tables"]:
+        return 0
+    owned = ["external_ids", "includes", ["map", [["osc.io/owner", OWNER]]]]
+    return len(ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Network_Function_Group", "where": [owned],
+         "columns": ["_uuid"]},
+    ])[0]["rows"])  # fmt: skip
+
+
+def whole_plan(desired: Desired, observed: Any, options: CompileOptions) -> Any:
+    """The plan of every row, the steering held for health included (the raw and
+    ``ovn-nbctl`` ways write all of it at once)."""
+    return full_creates(compile_plan(desired, observed, options))
+
+
 def _converged(
     desired: Desired, kube: KubeCluster, ovn: Any, options: CompileOptions, how: str
 ) -> None:
     """The rows written another way must be exactly ours: a plan against them is empty."""
-    the_plan = make_plan(desired, observe(kube, ovn, options.instance), options)
+    the_plan = whole_plan(desired, observe(kube, ovn, options.instance), options)
     if not the_plan.empty:
         first = the_plan.changes[0]
         raise RuntimeError(

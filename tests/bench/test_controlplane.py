@@ -12,6 +12,7 @@ import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 
 from bench.controlplane import BEGIN, empty_group_ops, main
+from bench.health import converge
 from bench.run import reset_owned
 from bench.sandbox_proc import SandboxProcess
 from bench.scenario import Scale, node_name, write_manifests
@@ -109,8 +110,8 @@ def test_empty_groups_of_the_earlier_model_are_rebuilt(tmp_path: Path, steering:
         remote = sb.info.nb_remote
         kube = KubeCluster(KubeSettings(kubeconfig=sb.info.kubeconfig))
         try:
-            reconcile(load_path(manifests), kube, OvnOneShot(OvnSettings(remote)),
-                      CompileOptions(steering=steering))  # fmt: skip
+            converge(lambda: reconcile(load_path(manifests), kube, OvnOneShot(OvnSettings(remote)),
+                                       CompileOptions(steering=steering)), remote)  # fmt: skip
         finally:
             kube.close()
         applied = _shape(remote)
