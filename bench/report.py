@@ -127,8 +127,17 @@ def _by(data: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
 # -- figures of one measurement ------------------------------------------------------------------
 
 
+def _steering(m: dict[str, Any]) -> dict[str, Any]:
+    """The apply that switched on the steering held until the VNFs were healthy (issue 22);
+    empty when there was none (router-policy, or results from before)."""
+    steer = m.get("cold_steering") or {}
+    return steer if steer.get("changes") else {}
+
+
 def _apply_ratio(m: dict[str, Any]) -> float:
-    return float(m["cold_apply"]["seconds"] / m["raw"]["total"])
+    """Both cold applies (the first and the steering one) against the one raw transaction."""
+    total = m["cold_apply"]["seconds"] + _steering(m).get("seconds", 0.0)
+    return float(total / m["raw"]["total"])
 
 
 def _warm_rss(m: dict[str, Any]) -> tuple[float, float, float]:
@@ -162,11 +171,16 @@ def _all_loads(m: dict[str, Any]) -> str:
 
 def _figures() -> list[Figure]:
     def apply_cell(m: dict[str, Any]) -> str:
-        cold = m["cold_apply"]
-        return f"{_s(cold['seconds'])}{_cpu(cold)} = {_apply_ratio(m):.1f} x (a)"
+        cold, steer = m["cold_apply"], _steering(m)
+        text = f"{_s(cold['seconds'])}{_cpu(cold)}"
+        if steer:
+            text += (f" + the steering once healthy {_s(steer['seconds'])}{_cpu(steer)} "
+                     f"({steer['changes']:.0f} rows)")  # fmt: skip
+        return f"{text} = {_apply_ratio(m):.1f} x (a)"
 
     def apply_target(m: dict[str, Any]) -> str:
-        return _verdict(m, "apply_s", m["cold_apply"]["seconds"])
+        worst = max(m["cold_apply"]["seconds"], _steering(m).get("seconds", 0.0))
+        return _verdict(m, "apply_s", worst)
 
     def label_cell(m: dict[str, Any]) -> str:
         label = m["warm"]["label"]
@@ -222,9 +236,18 @@ def _figures() -> list[Figure]:
         ),
         (
             "peak RSS: apply / plan (fresh processes)",
-            lambda m: f"{m['cold_apply']['rss_mib']:.0f} / {m['cold_plan']['rss_mib']:.0f} MiB",
+            lambda m: (
+                f"{max(m['cold_apply']['rss_mib'], _steering(m).get('rss_mib', 0.0)):.0f}"
+                f" / {m['cold_plan']['rss_mib']:.0f} MiB"
+            ),
             lambda m: _verdict(
-                m, "rss_mib", max(m["cold_apply"]["rss_mib"], m["cold_plan"]["rss_mib"])
+                m,
+                "rss_mib",
+                max(
+                    m["cold_apply"]["rss_mib"],
+                    m["cold_plan"]["rss_mib"],
+                    _steering(m).get("rss_mib", 0.0),
+                ),
             ),
         ),
         (

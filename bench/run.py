@@ -33,6 +33,7 @@ from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.distributions import distribution
 
 from bench import ways
+from bench.health import converge, full_creates, wait_healthy
 from bench.sandbox_proc import SandboxProcess
 from bench.scenario import Scale, write_manifests
 from bench.warm import measure_warm
@@ -312,30 +313,38 @@ def _measure(
     remote = sb.info.nb_remote
     settings = OvnSettings(remote=remote, timeout=300)
     oneshot = OvnOneShot(settings)
-    # First deploy (Kubernetes objects + OVN rows), once: not a target figure, reported.
-    report = reconcile(desired, kube, oneshot, options)
+    # First deploy (Kubernetes objects + OVN rows), once: not a target figure, reported. The
+    # steering onto the new VNF instances waits for their health (bench.health): a second apply.
+    reports = converge(lambda: reconcile(desired, kube, oneshot, options), remote)
+    report = reports[0]
+    gated = len(reports) > 1  # steering waits for health (issue 22): two cold processes
+    changes = [c for rep in reports for c in rep.plan.changes]
     result["first_deploy"] = {"seconds": report.seconds, "changes": report.plan.summary(),
-                              "kube_objects": len(report.plan.kube_changes())}  # fmt: skip
-    log(f"{tag} first deploy: {report.plan.summary()} {_fmt(report.seconds)}")
-    written = list(report.plan.ovn_changes())
-    if groups_active(remote):  # the steering held until then (issue 22): switched on
-        written += reconcile(desired, kube, oneshot, options).plan.ovn_changes()
+                              "kube_objects": len(report.plan.kube_changes()),
+                              "applies": len(reports)}  # fmt: skip
+    then = f", then {reports[-1].plan.summary()} once healthy" if len(reports) > 1 else ""
+    log(f"{tag} first deploy: {report.plan.summary()} {_fmt(report.seconds)}{then}")
     counts: dict[str, int] = {}
-    for change in written:
-        counts[change.kind] = counts.get(change.kind, 0) + 1
+    for change in changes:
+        if change.is_ovn:
+            counts[change.kind] = counts.get(change.kind, 0) + 1
     result["ovn_rows_by_table"] = counts
     result["owned_ovn_rows"] = len(oneshot.read().owned)
-    result["port_refs"] = sum(len((c.after or {}).get("ports", ())) for c in written)
+    result["port_refs"] = sum(len((c.after or {}).get("ports", ())) for c in changes if c.is_ovn)
     nbctl_tool = distribution(dist)
 
     def fresh() -> list[Change]:
+        """Our rows gone; the creates of one transaction writing them all (before health
+        gating: what one apply wrote before issue 22)."""
         reset_owned(remote)
-        return whole_plan(desired, observe(kube, oneshot, options.instance), options).ovn_changes()
+        observed = observe(kube, oneshot, options.instance)
+        return list(whole_plan(desired, observed, options).ovn_changes())
 
     raw: list[dict[str, float]] = []
     nbctl: list[dict[str, float]] = []
     inproc: list[dict[str, float]] = []
     cold_apply: list[dict[str, float]] = []
+    cold_steering: list[dict[str, float]] = []
     cold_plan: list[dict[str, float]] = []
     for r in range(runs):
         creates = fresh()
@@ -356,6 +365,7 @@ def _measure(
         t0 = time.perf_counter()
         rep = reconcile(desired, kube, oneshot, options)
         inproc.append({**rep.seconds, "total": time.perf_counter() - t0, "load": load})
+        converge(lambda: reconcile(desired, kube, oneshot, options), remote)
 
         reset_owned(remote)
         sb.call("delete_owned_kube")
@@ -365,9 +375,16 @@ def _measure(
         if run.pop("code") != 0:
             raise RuntimeError(f"osc-gitops apply failed: {(workdir / 'apply.out').read_text()}")
         cold_apply.append({**run, "load": load})
-        switched = _switch_on(remote, manifests, sb, options, workdir)
-        if switched is not None:
-            cold_apply[-1]["switch_on_seconds"] = switched
+        if gated:  # the steering held until OVN reports the new VNFs healthy: the next apply
+            healthy = wait_healthy(remote)
+            load = load1()
+            run = run_measured(_cli("apply", str(manifests), *flags), workdir / "steer.out")
+            if run.pop("code") != 0:
+                raise RuntimeError(
+                    f"osc-gitops apply failed: {(workdir / 'steer.out').read_text()}"
+                )
+            cold_steering.append({**run, "load": load, "health_wait_seconds": healthy,
+                                  "changes": _changes_applied(workdir / "steer.out")})  # fmt: skip
         load = load1()
         run = run_measured(_cli("plan", str(manifests), *flags), workdir / "plan.out")
         if (code := run.pop("code")) != 0:
@@ -398,12 +415,19 @@ def _measure(
         nbctl=med(nbctl) if nbctl else {"total": float("nan"), "processes": 0.0},
         apply_inproc=med(inproc),
         cold_apply=cold(cold_apply),
+        cold_steering={
+            **cold(cold_steering),
+            "changes": median([c["changes"] for c in cold_steering]),
+        }
+        if cold_steering
+        else {},
         cold_plan=cold(cold_plan),
         raw_runs={
             "raw": raw,
             "nbctl": nbctl,
             "apply_inproc": inproc,
             "cold_apply": cold_apply,
+            "cold_steering": cold_steering,
             "cold_plan": cold_plan,
         },
     )
@@ -459,47 +483,31 @@ def check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
         )
 
 
-def _switch_on(
-    remote: str, manifests: Path, sb: Any, options: CompileOptions, workdir: Path
-) -> float | None:
-    """Since issue 22 a cold apply holds the steering onto VNF instances OVN has not reported
-    healthy (the sandbox's VNFs answer the probe at once): wait for that, then the apply that
-    switches it on (its seconds; ``None`` when nothing was held)."""
-    if not groups_active(remote):
-        return None
-    wall, code, _peak = run_child(_cli("apply", str(manifests), *_flags(sb, options.steering
-                                                                         or "")),
-                                  workdir / "apply.out")  # fmt: skip
-    if code != 0:
-        raise RuntimeError(f"osc-gitops apply failed: {(workdir / 'apply.out').read_text()}")
-    return wall
-
-
 def groups_active(remote: str) -> bool:
-    """Wait until northd (or the sandbox playing it) made every Network_Function_Group active;
-    ``False`` when there is none (router-policy, an NB before 26.03)."""
-    rows = ovsdb_rpc.transact(remote, "OVN_Northbound", [
-        {"op": "select", "table": "Network_Function_Group", "where": [], "columns": ["_uuid"]},
-    ])[0]["rows"] if "Network_Function_Group" in ovsdb_rpc.get_schema(
-        remote, "OVN_Northbound")["tables"] else []  # fmt: skip
-    if not rows:
+    """Wait until every Network_Function_Group of ours is active (northd's verdict, or the
+    sandbox playing it); ``False`` when there is none (router-policy, an NB before 26.03)."""
+    from bench.health import inactive_groups
+
+    if not _owned_groups(remote):
         return False
-    deadline = time.monotonic() + 60
-    pending = [["network_function_active", "==", ["set", []]]]
-    while ovsdb_rpc.transact(remote, "OVN_Northbound", [
-        {"op": "select", "table": "Network_Function_Group", "where": pending, "columns": ["_uuid"]},
-    ])[0]["rows"]:  # fmt: skip
-        if time.monotonic() > deadline:
-            raise RuntimeError("the function groups never became active")
-        time.sleep(0.02)
-    return True
+    wait_healthy(remote)
+    return not inactive_groups(remote)
+
+
+def _owned_groups(remote: str) -> int:
+    if "Network_Function_Group" not in ovsdb_rpc.get_schema(remote, "OVN_Northbound")["tables"]:
+        return 0
+    owned = ["external_ids", "includes", ["map", [["osc.io/owner", OWNER]]]]
+    return len(ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Network_Function_Group", "where": [owned],
+         "columns": ["_uuid"]},
+    ])[0]["rows"])  # fmt: skip
 
 
 def whole_plan(desired: Desired, observed: Any, options: CompileOptions) -> Any:
-    """The plan of every row, steering held for health included (``CompiledPlan.untransitioned``,
-    see reconciler.core.transitions): the other ways of writing write all of it."""
-    planned = compile_plan(desired, observed, options)
-    return planned.untransitioned or planned.plan
+    """The plan of every row, the steering held for health included (the raw and
+    ``ovn-nbctl`` ways write all of it at once)."""
+    return full_creates(compile_plan(desired, observed, options))
 
 
 def _converged(
@@ -513,6 +521,13 @@ def _converged(
             f"{how} wrote rows that differ from the target: {the_plan.summary()}, e.g. "
             f"{first.action} {first.kind} {first.key} {first.changed}"
         )
+
+
+def _changes_applied(out: Path) -> float:
+    """``Apply complete: N change(s) applied`` in an apply's output -> N (0: nothing to do)."""
+    text = out.read_text(errors="replace")
+    marker = "Apply complete: "
+    return float(text.split(marker, 1)[1].split(" ", 1)[0]) if marker in text else 0.0
 
 
 def _fmt(seconds: dict[str, float]) -> str:

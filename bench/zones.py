@@ -26,7 +26,10 @@ load average is stored before every figure):
   no-op passes (its ``/metrics`` histogram over ``--passes`` periodic passes), a VirtualMachine
   deleted by a user until it exists again, and its RSS;
 - per sampled zone: an agent's cold ``apply --node N`` (``--runs`` times, our rows removed in
-  between), rows written, and its cold ``plan --node N`` on the converged zone;
+  between), rows written, and its cold ``plan --node N`` on the converged zone; since issue 22
+  a first apply holds the steering onto a VNF until OVN reports it healthy, which the zones play
+  (``play_health``: every VNF answers OVN's probe), and a second fresh ``apply`` switches it on:
+  both are measured;
 - one running agent (``run --node <first zone> --debounce 0``): pod labelled -> committed,
   from just before the PATCH until the zone's NB sends the Port_Group update to a raw OVSDB
   ``monitor``, and its RSS;
@@ -56,6 +59,7 @@ from typing import Any
 
 from osc_gitops_sandbox.zones import ZonedCluster, ZoneNode, add_remote_ports, node_object
 
+from bench.health import wait_healthy
 from bench.run import reset_owned, run_measured
 from bench.scenario import Scale, kube_objects, node_name, node_subnet, pod_labels, write_manifests
 
@@ -235,6 +239,17 @@ def build(zones: ZonedCluster, scale: Scale, sampled: list[str]) -> None:
             add_remote_ports(zones.nb_remote(node), others)
 
 
+def play_health(zones: ZonedCluster, sampled: list[str]) -> list[Any]:
+    """Every VNF of the sampled zones answers OVN's probe (no chassis runs one here; issue 22:
+    steering waits for health), as the sandbox plays it without northd: each group's function
+    reported active in the NB. ``[]`` with a sandbox from before issue 22 (nothing waits)."""
+    try:
+        from osc_gitops_sandbox.vnf_health import ForwardingVnfs  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return []
+    return [ForwardingVnfs(zones.nb_remote(node), northd=False).start() for node in sampled]
+
+
 def delete_owned(zones: ZonedCluster) -> int:
     """The central owner's VMs and NADs, gone (before another cold apply)."""
     removed = 0
@@ -334,7 +349,7 @@ def central_running(zones: ZonedCluster, manifests: Path, args: argparse.Namespa
 
 
 def agents(zones: ZonedCluster, manifests: Path, sampled: list[str], work: Path,
-           args: argparse.Namespace, log: Any) -> list[dict[str, Any]]:  # fmt: skip
+           args: argparse.Namespace, log: Any, played: bool) -> list[dict[str, Any]]:  # fmt: skip
     out = []
     kube = ["--kubeconfig", zones.kubeconfig]
     for node in sampled:
@@ -344,9 +359,15 @@ def agents(zones: ZonedCluster, manifests: Path, sampled: list[str], work: Path,
             if r:
                 reset_owned(zones.nb_remote(node))
             run = ok(fresh(["apply", str(manifests), *nb, *kube], work / "a.out"), "agent apply")
+            if played:  # the steering held until the VNF is healthy: a second apply
+                run["health_wait_seconds"] = wait_healthy(zones.nb_remote(node))
+                steer = ok(fresh(["apply", str(manifests), *nb, *kube], work / "s.out"),
+                           "agent apply")  # fmt: skip
+                run["steering"] = steer if steer["rows"] else None
             applies.append(run)
-            log(f"agent {node}: cold apply {run['seconds']:.2f} s, {run['rss_mib']:.0f} MiB, "
-                f"{run['rows']} rows (load {run['load']:.2f})")  # fmt: skip
+            then = f" + steering {run['steering']['seconds']:.2f} s" if run.get("steering") else ""
+            log(f"agent {node}: cold apply {run['seconds']:.2f} s{then}, {run['rss_mib']:.0f} "
+                f"MiB, {run['rows']} rows (load {run['load']:.2f})")  # fmt: skip
         plan = fresh(["plan", str(manifests), *nb, *kube], work / "ap.out")
         if plan["code"] != 0:
             raise RuntimeError(f"agent plan on a converged zone exited {plan['code']}")
@@ -428,6 +449,7 @@ def report(result: dict[str, Any]) -> str:
     ca = c["applies"]
     cr = c["running"]
     applies = [a for z in result["agents"] for a in z["applies"]]
+    steers = [a["steering"] for a in applies if a.get("steering")]
     plans = [z["plan"] for z in result["agents"]]
     lab = result["label"]
     secs = lab["label_seconds"]
@@ -463,6 +485,13 @@ def report(result: dict[str, Any]) -> str:
          f"(median {med(a['rss_mib'] for a in applies):.0f})",
          _goal(max(a["rss_mib"] for a in applies), "agent_rss_mib", large),
          _span([a["load"] for a in applies]), f"{len(applies)}"),
+        *([("one agent, then the apply that switches its steering on once OVN reports the VNF "
+            f"healthy (issue 22; {med(st['rows'] for st in steers):.0f} rows)",
+            f"{med(st['seconds'] for st in steers):.2f} s (max "
+            f"{max(st['seconds'] for st in steers):.2f}; CPU {_cpu(steers)}), peak RSS "
+            f"{max(st['rss_mib'] for st in steers):.0f} MiB",
+            _goal(med(st["seconds"] for st in steers), "agent_apply_s", large),
+            _span([st["load"] for st in steers]), f"{len(steers)}")] if steers else []),
         ("one agent, cold `plan --node` (converged)",
          f"{med(p['seconds'] for p in plans):.2f} s (CPU {_cpu(plans)}), "
          f"{max(p['rss_mib'] for p in plans):.0f} MiB",
@@ -560,13 +589,21 @@ def measure(args: argparse.Namespace, log: Any) -> dict[str, Any]:
         # 1,000 VMs); a real one is incremental and never blocks the API server.
         with ZonedCluster(work / "z", distribution="sid", kubevirt=False) as zones:
             build(zones, scale, sampled)
+            played = play_health(zones, sampled)
+            result["health_played"] = bool(played)
             result["seed_seconds"] = time.perf_counter() - started
             log(f"{scale.nodes} nodes, {scale.pods} pods, {len(sampled)} zone NBs seeded in "
                 f"{result['seed_seconds']:.1f} s")  # fmt: skip
             result["pod_list_s"] = pod_list_seconds(zones, sampled[0])
             result["central"] = central(zones, manifests, work, args, log)
-            result["agents"] = agents(zones, manifests, sampled, work, args, log)
-            result["label"] = label_latency(zones, manifests, scale, sampled[0], args.labels, log)
+            result["agents"] = agents(zones, manifests, sampled, work, args, log, bool(played))
+            try:
+                result["label"] = label_latency(
+                    zones, manifests, scale, sampled[0], args.labels, log
+                )
+            finally:
+                for answers in played:
+                    answers.stop()
     result["finished"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     result["load_after"] = os.getloadavg()
     return result

@@ -12,7 +12,8 @@ import pytest
 from osc_gitops_sandbox import ovsdb_rpc
 
 from bench.controlplane import BEGIN, empty_group_ops, main
-from bench.run import groups_active, reset_owned
+from bench.health import converge
+from bench.run import reset_owned
 from bench.sandbox_proc import SandboxProcess
 from bench.scenario import Scale, node_name, write_manifests
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
@@ -109,11 +110,8 @@ def test_empty_groups_of_the_earlier_model_are_rebuilt(tmp_path: Path, steering:
         remote = sb.info.nb_remote
         kube = KubeCluster(KubeSettings(kubeconfig=sb.info.kubeconfig))
         try:
-            for _ in range(2):  # the second switches on the steering held for health (#22)
-                reconcile(load_path(manifests), kube, OvnOneShot(OvnSettings(remote)),
-                          CompileOptions(steering=steering))  # fmt: skip
-                if not groups_active(remote):
-                    break
+            converge(lambda: reconcile(load_path(manifests), kube, OvnOneShot(OvnSettings(remote)),
+                                       CompileOptions(steering=steering)), remote)  # fmt: skip
         finally:
             kube.close()
         applied = _shape(remote)
