@@ -19,8 +19,6 @@ Evaluation order and shadowing are computed over the pod's own bindings, across 
 ACLs of every Port_Group holding its port apply to it), and only over the bindings whose VNF runs
 on the pod's node (elsewhere they have no rows there). With router-policy steering, traffic from
 the pod is rerouted at the destination's node; shadowing there is judged on the pod's node too.
-
-Pure, no I/O.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ __all__ = [
     "create_netns",
     "delete_netns",
     "disable_tx_checksum_offload",
+    "icmp_checksum",
     "in_netns",
     "ip",
     "sweep_stale_namespaces",
@@ -206,7 +207,8 @@ def disable_tx_checksum_offload(netns: str, ifname: str) -> None:
 # probes
 
 
-def _checksum(data: bytes) -> int:
+def icmp_checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of an ICMP header and payload."""
     if len(data) % 2:
         data += b"\0"
     total = sum(struct.unpack(f"!{len(data) // 2}H", data))
@@ -273,7 +275,7 @@ class Endpoint:
         header = struct.pack("!BBHHH", 8, 0, 0, self._ident, self._seq)
         payload = b"osc-gitops-datapath"
         packet = (
-            struct.pack("!BBHHH", 8, 0, _checksum(header + payload), self._ident, self._seq)
+            struct.pack("!BBHHH", 8, 0, icmp_checksum(header + payload), self._ident, self._seq)
             + payload
         )
         start = time.monotonic()

@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from osc_gitops_sandbox.netns import Endpoint, in_netns
+from osc_gitops_sandbox.netns import Endpoint, icmp_checksum, in_netns
 
 INTERVAL = 0.02
 
@@ -38,15 +38,6 @@ class StreamResult:
     @property
     def lost(self) -> int:
         return self.sent - self.answered
-
-
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    total = (total >> 16) + (total & 0xFFFF)
-    total += total >> 16
-    return ~total & 0xFFFF
 
 
 @dataclass
@@ -87,7 +78,7 @@ class IcmpStream:
                 header = struct.pack("!BBHHH", 8, 0, 0, target.ident, seq)
                 payload = b"osc-gitops-stream"
                 packet = (
-                    struct.pack("!BBHHH", 8, 0, _checksum(header + payload), target.ident, seq)
+                    struct.pack("!BBHHH", 8, 0, icmp_checksum(header + payload), target.ident, seq)
                     + payload
                 )
                 with self._lock:

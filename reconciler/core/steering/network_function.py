@@ -250,11 +250,8 @@ class NetworkFunction(PortGroupPods):
         nfg_ids = _allocate(
             "Network_Function_Group", [*groups, *chain_groups, *probes], observed, desired, what
         )
-        for nfg, (inst, fallback) in sorted(groups.items()):
-            members = [
-                naming.network_function(inst_id, inst.vnf.metadata.name, inst.node, m.slot)
-                for m in inst.members()
-            ]
+
+        def function_group(nfg: str, inst: VnfInstance, fallback: str, members: list[str]) -> None:
             out.ovn(
                 "Network_Function_Group",
                 nfg,
@@ -268,20 +265,15 @@ class NetworkFunction(PortGroupPods):
                     "network_function": sorted(members),
                 },
             )
+
+        for nfg, (inst, fallback) in sorted(groups.items()):
+            members = [
+                naming.network_function(inst_id, inst.vnf.metadata.name, inst.node, m.slot)
+                for m in inst.members()
+            ]
+            function_group(nfg, inst, fallback, members)
         for nfg, (nf, inst) in sorted(probes.items()):
-            out.ovn(
-                "Network_Function_Group",
-                nfg,
-                f"VnfDeployment/{inst.vnf.metadata.name}",
-                inst.node,
-                {
-                    "name": nfg,
-                    "id": nfg_ids[nfg],
-                    "mode": "inline",
-                    "fallback": "fail-close",
-                    "network_function": [nf],
-                },
-            )
+            function_group(nfg, inst, "fail-close", [nf])  # a probe group: no ACL sends to it
         services.emit_stateless_ports(_function_ports(functions, wires), lb_switches, out)
         twice = [
             (paths[(origin.partition("/")[2], node)], node) for _, origin, node, _, _ in crossed
