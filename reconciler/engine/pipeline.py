@@ -18,10 +18,11 @@ scope and the same planning step, nothing written. They differ only in what they
 
 Effects happen only through the providers (``reconciler.engine.providers``): the algorithm does
 not know about ``kubernetes`` or ``ovsdbapp``. Writes go in the safe order of
-``reconciler.engine.apply``; afterwards the live state is read and planned again, and that plan
-must be empty (but for held steering northd reported ready meanwhile, or a plan following a
-health verdict northd changed meanwhile: ``reconciler.core.transitions``), else
-:class:`NotConverged`.
+``reconciler.engine.apply``; afterwards what we write (the NB, our Kubernetes objects) is read
+again (pods, nodes and NetworkPolicies, which we never write, are the first read's:
+``reconciler.engine.scoped.observe_verify``) and planned again, and that plan must be empty (but
+for held steering northd reported ready meanwhile, or a plan following a health verdict northd
+changed meanwhile: ``reconciler.core.transitions``), else :class:`NotConverged`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ from reconciler.engine.providers import (
     OvnProvider,
     OvnWriter,
 )
-from reconciler.engine.scoped import observe, observe_in, require_node, writer_for
+from reconciler.engine.scoped import (
+    observe,
+    observe_in,
+    observe_verify,
+    require_node,
+    writer_for,
+)
 from reconciler.errors import InternalError, UserError
 
 __all__ = [
@@ -298,7 +305,10 @@ class Pipeline:
         events.applied(report, observed)
 
         started = time.perf_counter()
-        after_view = scope.view(self.observe())
+        # our NB rows and Kubernetes objects read again; pods, nodes, NetworkPolicies: the first
+        # read's (we never write them: reconciler.engine.scoped.observe_verify says why)
+        after_view = scope.view(observe_verify(scope, self.kube, self.ovn, self.options.instance,
+                                               read))  # fmt: skip
         after = after_view.observed
         second = scoped_plan(self.planner, scope, compiled_desired, after_view,
                              self.compile_options)  # fmt: skip

@@ -99,8 +99,14 @@ def wire_direction(acl_direction: str) -> str:
 def chain_nodes(hops: Sequence[str], instances: Mapping[tuple[str, str], VnfInstance]) -> list[str]:
     """The nodes where every hop runs (sorted): a chain missing a hop on a node does not steer
     there (the plan warns, as for a single VNF that does not run there)."""
-    nodes = {node for vnf, node in instances if vnf == hops[0]}
-    return sorted(n for n in nodes if all((vnf, n) in instances for vnf in hops))
+    first, rest = hops[0], hops[1:]
+    if not rest:  # the single form (most bindings): no per-node test; a compile asks per binding
+        return sorted(node for vnf, node in instances if vnf == first)
+    return sorted(
+        node
+        for vnf, node in instances
+        if vnf == first and all((hop, node) in instances for hop in rest)
+    )
 
 
 def function_name(instance: str, hops: Sequence[str], direction: str, node: str) -> str:

@@ -139,11 +139,20 @@ class NetworkFunction(PortGroupPods):
         paths = chains.paths(desired, instances, observed, inst_id, out)
         uses: dict[chains.WireUse, set[str]] = {}  # a chain's wiring on a node -> its fallbacks
         users: dict[tuple[str, ...], str] = {}  # a chain -> the first Binding through it
+        # The loop below runs per (binding, node where its VNFs run): 20,000 at 10k pods, most
+        # of them pairs a one-shot compile skips. What depends on the binding only is computed
+        # once per binding, and a VNF instance's functions and group once per instance.
+        seen_instances: set[tuple[str, str, str]] = set()  # (vnf, node, fallback)
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
                 spec = binding.spec
+                name = binding.metadata.name
+                is_chain = spec.is_chain
+                ways = directions(spec.redirection)
                 fallback = spec.failurePolicy.value
-                if spec.is_chain:
+                if not is_chain:
+                    fallback = spec.hop_policies[0].value  # its own, if written as a list
+                if is_chain:
                     for hop_node, hop in chains.probes(spec, instances):
                         for member in hop.members():
                             nf = naming.network_function(
@@ -154,47 +163,47 @@ class NetworkFunction(PortGroupPods):
                         groups[chains.probe_group(inst_id, hop, policy)] = (hop, policy)
                 for node in chains.chain_nodes(spec.vnfs, instances):
                     inst = instances[(spec.vnfs[0], node)]
-                    path = paths[(binding.metadata.name, node)]
-                    pg = naming.port_group(inst_id, group, node)
-                    port_groups[pg] = (group, node)
+                    path = paths[(name, node)]
+                    # a one-shot compile builds no Port_Group or ACL of a pair that cannot be
+                    # present (their rows are gated by it); the instance's rows stay
+                    present = out.only_pairs is None or (group, node) in out.only_pairs
+                    pg = naming.port_group(inst_id, group, node) if present else ""
+                    if present:
+                        port_groups[pg] = (group, node)
                     nfg: str | None = None
-                    if not spec.is_chain:
-                        fallback = spec.hop_policies[0].value  # its own, if written as a list
-                        for member in inst.members():
-                            nf = naming.network_function(
-                                inst_id, inst.vnf.metadata.name, node, member.slot
-                            )
-                            functions[nf] = member
-                        nfg = naming.network_function_group(
-                            inst_id, inst.vnf.metadata.name, node, fallback
-                        )
-                        groups[nfg] = (inst, fallback)
+                    if not is_chain:
+                        vnf_name = inst.vnf.metadata.name
+                        nfg = naming.network_function_group(inst_id, vnf_name, node, fallback)
+                        if (vnf_name, node, fallback) not in seen_instances:
+                            seen_instances.add((vnf_name, node, fallback))
+                            for member in inst.members():
+                                nf = naming.network_function(inst_id, vnf_name, node, member.slot)
+                                functions[nf] = member
+                            groups[nfg] = (inst, fallback)
                     if node in lb_switches:
-                        beside_lbs.append((binding.metadata.name, node))
-                    for direction in directions(spec.redirection):
-                        if spec.is_chain:
+                        beside_lbs.append((name, node))
+                    for direction in ways:
+                        if is_chain:
                             nfg = chains.target_group(
                                 inst_id, spec, path, direction, node, fallback
                             )
                             if len(path) > 1:
                                 use = (path, chains.wire_direction(direction), node)
                                 uses.setdefault(use, set()).add(fallback)
-                                users.setdefault(path, f"Binding/{binding.metadata.name}")
-                        if out.only_pairs is not None and (group, node) not in out.only_pairs:
+                                users.setdefault(path, f"Binding/{name}")
+                        if not present:
                             continue  # a one-shot compile: the pair cannot be present
                         side = "outport" if direction == TO_LPORT else "inport"
                         match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
-                        key = naming.ovn_ident(
-                            inst_id, binding.metadata.name, node, direction.split("-")[0]
-                        )
+                        key = naming.ovn_ident(inst_id, name, node, direction.split("-")[0])
                         acls.append(
                             (
                                 key,
-                                f"Binding/{binding.metadata.name}",
+                                f"Binding/{name}",
                                 node,
                                 {
                                     "port_group": pg,
-                                    "name": binding.metadata.name,
+                                    "name": name,
                                     "direction": direction,
                                     "priority": common.priority(
                                         common.ACL_PRIORITY_BASE, spec.order
@@ -377,11 +386,10 @@ def crossed_acls(
 
     The VNFs crossed on a node are the binding's path there (``paths``: its VNF, its chain, or
     what is left of a chain around a dead fail-open hop, ``chains.paths``)."""
-    entered = {
-        (paths[(n, node)], node)
-        for (n, node) in paths
-        if paths[(n, node)] and FROM_LPORT in directions(desired.bindings[n].spec.redirection)
+    entering = {
+        n for n, b in desired.bindings.items() if FROM_LPORT in directions(b.spec.redirection)
     }
+    entered = {(path, node) for (n, node), path in paths.items() if path and n in entering}
     rows: list[AclRow] = []
     for name, binding in sorted(desired.bindings.items()):
         spec = binding.spec
@@ -391,6 +399,9 @@ def crossed_acls(
         for other in above:
             if other.spec.securityGroup != spec.securityGroup:
                 warnings.append(_tie_warning(other, binding))
+        if not entered:
+            continue  # nothing steers from-lport: no packet crossed a VNF before (the warnings
+            # above still apply)
         for node in chains.chain_nodes(spec.vnfs, instances):
             path = paths[(name, node)]
             if (path, node) not in entered:

@@ -121,6 +121,39 @@ def test_not_converged_when_the_verify_plan_is_not_empty() -> None:
     assert error_cause(caught.value) == "not-converged" and caught.value.show_traceback
 
 
+def test_the_verify_reads_our_objects_again_and_reuses_the_pods() -> None:
+    """The verify re-reads what we write (NB rows, our Kubernetes objects) but plans from the
+    first read's pods (reconciler.engine.scoped.observe_verify): a pod relabelled between our
+    commit and the verify is new input the next pass applies, not a failure to converge; one of
+    our VMs deleted meanwhile still fails the pass."""
+    kube, ovn = fake_world()
+
+    def relabel(entry: tuple[Any, ...]) -> None:
+        if entry[0] == "ovn":
+            kube.label_pod("shop", "db-1", {"app": "web"})
+
+    kube.journal.after_write.append(relabel)
+    report = reconcile(FIREWALL, kube, ovn, OPTIONS)
+    assert report.plan.changes
+    kube.journal.after_write.clear()
+    follow_up = reconcile(FIREWALL, kube, ovn, OPTIONS)
+    assert {c.kind for c in follow_up.plan.changes} >= {"Port_Group"}
+    assert reconcile(FIREWALL, kube, ovn, OPTIONS).plan.empty
+
+    kube, ovn = fake_world()
+
+    def delete_a_vm(entry: tuple[Any, ...]) -> None:
+        if entry[0] == "ovn":
+            name = next(iter(kube.objects("VirtualMachine")))
+            namespace, _, short = name.rpartition("/")
+            kube.delete("VirtualMachine", namespace, short)
+
+    kube.journal.after_write.append(delete_a_vm)
+    with pytest.raises(NotConverged) as caught:
+        reconcile(FIREWALL, kube, ovn, OPTIONS)
+    assert ("create", "VirtualMachine") in {(c.action, c.kind) for c in caught.value.plan.changes}
+
+
 def test_empty_manifests_never_prune_everything() -> None:
     kube, ovn = applied_world(FIREWALL)
     rows = dict(ovn.rows)
