@@ -42,7 +42,8 @@ Pure: no I/O, no clock; the loop decides when a full pass is due.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Hashable, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
 from operator import is_not
@@ -102,7 +103,8 @@ class _Memo:
     pod_dependent: dict[str, list[Ident]]
     """The backend's pod-dependent resources (of :attr:`potential`), by node."""
     potential: dict[Ident, Resource]
-    """Every row compile emitted, present or not, pod fields filled (``Compiled.potential``)."""
+    """Every row compile emitted, present or not, pod fields filled (``Compiled.potential``);
+    this dict and :attr:`states` are the memo's own, updated in place by each pass."""
     gates: dict[Ident, Pair]
     gated: dict[str, list[Ident]]
     """Node -> its gated rows (of :attr:`potential`)."""
@@ -233,7 +235,8 @@ class IncrementalPlanner:
         potential = memo.potential
         states = memo.states
         live = memo.live
-        new_states: dict[Pair, PairState] = {}
+        refilled: dict[Ident, Resource] = {}  # pod-dependent rows whose fields changed
+        new_states: dict[Pair, PairState] = {}  # pairs whose state changed
         if delta.rows:
             live = dict(memo.live)
             for before_row, after_row in delta.rows:
@@ -252,13 +255,9 @@ class IncrementalPlanner:
             check_pods(memo.backend, checked, node_pods)
             stale = [potential[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
             filled, _ = fill_pods(memo.backend, stale, node_pods)
-            changed: set[Ident] = set()
             for before, after in zip(stale, filled, strict=True):
                 if after is not before:
-                    if potential is memo.potential:
-                        potential = dict(memo.potential)  # copy on write: the memo stays intact
-                    potential[after.ident] = after
-                    changed.add(after.ident)
+                    refilled[after.ident] = after
             for node in dirty:
                 members = node_pods[node].members if node in node_pods else {}
                 for pair in memo.pairs.get(node, ()):
@@ -271,13 +270,12 @@ class IncrementalPlanner:
                     )
                     if state != states[pair]:
                         new_states[pair] = state
-            if new_states:
-                states = {**memo.states, **new_states}
+            now: Mapping[Pair, PairState] = ChainMap(new_states, states) if new_states else states
             flipped = {i for node in dirty for i in memo.gated.get(node, ())
                        if memo.gates[i] in new_states}  # fmt: skip
-            for ident in changed | flipped:
-                res = potential[ident]
-                now_row = gate_rows([res], memo.gates, states) if ident in memo.gates else [res]
+            for ident in refilled.keys() | flipped:
+                res = refilled[ident] if ident in refilled else potential[ident]
+                now_row = gate_rows([res], memo.gates, now) if ident in memo.gates else [res]
                 new = now_row[0] if now_row else None
                 old = target.get(ident)
                 if new is old or (new is not None and old is not None and new == old):
@@ -296,6 +294,12 @@ class IncrementalPlanner:
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
         the_plan = Plan(tuple(changes), memo.plan.warnings, dict(memo.plan.meta))
+        # The memo's potential rows and pair states are updated in place, not copied (some
+        # 40,000 rows and 20,000 pairs at 10k pods / 100 nodes / 200 groups: the copies took
+        # ~0.7 ms of a pod event's pass), and only here, once nothing can fail any more: a pass
+        # that raised has left the memo as it was.
+        potential.update(refilled)
+        states.update(new_states)
         clock_nodes, expiries = memo.clock_nodes, memo.expiries
         if new_states:
             clock_nodes, expiries = _clock_update(memo, states, {pair[1] for pair in new_states})
