@@ -500,8 +500,12 @@ def members_by_group_and_node(
         group = desired.security_groups.get(group_name)
         if group is None:
             continue
+        pods = index.members(group.spec.label_pairs(), group.spec.namespaces)
+        if not pods:  # most groups, for one node's pods (the incremental planner)
+            result[group_name] = {}
+            continue
         by_node: dict[str, list[PodPort]] = defaultdict(list)
-        for pod in index.members(group.spec.label_pairs(), group.spec.namespaces):
+        for pod in pods:
             port = ports.get(pod.lsp_name)
             if port is None or (port.pod_uid is not None and port.pod_uid != pod.uid):
                 continue
