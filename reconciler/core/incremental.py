@@ -121,6 +121,9 @@ class _Memo:
     health_read: frozenset[str]
     """The groups whose health (``nf_active``) the target depends on (``Compiled.health_read``):
     a change of one of them, and of no other, makes the next pass compile everything."""
+    groups_by_label: dict[tuple[str, str], set[str]]
+    """The security groups by each ``(key, value)`` of their labels (of :attr:`desired`): the
+    groups that can have members among some pods are those of the pods' labels."""
     instances: dict[str, list[VnfInstance]]
     """The VNF instances by node, each list in compile order (for the backend's pod checks)."""
     live: dict[Ident, dict[str, Any]]
@@ -190,6 +193,10 @@ class IncrementalPlanner:
         for pair in compiled.anchors:
             pairs.setdefault(pair[1], []).append(pair)
         clock_nodes, expiries = _clock_of(compiled.states)
+        groups_by_label: dict[tuple[str, str], set[str]] = {}
+        for name, group in desired.security_groups.items():
+            for label in group.spec.label_pairs():
+                groups_by_label.setdefault(label, set()).add(name)
         self._memo = _Memo(
             desired=desired,
             options=options,
@@ -208,6 +215,7 @@ class IncrementalPlanner:
             clock_nodes=clock_nodes,
             expiries=expiries,
             health_read=compiled.health_read,
+            groups_by_label=groups_by_label,
             instances=instances,
             live=live,
             ports=ports,
@@ -251,7 +259,11 @@ class IncrementalPlanner:
         if dirty:
             on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
             pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
-            node_pods = pods_by_node(members_by_group_and_node(desired, pods, on_dirty), on_dirty)
+            # only the groups with a label of these pods (asking all 200 took ~0.5 ms at 10k)
+            labelled = {g for pod in pods for label in pod.labels.items()
+                        for g in memo.groups_by_label.get(label, ())}  # fmt: skip
+            by_group = members_by_group_and_node(desired, pods, on_dirty, labelled)
+            node_pods = pods_by_node(by_group, on_dirty)
             checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
             checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
             check_pods(memo.backend, checked, node_pods)
