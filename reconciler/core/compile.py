@@ -19,7 +19,7 @@ import dataclasses
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -481,7 +481,10 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
 
 
 def members_by_group_and_node(
-    desired: Desired, pods: Iterable[Pod], pod_ports: Sequence[PodPort]
+    desired: Desired,
+    pods: Iterable[Pod],
+    pod_ports: Sequence[PodPort],
+    groups: Container[str] | None = None,
 ) -> Members:
     """Member pods per bound group and node, keeping only pods OVN knows as the same pod.
 
@@ -491,8 +494,14 @@ def members_by_group_and_node(
     need only the LSPs on their switches and the pods those LSPs name (the incremental planner's
     per-node path). That holds while LSP names are unique, as the NB's index on them makes them;
     were one name on two switches (a hand-written snapshot), the last LSP given would count.
+
+    ``groups``: only these groups are looked at, the others left out of the result; the
+    incremental planner passes those with a label some of the pods given carry (the others
+    can have no member among them), ~15 of 200 for the ~100 pods of a node.
     """
     bound = {b.spec.securityGroup for b in desired.bindings.values()}
+    if groups is not None:
+        bound = {g for g in bound if g in groups}
     ports = {p.name: p for p in pod_ports}
     index = LabelIndex(pods)
     result: Members = {}
@@ -500,8 +509,12 @@ def members_by_group_and_node(
         group = desired.security_groups.get(group_name)
         if group is None:
             continue
+        pods = index.members(group.spec.label_pairs(), group.spec.namespaces)
+        if not pods:  # most groups, for one node's pods (the incremental planner)
+            result[group_name] = {}
+            continue
         by_node: dict[str, list[PodPort]] = defaultdict(list)
-        for pod in index.members(group.spec.label_pairs(), group.spec.namespaces):
+        for pod in pods:
             port = ports.get(pod.lsp_name)
             if port is None or (port.pod_uid is not None and port.pod_uid != pod.uid):
                 continue

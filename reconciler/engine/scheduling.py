@@ -12,6 +12,8 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from reconciler.core.compile import CompileOptions
@@ -167,15 +169,29 @@ class OvnLagRetry:
         self.attempt = 0
         self._key: tuple[Any, Any] | None = None
         self._missing = False
+        self._ports: set[str] = set()
+        """The pod LSP names of ``self._key[1]``."""
 
     def check(self, observed: Observed) -> None:
-        key = (observed.pods, observed.pod_ports)
+        pods, ports = key = (observed.pods, observed.pod_ports)
         last = self._key
-        if last is not None and key[0] is last[0] and key[1] is last[1]:
+        if last is not None and pods is last[0] and ports is last[1]:
             missing = self._missing  # the caches handed back the same tuples
+        elif (
+            last is not None
+            and ports is last[1]
+            and not self._missing
+            and len(pods) == len(last[0])
+        ):
+            # A pod event: the same ports, every pod of the last check had its port, so only
+            # the pods the cache hands back as new objects can lack one (a scan of all 10k
+            # pods took ~2 ms of every pass, after the commit).
+            changed = compress(pods, map(is_not, pods, last[0]))
+            missing = any(p.node and p.lsp_name not in self._ports for p in changed)
+            self._key, self._missing = key, missing
         else:
-            ports = {p.name for p in observed.pod_ports}
-            missing = any(p.node and p.lsp_name not in ports for p in observed.pods)
+            self._ports = {p.name for p in ports}
+            missing = any(p.node and p.lsp_name not in self._ports for p in pods)
             self._key, self._missing = key, missing
         if missing and self.attempt < len(self.delays):
             delay = self.delays[self.attempt]

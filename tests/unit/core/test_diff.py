@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
+from typing import Any
+
+from deepdiff import DeepDiff
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.core.compile import compile_target
-from reconciler.core.diff import diff, live_state, project
+from reconciler.core.diff import _LIST_INDEX, changed_paths, diff, live_state, project
 from reconciler.core.observed import KubeObject, OvnRow, Pod, PodPort
 from reconciler.core.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -172,3 +177,42 @@ def test_owned_rows_no_longer_in_target_are_deleted_and_only_those():
 def test_project_keeps_only_specified_shape():
     live = {"a": 1, "b": {"c": 2, "d": 3}, "l": [{"x": 1, "y": 2}]}
     assert project(live, {"b": {"c": 0}, "l": [{"x": 0}]}) == {"b": {"c": 2}, "l": [{"x": 1}]}
+
+
+_KEYS = st.sampled_from(["ports", "options", "is-nf", "osc.io/node", "a b", "it's", "1", ""]) | (
+    st.integers(0, 2)
+)
+_SCALAR = st.none() | st.booleans() | st.integers(-1, 2) | st.sampled_from(["", "x", "1"])
+_VALUE = st.recursive(
+    _SCALAR | st.floats(allow_nan=True) | st.lists(st.sampled_from(["a", "b", "c"]), max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=2).map(tuple)
+        | st.dictionaries(_KEYS, inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_ROW = st.dictionaries(_KEYS, _VALUE, max_size=4)
+
+
+def _deepdiff_paths(before: Any, after: Any) -> tuple[str, ...]:
+    paths = DeepDiff(before, after).affected_paths
+    return tuple(sorted({_LIST_INDEX.sub("", p.removeprefix("root")) for p in paths}))
+
+
+@settings(max_examples=600, deadline=None)
+@given(before=_ROW, after=_ROW, edit=st.booleans())
+def test_changed_paths_are_the_ones_deepdiff_finds(
+    before: dict[Any, Any], after: dict[Any, Any], edit: bool
+) -> None:
+    """changed_paths works out the paths of the plain values OVN rows hold itself (DeepDiff
+    is slow) and leaves anything else to DeepDiff: the paths must be DeepDiff's either way."""
+    if edit:  # mostly alike, as an update's before and after are
+        after = {**copy.deepcopy(before), **after}
+    assert changed_paths(before, after) == _deepdiff_paths(before, after)
+
+
+def test_changed_paths_of_a_port_group_update() -> None:
+    before = {"name": "pg", "ports": ["a", "b"], "external_ids": {"osc.io/node": "n1"}}
+    after = {"name": "pg", "ports": ["a", "b", "c"], "external_ids": {"osc.io/node": "n2"}}
+    assert changed_paths(before, after) == ("['external_ids']['osc.io/node']", "['ports']")

@@ -174,3 +174,20 @@ def test_pods_without_an_ovn_port_yet_are_looked_at_again_a_few_times() -> None:
 
     lag.check(OBSERVED)  # the port appeared: the retries are armed again
     assert lag.attempt == 0
+
+
+def test_a_pod_event_that_brings_a_pod_without_its_port_is_looked_at_again() -> None:
+    """After a check that found every port, a pod event (same ports, the changed pods new
+    objects) only looks at the changed pods: one scheduled without its port still counts."""
+    reasons: list[str] = []
+    lag = OvnLagRetry((0.001,), reasons.append)
+    lag.check(OBSERVED)
+    assert lag.attempt == 0
+    relabelled = replace(
+        OBSERVED, pods=(*OBSERVED.pods[:-1], replace(OBSERVED.pods[-1], labels={"x": "y"}))
+    )
+    lag.check(relabelled)
+    assert lag.attempt == 0, "a relabelled pod keeps its port"
+    stranger = replace(OBSERVED.pods[-1], name="new-1", uid="uid-new-1")
+    lag.check(replace(relabelled, pods=(*relabelled.pods[:-1], stranger)))
+    assert lag.attempt == 1, "a new pod at the same place in the tuple has no port yet"
