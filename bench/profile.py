@@ -197,9 +197,18 @@ def _profile_cli(
     argv = ["--ovn-nb", sb.info.nb_remote, "--kubeconfig", sb.info.kubeconfig,
             "--steering", options.steering or "network-function"]  # fmt: skip
     if command == "plan":  # against the converged NB
-        code = cli_main(["apply", str(manifests), *argv, "--ovn-timeout", "300"])
-        if code != 0:
-            raise SystemExit(f"the apply before the plan failed ({code})")
+        import contextlib as quiet
+
+        from bench.health import wait_healthy
+
+        # Twice: the first apply holds the steering until OVN reports the VNFs healthy
+        # (issue 22), the second switches it on once they are.
+        for _ in range(2):
+            with quiet.redirect_stdout(io.StringIO()):
+                code = cli_main(["apply", str(manifests), *argv, "--ovn-timeout", "300"])
+            if code != 0:
+                raise SystemExit(f"the apply before the plan failed ({code})")
+            wait_healthy(sb.info.nb_remote)
     else:
         reset_owned(sb.info.nb_remote)
         sb.call("delete_owned_kube")
