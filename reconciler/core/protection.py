@@ -363,8 +363,8 @@ def steering_in_rows(rows: Iterable[Row], pod_ports: Iterable[PodPort]) -> RowSt
                 else:
                     namespace, _, pod = str(lsp).partition("_")
                     ident, where = (namespace, pod), node
-                where, before = steered.get(ident, (where, ()))
-                steered[ident] = (where, _merge(before, vnfs))
+                seen = steered.get(ident)  # ``vnfs`` is already without repeats
+                steered[ident] = (where, vnfs) if seen is None else (seen[0], _merge(seen[1], vnfs))
     return out
 
 
@@ -381,6 +381,11 @@ def live_changes(
     ``desired`` against ``observed``) are applied: the owned rows of ``observed`` before, the
     same rows with the plan's OVN changes after (:func:`planned_rows`). Labels and a binding's
     group and VNFs come from ``desired`` where it still has them, else from the rows."""
+    changes = list(changes)
+    if not any(c.is_ovn for c in changes):
+        # The rows stay as they are, so nothing starts or stops being steered: the common case
+        # of a converged plan, which skips reading every steered pod twice (~0.1 s at 10k).
+        return ()
     live = [(r.table, r.fields) for r in observed.ovn_rows]
     old = steering_in_rows(live, observed.pod_ports)
     new = steering_in_rows(planned_rows(observed, changes), observed.pod_ports)
