@@ -635,15 +635,10 @@ def report(data: dict[str, Any]) -> str:
 
 
 def write_block(text: str, out: Path) -> None:
-    """Replace the generated block in ``out`` (or append one)."""
-    block = f"{BEGIN}\n{text}{END}"
-    doc = out.read_text() if out.exists() else "# Benchmarks\n"
-    if BEGIN in doc and END in doc:
-        start, end = doc.index(BEGIN), doc.index(END) + len(END)
-        doc = doc[:start] + block + doc[end:]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
-    out.write_text(doc)
+    """Replace this benchmark's generated block in ``out`` (or append one)."""
+    from bench.report import replace_block
+
+    replace_block(out, BEGIN, END, text)
 
 
 def main(argv: list[str] | None = None) -> int:

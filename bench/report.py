@@ -470,6 +470,19 @@ def generated(data: dict[str, Any]) -> str:
     )
 
 
+def replace_block(out: Path, begin: str, end: str, text: str) -> None:
+    """Put ``text`` between the markers ``begin`` and ``end`` of ``out`` (replacing what stood
+    there, or appended with them): each benchmark owns one generated block of the same file."""
+    block = f"{begin}\n{text}{end}"
+    doc = out.read_text() if out.exists() else "# Benchmarks\n"
+    if begin in doc and end in doc:
+        start, stop = doc.index(begin), doc.index(end) + len(end)
+        doc = doc[:start] + block + doc[stop:]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    out.write_text(doc)
+
+
 def write_report(data: dict[str, Any], out: Path, png: Path | None) -> bool:
     """Write the Markdown (and the PNG when matplotlib is importable); True if a PNG was made."""
     block = generated(data)

@@ -522,14 +522,10 @@ def report(result: dict[str, Any]) -> str:
 
 
 def write_block(text: str, out: Path) -> None:
-    block = f"{BEGIN}\n{text}{END}"
-    doc = out.read_text() if out.exists() else "# Benchmarks\n"
-    if BEGIN in doc and END in doc:
-        start, end = doc.index(BEGIN), doc.index(END) + len(END)
-        doc = doc[:start] + block + doc[end:]
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
-    out.write_text(doc)
+    """Replace this benchmark's generated block in ``out`` (or append one)."""
+    from bench.report import replace_block
+
+    replace_block(out, BEGIN, END, text)
 
 
 def main(argv: list[str] | None = None) -> int:
