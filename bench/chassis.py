@@ -18,20 +18,19 @@ the sandbox's ``atexit`` hook and ``PR_SET_PDEATHSIG``).
 from __future__ import annotations
 
 import re
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 
 from osc_gitops_sandbox import ovsdb_rpc
 from osc_gitops_sandbox.distributions import Distribution, distribution
+from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.ovn import Daemon, OvnSandboxError, child_env, run_tool, wait_until
 
 BRIDGE = "br-int"
 
 
-class Chassis:
+class Chassis(Lifecycle):
     """``with Chassis(sb_remote, "node-000", [(lsp, uid), ...]) as ch: ch.openflow_flows()``"""
 
     def __init__(
@@ -48,12 +47,7 @@ class Chassis:
         self.node = node
         self.ports = list(ports)
         self.dist = distribution(dist)
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if workdir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="oscc-")
-            workdir = self._tmp.name
-        self.workdir = Path(workdir).resolve()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = self._own_workdir(workdir, "oscc-")
         self.timeout = timeout
         self.daemons: list[Daemon] = []
 
@@ -83,14 +77,6 @@ class Chassis:
 
     def appctl(self, daemon: Daemon, *args: str, timeout: float = 60.0) -> str:
         return run_tool(self.dist, "ovs-appctl", "-t", str(daemon.ctl), *args, timeout=timeout)
-
-    def start(self) -> Chassis:
-        try:
-            self._start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
 
     def _start(self) -> None:
         db = self.workdir / "conf.db"
@@ -186,21 +172,7 @@ class Chassis:
             if not daemon.alive():
                 raise daemon.failure("died")
 
-    def stop(self) -> None:
+    def _stop(self) -> None:
         for daemon in reversed(self.daemons):
             daemon.stop()
         self.daemons.clear()
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
-
-    def __enter__(self) -> Chassis:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
