@@ -219,13 +219,8 @@ def subtract(filters: Iterable[Traffic], taken: Iterable[Traffic]) -> tuple[Traf
             mine = [i for f in filters if f.protocol is proto for i in _ports(f)]
         gone = [i for f in taken if f.protocol is proto for i in _ports(f)]
         left = _minus(_merge(mine), _merge(gone))
-        if left == [ALL_PORTS]:
-            out.append(Traffic(protocol=proto))
-        elif left:
-            ports: list[int | PortRange] = [
-                s if s == e else PortRange(start=s, end=e) for s, e in left
-            ]
-            out.append(Traffic(protocol=proto, ports=ports))
+        if left:
+            out.append(_traffic_of(proto, left))
     return tuple(out)
 
 
@@ -270,14 +265,19 @@ def intersect(a: Iterable[Traffic], b: Iterable[Traffic]) -> tuple[Traffic, ...]
         mine = _merge(i for f in a if f.protocol is proto for i in _ports(f))
         theirs = _merge(i for f in b if f.protocol is proto for i in _ports(f))
         both = _intervals_and(mine, theirs)
-        if both == [ALL_PORTS]:
-            out.append(Traffic(protocol=proto))
-        elif both:
-            ports: list[int | PortRange] = [
-                s if s == e else PortRange(start=s, end=e) for s, e in both
-            ]
-            out.append(Traffic(protocol=proto, ports=ports))
+        if both:
+            out.append(_traffic_of(proto, both))
     return tuple(out)
+
+
+def _traffic_of(proto: Protocol, intervals: Intervals) -> Traffic:
+    """A filter of ``proto`` on the (non-empty) port ``intervals``: every port, or the list."""
+    if intervals == [ALL_PORTS]:
+        return Traffic(protocol=proto)
+    ports: list[int | PortRange] = [
+        s if s == e else PortRange(start=s, end=e) for s, e in intervals
+    ]
+    return Traffic(protocol=proto, ports=ports)
 
 
 def first_match_losses(
