@@ -29,8 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.distributions import distribution
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.distributions import distribution
 
 from bench import ways
 from bench.health import converge, full_creates, wait_healthy
@@ -40,11 +40,11 @@ from bench.warm import measure_warm
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.oneshot import OvnOneShot
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.core.compile import CompileOptions
-from reconciler.core.model import Desired
-from reconciler.core.plan import Change
-from reconciler.core.planning import compile_plan
-from reconciler.core.target import SVC_MONITOR_MARKER_PREFIX
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.plan import Change
+from reconciler.core.model.target import SVC_MONITOR_MARKER_PREFIX
+from reconciler.core.planning.full import compile_plan
 from reconciler.engine.pipeline import observe, reconcile
 from reconciler.manifests.load import load_path
 

@@ -108,7 +108,7 @@ def _measure(
     from reconciler.adapters.kube.cache import KubeCache
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
     from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-    from reconciler.core.compile import CompileOptions
+    from reconciler.core.compiling.compile import CompileOptions
     from reconciler.engine.loop import Loop, LoopConfig
     from reconciler.engine.sources import LocalSource
     from reconciler.manifests.load import load_path

@@ -50,7 +50,7 @@ fi
 # --- the Debian sid root -------------------------------------------------------------------------
 # Debian bookworm ships OVN 23.03, which has no Network Function tables; Debian sid ships OVN 26.03
 # and OVS 4.0. mmdebstrap builds a sid root file system (no chroot needed afterwards: the sandbox
-# runs its binaries through sid's own dynamic loader, see sandbox/osc_gitops_sandbox/
+# runs its binaries through sid's own dynamic loader, see sandbox/osc_gitops_sandbox/ovn/
 # distributions.py, which also owns every path inside it).
 #
 # Where: ${OSC_SID_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/osc-gitops/sid-ovn}, outside the clone,
@@ -144,7 +144,7 @@ build_sid_root() {
   fi
   rm -f "$tmp.log"
   # Every tool, run through sid's loader, must answer --version and be new enough.
-  if ! versions=$("$VENV/bin/python" -m osc_gitops_sandbox.distributions verify --root "$tmp"); then
+  if ! versions=$("$VENV/bin/python" -m osc_gitops_sandbox.ovn.distributions verify --root "$tmp"); then
     echo "setup: refusing the Debian sid root (see above); the previous one, if any, is kept" >&2
     exit 1
   fi

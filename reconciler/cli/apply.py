@@ -22,10 +22,10 @@ from reconciler.cli.common import (
     scope_of,
 )
 from reconciler.cli.review import add_base_arg
-from reconciler.core.observed import Observed
+from reconciler.core.model.observed import Observed
 
 if TYPE_CHECKING:
-    from reconciler.core.plan import Plan
+    from reconciler.core.model.plan import Plan
     from reconciler.engine.apply import ApplyReport
 
 
@@ -132,7 +132,7 @@ def run_apply(args: argparse.Namespace) -> int:
     with connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
         wake = planner = None
         if args.wait:
-            from reconciler.core.incremental import IncrementalPlanner
+            from reconciler.core.planning.incremental import IncrementalPlanner
             from reconciler.engine.wait import health_wake
 
             wake, planner = health_wake(ovn), IncrementalPlanner()
@@ -229,7 +229,7 @@ def _record_apply(
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
     ended. A status that cannot be written is a warning: the apply stands."""
-    from reconciler.core.health import health_meta, vnf_health
+    from reconciler.core.transitions.health import health_meta, vnf_health
     from reconciler.engine.reporting import status
 
     path = status.status_path(cache_dir(args), status_name(args))

@@ -37,7 +37,7 @@ from reconciler.errors import UserError
 
 if TYPE_CHECKING:
     from reconciler.adapters.kube.client import KubeCluster
-    from reconciler.core.slicing import Scope
+    from reconciler.core.planning.slicing import Scope
     from reconciler.engine.providers import OvnProvider
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -202,7 +202,8 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
 
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
     """``--node`` (a node agent) and ``--kubernetes-only`` (the central owner) for
-    interconnect clusters, where every node has its own NB (``reconciler.core.slicing``)."""
+    interconnect clusters, where every node has its own NB
+    (``reconciler.core.planning.slicing``)."""
     group = parser.add_argument_group(
         "interconnect clusters (one OVN Northbound per node)",
         "Without these flags, one process reconciles everything in one central NB.",
@@ -227,7 +228,7 @@ def scope_of(args: argparse.Namespace) -> Scope:
     """The scope the flags ask for; refuses a bad node name or both flags at once."""
     import re
 
-    from reconciler.core.slicing import scope_for
+    from reconciler.core.planning.slicing import scope_for
 
     node = getattr(args, "node", None) or None
     kubernetes_only = bool(getattr(args, "kubernetes_only", False))
@@ -247,8 +248,8 @@ _NODE_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 def compile_options(args: argparse.Namespace) -> Any:
     import re
 
-    from reconciler.core.compile import CompileOptions
-    from reconciler.core.model import DNS1123_LABEL
+    from reconciler.core.compiling.compile import CompileOptions
+    from reconciler.core.model.desired import DNS1123_LABEL
     from reconciler.core.steering.base import DEFAULT_EMPTY_GRACE
     from reconciler.core.steering.network_function import svc_monitor_addresses
 

@@ -9,7 +9,7 @@ from reconciler.cli.common import Command
 from reconciler.errors import UserError
 
 DEMO_OVN_VERSIONS = ("26.03", "23.03")
-"""The OVN distributions the sandbox runs (``osc_gitops_sandbox.datapath_world.OVN_VERSIONS``);
+"""The OVN distributions the sandbox runs (``osc_gitops_sandbox.datapath.world.OVN_VERSIONS``);
 the first is the default."""
 
 

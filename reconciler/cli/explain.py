@@ -2,7 +2,7 @@
 
 The command only reads and prints: it loads the manifests and the observed state (live, or a
 snapshot with ``--observed``), makes the same full plan as ``osc-gitops plan`` and hands both to
-``reconciler.core.explain``, which does the explaining.
+``reconciler.core.views.explain``, which does the explaining.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def parse_pod(ref: str) -> tuple[str, str]:
 
 def run_explain(args: argparse.Namespace) -> int:
     from reconciler.cli.plan import read_snapshot
-    from reconciler.core.explain import explain_pod
-    from reconciler.core.planning import compile_plan
+    from reconciler.core.planning.full import compile_plan
+    from reconciler.core.views.explain import explain_pod
     from reconciler.engine.pipeline import observe
     from reconciler.render.explain import render_explain_json, render_explain_text
 

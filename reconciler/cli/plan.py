@@ -56,8 +56,8 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from reconciler.core.plan import with_meta
-    from reconciler.core.zoned import is_zoned
+    from reconciler.core.model.plan import with_meta
+    from reconciler.core.planning.zoned import is_zoned
     from reconciler.engine.pipeline import Pipeline, preview
 
     desired, revision = load_source(args)
@@ -129,7 +129,7 @@ def read_json(path: str) -> dict[str, Any]:
 
 
 def parse_snapshot(path: str, data: dict[str, Any]) -> Any:
-    from reconciler.core.observed import Observed
+    from reconciler.core.model.observed import Observed
 
     try:
         return Observed.from_json(data)

@@ -1,8 +1,8 @@
 """What a plan shows a reviewer beyond its rows: protection changes, typo guards, diagrams.
 
 ``plan`` and ``apply`` (``apply FILE`` too) both call :func:`review` on the plan they made. The
-protection changes (``reconciler.core.protection``) say which pods start and stop being steered
-when the plan is applied, compared with, in this order:
+protection changes (``reconciler.core.views.protection``) say which pods start and stop being
+steered when the plan is applied, compared with, in this order:
 
 1. ``--base DIR``: a folder of manifests given explicitly (in a pull request: the base
    branch), both sides judged from manifests on the cluster observed (``source: base``);
@@ -46,7 +46,7 @@ def protection_of(
     """The protection changes of ``plan`` (``None``: unknown), their basis
     (``meta["protection_basis"]``), and the manifests compared with (``--base`` only)."""
     from reconciler.cli.common import load_manifests
-    from reconciler.core.protection import live_changes, protection_changes
+    from reconciler.core.views.protection import live_changes, protection_changes
 
     base = getattr(args, "base", None)
     if base:
@@ -105,8 +105,8 @@ def annotate(
     its warnings (``all_pods``/``all_nodes``: whether ``observed`` holds the whole cluster's,
     see ``typo_warnings``), and the bindings of each changed group (for the pull-request
     diagram)."""
-    from reconciler.core.protection import to_json
-    from reconciler.core.typos import typo_warnings
+    from reconciler.core.views.protection import to_json
+    from reconciler.core.views.typos import typo_warnings
     from reconciler.render.mermaid import group_bindings
 
     warnings = typo_warnings(
@@ -133,8 +133,8 @@ def annotate(
 def merged_zones(snapshot_data: dict[str, Any]) -> Any:
     """One ``Observed`` of a zoned snapshot's pods, ports, nodes and switches (what protection
     changes read), with the owned rows of every zone."""
-    from reconciler.core.observed import Observed
-    from reconciler.core.zoned import ZonedSnapshot
+    from reconciler.core.model.observed import Observed
+    from reconciler.core.planning.zoned import ZonedSnapshot
 
     snapshot = ZonedSnapshot.from_json(snapshot_data)
     zones = [zone.observed for zone in snapshot.zones.values()]

@@ -27,7 +27,7 @@ from reconciler.cli.common import (
 from reconciler.errors import OscError, UserError
 
 if TYPE_CHECKING:
-    from reconciler.core.slicing import Scope
+    from reconciler.core.planning.slicing import Scope
     from reconciler.engine.providers import KubeProvider, LeaseProvider, StatusPublisher
 
 CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {

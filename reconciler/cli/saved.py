@@ -57,7 +57,7 @@ def desired_to_json(desired: Any) -> dict[str, Any]:
 
 
 def desired_from_json(data: Any) -> Any:
-    from reconciler.core.model import Desired
+    from reconciler.core.model.desired import Desired
 
     return Desired.model_validate(data)
 

@@ -1,4 +1,4 @@
-"""``explain --trace``: the flags, and running the traces ``reconciler.core.tracing`` plans.
+"""``explain --trace``: the flags, and running the traces ``reconciler.core.views.tracing`` plans.
 
 The pod's traffic to and from a peer (``--peer NAMESPACE/POD``, default: a pod on the same node
 that no group steers) is traced with ``ovn-trace`` against the live Southbound DB (``--ovn-sb``,
@@ -46,7 +46,7 @@ def run_traces(
     """The verdicts of every probe for the pod (an empty list when no binding steers it)."""
     from reconciler.adapters.ovn.trace import OvnTrace
     from reconciler.cli.explain import parse_pod
-    from reconciler.core.tracing import TraceError, choose_peer, probes, verdict
+    from reconciler.core.views.tracing import TraceError, choose_peer, probes, verdict
 
     if args.observed:
         raise UserError("--trace needs the live cluster: it cannot trace against --observed")

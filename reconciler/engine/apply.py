@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
-from reconciler.core import ownership as own
-from reconciler.core.model import Desired
-from reconciler.core.plan import Change, Plan
+from reconciler.core.model import ownership as own
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.plan import Change, Plan
 from reconciler.engine.providers import KubeWriter, Notifier, OvnWriter
 
 

@@ -35,7 +35,7 @@ Safety rules, each covered by a test in ``tests/unit/engine`` (with in-memory fa
   ``backoff_max``, with jitter); events do not bypass it. ``--once`` retries nothing: it logs
   how its one pass ended and exits 1.
 - **Full resync.** Between full compiles (every ``full_resync`` seconds) passes re-plan only
-  what changed (``reconciler.core.incremental``).
+  what changed (``reconciler.core.planning.incremental``).
 
 Every timing decision reads an injected clock (default ``time.monotonic``), so the rules above
 are tested without sleeping.
@@ -45,8 +45,8 @@ in ``run``), the status file (``reporting.status.StatusBook``) and, for a node a
 central owner of an interconnect cluster, the status it publishes for ``status --all-nodes``
 (:class:`StatusPublisher`, ``reporting.fleet``).
 
-The loop reconciles the scope of its config (``reconciler.core.slicing``): a node agent's loop
-watches only its node's pods (the adapter's field selector) and never writes Kubernetes; a
+The loop reconciles the scope of its config (``reconciler.core.planning.slicing``): a node agent's
+loop watches only its node's pods (the adapter's field selector) and never writes Kubernetes; a
 ``--kubernetes-only`` loop watches no pods at all.
 """
 
@@ -63,13 +63,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import diff as diff_mod
-from reconciler.core.compile import CompileOptions
-from reconciler.core.observed import Observed, OvnRow
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
-from reconciler.core.plan import Plan
-from reconciler.core.slicing import CentralScope, NodeScope, Scope
-from reconciler.core.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_slice
+from reconciler.core.compiling import diff as diff_mod
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.observed import Observed, OvnRow
+from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.slicing import CentralScope, NodeScope, Scope
+from reconciler.core.planning.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_slice
 from reconciler.engine import gc_tuning
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.guard import LoopGuard
@@ -117,8 +117,9 @@ class LoopConfig:
     status_file: Path | None = None
     full_resync: float = 600.0
     """Seconds between full compiles. In between, passes re-plan only the nodes whose pods, pod LSPs
-    or owned rows changed (``reconciler.core.incremental``), fed by the watch-driven caches; a full
-    compile is the safety net, like controller-runtime's ``SyncPeriod``. 0: always."""
+    or owned rows changed (``reconciler.core.planning.incremental``), fed by the watch-driven
+    caches; a full compile is the safety net, like controller-runtime's ``SyncPeriod``. 0:
+    always."""
     lag_retries: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
     """Delays of the quick re-reconciles scheduled while scheduled pods have no OVN port yet
     (OVN-Kubernetes writes the port a few ms after the pod event; our IDL follows it)."""
@@ -448,8 +449,8 @@ class Loop:
 
     def _encoded_slice(self) -> str | None:
         """A node agent's view of its zone, encoded for ``snapshot --all-nodes``
-        (``reconciler.core.zoned``); encoded again only when a part of it changed, and ``None``
-        when too big to publish."""
+        (``reconciler.core.planning.zoned``); encoded again only when a part of it changed, and
+        ``None`` when too big to publish."""
         observed = self.last_observed
         if observed is None:
             return None

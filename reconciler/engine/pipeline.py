@@ -5,14 +5,14 @@
 half (:meth:`Pipeline.preview`, or :func:`preview` of a snapshot file): the same read, the same
 scope and the same planning step, nothing written. They differ only in what they hand it:
 
-- the **planner**: a full compile every time (``reconciler.core.planning.FullPlanner``) for the
+- the **planner**: a full compile every time (``reconciler.core.planning.full.FullPlanner``) for the
   CLI, the incremental planner with a periodic full resync for the loop;
 - the **write guard** (``reconciler.engine.guard``): none for the CLI, "not shutting down and
   still the leader" for the loop;
 - a **listener** told about each step, with which the loop keeps its books (readiness, drift,
   the revision applied, metrics); the CLI needs none;
-- the **scope** (``reconciler.core.slicing``): everything (the default), one node's OVN slice
-  (``--node``), or the Kubernetes side only (``--kubernetes-only``). It decides what is read
+- the **scope** (``reconciler.core.planning.slicing``): everything (the default), one node's OVN
+  slice (``--node``), or the Kubernetes side only (``--kubernetes-only``). It decides what is read
   (``reconciler.engine.scoped``), the view the planner sees, and the part of each plan carried
   out; an agent's Kubernetes writer refuses every write.
 
@@ -22,7 +22,7 @@ not know about ``kubernetes`` or ``ovsdbapp``. Writes go in the safe order of
 again (pods, nodes and NetworkPolicies, which we never write, are the first read's:
 ``reconciler.engine.scoped.observe_verify``) and planned again, and that plan must be empty (but
 for held steering northd reported ready meanwhile, or a plan following a health verdict northd
-changed meanwhile: ``reconciler.core.transitions``), else :class:`NotConverged`.
+changed meanwhile: ``reconciler.core.transitions.hold``), else :class:`NotConverged`.
 """
 
 from __future__ import annotations
@@ -31,14 +31,14 @@ import time
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.health import plan_report
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan, with_meta
-from reconciler.core.planning import CompiledPlan, FullPlanner, compile_plan
-from reconciler.core.slicing import CentralScope, Scope, ScopedView
-from reconciler.core.transitions import only_progress, with_health_of
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan, with_meta
+from reconciler.core.planning.full import CompiledPlan, FullPlanner, compile_plan
+from reconciler.core.planning.slicing import CentralScope, Scope, ScopedView
+from reconciler.core.transitions.health import plan_report
+from reconciler.core.transitions.hold import only_progress, with_health_of
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (

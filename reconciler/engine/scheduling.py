@@ -16,11 +16,11 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.engine.reporting.logs import LOGGER
 
 log = logging.getLogger(LOGGER)

@@ -1,11 +1,12 @@
 """After each pass: carry the rolling updates one step further, and keep the books of what waits.
 
-The plan of a pass already holds back what may not be written yet (``reconciler.core.transitions``:
-steering onto an instance OVN has not seen healthy, template updates of VMs the rollout has not
-selected). What is left is imperative and happens here, after the pass's writes:
+The plan of a pass already holds back what may not be written yet
+(``reconciler.core.transitions.hold``: steering onto an instance OVN has not seen healthy, template
+updates of VMs the rollout has not selected). What is left is imperative and happens here, after
+the pass's writes:
 
-- the rollout's steps (``reconciler.core.rollout.next_steps``): annotate the VMs selected or
-  moved to their next phase, restart a VM once its new template is written (KubeVirt's
+- the rollout's steps (``reconciler.core.transitions.rollout.next_steps``): annotate the VMs
+  selected or moved to their next phase, restart a VM once its new template is written (KubeVirt's
   ``restart`` subresource). They are Kubernetes writes: the loop's write guard is asked first
   (a replica that lost its Lease writes nothing), and a node agent, which never writes
   Kubernetes, takes none;
@@ -25,10 +26,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.core.gating import HELD_META
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
-from reconciler.core.rollout import Step, Steps, next_steps, rollouts_of
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.transitions.gating import HELD_META
+from reconciler.core.transitions.rollout import Step, Steps, next_steps, rollouts_of
 from reconciler.engine.guard import WriteGuard
 from reconciler.engine.reporting.logs import LOGGER
 

@@ -1,4 +1,5 @@
-"""YAML manifests to a validated :class:`~reconciler.core.model.Desired`, with ``file:line`` errors.
+"""YAML manifests to a validated :class:`~reconciler.core.model.desired.Desired`, with
+``file:line`` errors.
 
 Why ruamel.yaml's round-trip loader: it records the line and column of every key, value and
 list item, so a pydantic error at ``('spec', 'labels', 1)`` becomes ``web.yaml:7:9``.
@@ -47,7 +48,7 @@ from ruamel.yaml.events import (
 )
 from ruamel.yaml.reader import ReaderError
 
-from reconciler.core.model import API_VERSION, KINDS, MODEL_BY_KIND, Desired
+from reconciler.core.model.desired import API_VERSION, KINDS, MODEL_BY_KIND, Desired
 from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
 from reconciler.manifests import fast_yaml
 from reconciler.manifests.ignore import IgnoreRules

@@ -1,7 +1,7 @@
 """JSON Schemas for the manifests, generated from the pydantic models.
 
-The models in :mod:`reconciler.core.model` are the single source of truth; the files in ``schemas/``
-are derived artefacts for editors (yaml-language-server: ``# yaml-language-server:
+The models in :mod:`reconciler.core.model.desired` are the single source of truth; the files in
+``schemas/`` are derived artefacts for editors (yaml-language-server: ``# yaml-language-server:
 $schema=../../schemas/manifest.json``) and for other tools in CI. Committed generated files
 drift, so ``osc-gitops schema --check`` (run in CI) and a test compare them with a fresh
 generation.
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from reconciler.core.model import API_VERSION, Binding, SecurityGroup, VnfDeployment
+from reconciler.core.model.desired import API_VERSION, Binding, SecurityGroup, VnfDeployment
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 ID_BASE = "https://osc.io/schemas/v1alpha1/"

@@ -23,7 +23,7 @@ switches) has ``resource.chain``, the chain's VNFs in order (``["ngfw", "ids"]``
 
 ``protection_changes`` (added in format 1, before ``changes`` in meaning: read it first) says
 which pods start and stop being steered, per Binding, when the plan is applied
-(``reconciler.core.protection``):
+(``reconciler.core.views.protection``):
 
 ```json
 "protection_changes": [
@@ -69,8 +69,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.core.ownership import CHAIN
-from reconciler.core.plan import Change, Plan
+from reconciler.core.model.ownership import CHAIN
+from reconciler.core.model.plan import Change, Plan
 
 FORMAT_VERSION = "1"
 

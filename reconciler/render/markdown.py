@@ -3,7 +3,7 @@ group's bindings, the warnings, then a summary, a table of rows and the full tex
 
 from __future__ import annotations
 
-from reconciler.core.plan import Plan
+from reconciler.core.model.plan import Plan
 from reconciler.render import protection
 from reconciler.render.mermaid import markdown_diagrams
 from reconciler.render.text import SYMBOL, budget_line, render_text, summary_line

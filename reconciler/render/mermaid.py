@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from reconciler.core.model import Desired, Traffic
+from reconciler.core.model.desired import Desired, Traffic
 
 
 def _traffic(filters: Iterable[Traffic]) -> str:

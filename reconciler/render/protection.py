@@ -1,7 +1,7 @@
 """The "Protection changes" section every plan starts with (text and Markdown).
 
 It reads the plan's ``meta["protection_changes"]`` (the JSON form of
-``reconciler.core.protection.BindingProtection``) and ``meta["protection_basis"]`` (what the
+``reconciler.core.views.protection.BindingProtection``) and ``meta["protection_basis"]`` (what the
 change is compared with), so a plan made anywhere renders the same. Per binding: how many pods
 start and stop being steered, then the pods themselves, one line each, or grouped by namespace
 with counts when a namespace has more than :data:`LIST_PODS`.

@@ -6,7 +6,7 @@ import json
 from itertools import groupby
 from typing import Any
 
-from reconciler.core.plan import Change, Plan
+from reconciler.core.model.plan import Change, Plan
 from reconciler.render import protection
 from reconciler.render.transitions import transition_lines
 
@@ -85,7 +85,7 @@ def _create_lines(change: Change) -> list[str]:
 
 def health_lines(meta: dict[str, Any]) -> list[str]:
     """The plan's VNF instances with their health as OVN reports it (``meta["vnf_instances"]``,
-    see ``reconciler.core.health``)."""
+    see ``reconciler.core.transitions.health``)."""
     lines: list[str] = []
     for inst in meta.get("vnf_instances") or ():
         detail = f" ({inst['detail']})" if inst.get("detail") else ""

@@ -1,5 +1,5 @@
 """Held steering and rolling updates, as a plan shows them (``meta["held"]``, ``meta["rollout"]``:
-``reconciler.core.gating``, ``reconciler.core.rollout``)."""
+``reconciler.core.transitions.gating``, ``reconciler.core.transitions.rollout``)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 from tests.support.kube import pod
 

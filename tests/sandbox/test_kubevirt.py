@@ -16,8 +16,13 @@ from typing import Any
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-from osc_gitops_sandbox.kubeapi import KubeApiServer
-from osc_gitops_sandbox.kubevirt import RESTART_REQUIRED, VM_GENERATION, KubeVirt, restart_path
+from osc_gitops_sandbox.kubeapi.kubevirt import (
+    RESTART_REQUIRED,
+    VM_GENERATION,
+    KubeVirt,
+    restart_path,
+)
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 NS = "vnfs"
 

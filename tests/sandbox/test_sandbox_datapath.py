@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox import distributions
-from osc_gitops_sandbox.datapath import DATAPATH_TOOLS, datapath_unavailable_reason
+from osc_gitops_sandbox.datapath.network import DATAPATH_TOOLS, datapath_unavailable_reason
+from osc_gitops_sandbox.ovn import distributions
 
 from tests.support.cli import cli
 from tests.support.paths import POLICIES

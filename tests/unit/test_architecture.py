@@ -77,35 +77,53 @@ class Probe:
 PROBES = (
     Probe(
         "layers",
-        "core/probe_upward.py",
+        "reconciler/core/probe_upward.py",
         "import reconciler.manifests\n",
         "reconciler.core.probe_upward -> reconciler.manifests",
     ),
     # An import inside a function is still a dependency: the engine must not reach the adapters.
     Probe(
         "layers",
-        "engine/probe_lazy.py",
+        "reconciler/engine/probe_lazy.py",
         "def adapter() -> object:\n    import reconciler.adapters.ovn\n\n"
         "    return reconciler.adapters.ovn\n",
         "reconciler.engine.probe_lazy -> reconciler.adapters.ovn",
     ),
     # A new top-level package must be placed in the layers (exhaustive).
-    Probe("layers", "probe_unplaced.py", "", "- reconciler.probe_unplaced"),
+    Probe("layers", "reconciler/probe_unplaced.py", "", "- reconciler.probe_unplaced"),
+    # Inside the core: the vocabulary never reaches up to a planner, a backend never reaches the
+    # transitions (lazily either), and a new core package must be placed (exhaustive).
+    Probe(
+        "core-layers",
+        "reconciler/core/model/probe_planner.py",
+        "import reconciler.core.planning.full\n",
+        "reconciler.core.model.probe_planner -> reconciler.core.planning.full",
+    ),
+    Probe(
+        "core-layers",
+        "reconciler/core/steering/probe_lazy.py",
+        "def gate() -> object:\n    import reconciler.core.transitions.gating\n\n"
+        "    return reconciler.core.transitions.gating\n",
+        "reconciler.core.steering.probe_lazy -> reconciler.core.transitions.gating",
+    ),
+    Probe(
+        "core-layers", "reconciler/core/probe_unplaced.py", "", "- reconciler.core.probe_unplaced"
+    ),
     Probe(
         "adapters-use-only-core",
-        "adapters/kube/probe_render.py",
+        "reconciler/adapters/kube/probe_render.py",
         "import reconciler.render\n",
         "reconciler.adapters.kube.probe_render -> reconciler.render",
     ),
     Probe(
         "pure-core",
-        "render/probe_process.py",
+        "reconciler/render/probe_process.py",
         "import subprocess\n",
         "reconciler.render.probe_process -> subprocess",
     ),
     Probe(
         "kubernetes-only-in-kube-adapter",
-        "cli/probe_kubernetes.py",
+        "reconciler/cli/probe_kubernetes.py",
         "import kubernetes\n",
         "reconciler.cli.probe_kubernetes -> kubernetes",
     ),
@@ -113,37 +131,58 @@ PROBES = (
     # northbound (the IDL's connection layer).
     Probe(
         "ovs-only-in-python-ovs",
-        "adapters/ovn/probe_ovs.py",
+        "reconciler/adapters/ovn/probe_ovs.py",
         "from ovs.db import idl\n",
         "reconciler.adapters.ovn.probe_ovs -> ovs",
     ),
     Probe(
         "ovsdbapp-only-for-the-idl",
-        "adapters/ovn/probe_ovsdbapp.py",
+        "reconciler/adapters/ovn/probe_ovsdbapp.py",
         "import ovsdbapp\n",
         "reconciler.adapters.ovn.probe_ovsdbapp -> ovsdbapp",
     ),
     Probe(
         "ovsdbapp-only-for-the-idl",
-        "engine/probe_ovsdbapp.py",
+        "reconciler/engine/probe_ovsdbapp.py",
         "import ovsdbapp\n",
         "reconciler.engine.probe_ovsdbapp -> ovsdbapp",
     ),
     Probe(
         "git-only-in-git-adapter",
-        "adapters/kube/probe_git.py",
+        "reconciler/adapters/kube/probe_git.py",
         "import git\n",
         "reconciler.adapters.kube.probe_git -> git",
     ),
     Probe(
         "no-sandbox",
-        "cli/probe_sandbox.py",
+        "reconciler/cli/probe_sandbox.py",
         "import osc_gitops_sandbox\n",
         "reconciler.cli.probe_sandbox -> osc_gitops_sandbox",
     ),
+    # The sandbox's parts: the API emulator never reaches OVN, OVN never reaches the data path
+    # (lazily either), and a new module must be placed in a part (exhaustive).
+    Probe(
+        "sandbox-parts",
+        "osc_gitops_sandbox/kubeapi/probe_ovn.py",
+        "import osc_gitops_sandbox.ovn.stack\n",
+        "osc_gitops_sandbox.kubeapi.probe_ovn -> osc_gitops_sandbox.ovn.stack",
+    ),
+    Probe(
+        "sandbox-parts",
+        "osc_gitops_sandbox/ovn/probe_lazy.py",
+        "def chassis() -> object:\n    import osc_gitops_sandbox.datapath.chassis\n\n"
+        "    return osc_gitops_sandbox.datapath.chassis\n",
+        "osc_gitops_sandbox.ovn.probe_lazy -> osc_gitops_sandbox.datapath.chassis",
+    ),
+    Probe(
+        "sandbox-parts",
+        "osc_gitops_sandbox/probe_unplaced.py",
+        "",
+        "- osc_gitops_sandbox.probe_unplaced",
+    ),
     Probe(
         "adapters-independent",
-        "adapters/kube/probe_ovn.py",
+        "reconciler/adapters/kube/probe_ovn.py",
         "import reconciler.adapters.ovn\n",
         "reconciler.adapters.kube.probe_ovn -> reconciler.adapters.ovn",
     ),
@@ -151,10 +190,11 @@ PROBES = (
 
 
 def test_every_contract_catches_a_violation(tmp_path: Path) -> None:
-    copy = tmp_path / "reconciler"
-    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    for package in (PACKAGE, SANDBOX):
+        ignore = shutil.ignore_patterns("__pycache__")
+        shutil.copytree(package, tmp_path / package.name, ignore=ignore)
     for probe in PROBES:
-        (copy / probe.path).write_text(probe.source, encoding="utf-8")
+        (tmp_path / probe.path).write_text(probe.source, encoding="utf-8")
 
     result = run_lint_imports(tmp_path)
     report = result.stdout + result.stderr

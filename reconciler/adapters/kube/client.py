@@ -1,7 +1,7 @@
 """Kubernetes adapter: the only module that imports the official ``kubernetes`` client.
 
-It turns the API into the plain data of :mod:`reconciler.core.observed` and performs the few writes
-the reconciler needs (VirtualMachines and NetworkAttachmentDefinitions it owns). Why it looks
+It turns the API into the plain data of :mod:`reconciler.core.model.observed` and performs the few
+writes the reconciler needs (VirtualMachines and NetworkAttachmentDefinitions it owns). Why it looks
 the way it does:
 
 - Big lists are read with ``_preload_content=False`` + ``json.loads``: deserialising 10,000 pods
@@ -65,8 +65,8 @@ from reconciler.adapters.kube.objects import (
     pod_from_object,
 )
 from reconciler.adapters.kube.watch_stream import StatusReporter, close_on_stop, watch_events
-from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_LABEL, OWNER
+from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, Pod
+from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_LABEL, OWNER
 
 log = logging.getLogger(__name__)
 
@@ -396,7 +396,8 @@ class KubeCluster:
         return items
 
     def network_policies(self) -> list[NetworkPolicy]:
-        """:meth:`list_network_policies` as :class:`reconciler.core.observed.NetworkPolicy`."""
+        """:meth:`list_network_policies` as
+        :class:`reconciler.core.model.observed.NetworkPolicy`."""
         return sorted(
             (network_policy_from_object(o) for o in self.list_network_policies()),
             key=lambda n: (n.namespace, n.name),
@@ -405,7 +406,7 @@ class KubeCluster:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
-        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.core.target`).
+        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.core.model.target`).
 
         Returns the server's answer (the created object, with its resourceVersion) so a cache
         can write it through before the watch event arrives."""

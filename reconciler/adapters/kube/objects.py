@@ -1,6 +1,6 @@
 """The Kubernetes kinds the adapter knows, and the pure shaping of their JSON: the fields we
-manage, the merge patch that sets them, and a Pod as plain :mod:`reconciler.core.observed` data.
-Shared by the live client and the informer cache so both answer with the same values."""
+manage, the merge patch that sets them, and a Pod as plain :mod:`reconciler.core.model.observed`
+data. Shared by the live client and the informer cache so both answer with the same values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import PREFIX, ROLLOUT_PREFIX
+from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, Pod
+from reconciler.core.model.ownership import PREFIX, ROLLOUT_PREFIX
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ transaction under the instance's write lock.
 Why it looks like this:
 
 - It is the only place that knows UUIDs. Everything it returns is the symbolic form of
-  ``reconciler.core.target`` (references as names / ``osc.io/key``), and everything it accepts
+  ``reconciler.core.model.target`` (references as names / ``osc.io/key``), and everything it accepts
   is that same form, so the pure core never sees OVSDB details.
 - ``read()`` only ever returns a snapshot of a *fully synced* IDL cache, taken under the
   connection lock (the IDL applies a whole monitor reply in one ``run()`` under that lock), so a
@@ -60,7 +60,7 @@ from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import NB_TABLES, NbSchema
 from reconciler.adapters.ovn.transaction import OvnChange
 from reconciler.adapters.ovn.writer import write, write_lock_name
-from reconciler.core.observed import OvnRow, OvnState
+from reconciler.core.model.observed import OvnRow, OvnState
 
 __all__ = [
     "IdlChannel",

@@ -41,8 +41,15 @@ from reconciler.adapters.ovn.tables import (
     REFERRERS,
     NbSchema,
 )
-from reconciler.core.observed import NbGlobal, OvnCapabilities, OvnRow, OvnState, PodPort, Switch
-from reconciler.core.target import NB_GLOBAL
+from reconciler.core.model.observed import (
+    NbGlobal,
+    OvnCapabilities,
+    OvnRow,
+    OvnState,
+    PodPort,
+    Switch,
+)
+from reconciler.core.model.target import NB_GLOBAL
 
 __all__ = ["ReadCache", "RowIndex", "idl_symbolic"]
 

@@ -54,9 +54,16 @@ from reconciler.adapters.ovn.tables import (
     NbSchema,
     NbTable,
 )
-from reconciler.core import ownership
-from reconciler.core.observed import NbGlobal, OvnCapabilities, OvnRow, OvnState, PodPort, Switch
-from reconciler.core.target import NB_GLOBAL
+from reconciler.core.model import ownership
+from reconciler.core.model.observed import (
+    NbGlobal,
+    OvnCapabilities,
+    OvnRow,
+    OvnState,
+    PodPort,
+    Switch,
+)
+from reconciler.core.model.target import NB_GLOBAL
 
 __all__ = [
     "OvnSnapshot",

@@ -9,7 +9,7 @@ readers name.
 
 Adding an NB table we write touches exactly:
 
-1. ``reconciler/core/target.py``: its name in ``OVN_TABLES`` (the order: a table is created
+1. ``reconciler/core/model/target.py``: its name in ``OVN_TABLES`` (the order: a table is created
    after the tables it references and deleted before them) and its symbolic form in the
    docstring there;
 2. one :class:`NbTable` entry in ``_TABLES`` below (:data:`NB_TABLES` is built from it; an
@@ -29,9 +29,9 @@ from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reconciler.core import ownership
-from reconciler.core.observed import OvnCapabilities
-from reconciler.core.target import NB_GLOBAL, OVN_TABLES
+from reconciler.core.model import ownership
+from reconciler.core.model.observed import OvnCapabilities
+from reconciler.core.model.target import NB_GLOBAL, OVN_TABLES
 
 __all__ = [
     "CHILD_COLUMNS",
@@ -243,8 +243,8 @@ def _owned_in_target_order() -> tuple[NbTable, ...]:
     owned = {t.name for t in _TABLES if t.owned}
     if owned != set(OVN_TABLES):
         raise RuntimeError(
-            "reconciler.adapters.ovn.tables and reconciler.core.target.OVN_TABLES disagree on "
-            f"the tables we write: only here {sorted(owned - set(OVN_TABLES))}, only in "
+            "reconciler.adapters.ovn.tables and reconciler.core.model.target.OVN_TABLES disagree "
+            f"on the tables we write: only here {sorted(owned - set(OVN_TABLES))}, only in "
             f"OVN_TABLES {sorted(set(OVN_TABLES) - owned)}"
         )
     return tuple(NB_TABLES[name] for name in OVN_TABLES)

@@ -39,7 +39,7 @@ from reconciler.adapters.ovn.errors import OvnApplyError, OvnCapabilityError, Ov
 from reconciler.adapters.ovn.rows import OwnedRow
 from reconciler.adapters.ovn.tables import DB_NAME, NB_TABLES, TABLE_ORDER, NbSchema
 from reconciler.adapters.ovn.wire import ColumnCodec, InvalidValue, Ref
-from reconciler.core import ownership
+from reconciler.core.model import ownership
 
 __all__ = [
     "BuiltTransaction",

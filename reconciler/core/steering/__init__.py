@@ -13,7 +13,7 @@ in :data:`BACKENDS`.
 
 from __future__ import annotations
 
-from reconciler.core.observed import OvnCapabilities
+from reconciler.core.model.observed import OvnCapabilities
 from reconciler.core.steering.base import CompileError, SteeringBackend
 from reconciler.core.steering.network_function import NetworkFunction
 from reconciler.core.steering.router_policy import RouterPolicy

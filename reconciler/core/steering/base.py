@@ -1,11 +1,11 @@
 """The steering-backend interface, and the types and helpers it shares with ``compile``.
 
 A backend turns Bindings into OVN rows. :class:`SteeringBackend` is everything ``compile`` and the
-incremental planner (``reconciler.core.incremental``) may know of one, so that neither names a
-backend: how it is chosen (:meth:`~SteeringBackend.available`), how the VNF data ports look, the
-rows of each binding, and, above all, **what depends on pods**. The planner re-plans a pod event by
-redoing only the rows a backend *declares* pod-dependent, on the pod's node, so those declarations
-are enforced rather than trusted:
+incremental planner (``reconciler.core.planning.incremental``) may know of one, so that neither
+names a backend: how it is chosen (:meth:`~SteeringBackend.available`), how the VNF data ports
+look, the rows of each binding, and, above all, **what depends on pods**. The planner re-plans a
+pod event by redoing only the rows a backend *declares* pod-dependent, on the pod's node, so those
+declarations are enforced rather than trusted:
 
 - ``emit_bindings`` never sees a pod: it gets an ``Observed`` that holds only the fields the
   backend declares (:attr:`~SteeringBackend.observed_fields`, plus the owned rows of its
@@ -27,10 +27,10 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from reconciler.core import ownership as own
-from reconciler.core.model import Binding, Desired, Redirection, VnfDeployment
-from reconciler.core.observed import Observed, OvnCapabilities, PodPort
-from reconciler.core.target import Resource
+from reconciler.core.model import ownership as own
+from reconciler.core.model.desired import Binding, Desired, Redirection, VnfDeployment
+from reconciler.core.model.observed import Observed, OvnCapabilities, PodPort
+from reconciler.core.model.target import Resource
 from reconciler.errors import UserError
 
 MAX_OVN_ID = 255
@@ -352,7 +352,7 @@ def allocate_ids(
     """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones,
     where an id one of our live rows still holds (a row this plan deletes) is taken last: the
     old row may outlive the plan (health gating keeps a path in service until its successor is
-    healthy, ``reconciler.core.gating``), and a group id lives on in conntrack entries
+    healthy, ``reconciler.core.transitions.gating``), and a group id lives on in conntrack entries
     (``ct_label``), so it is better not handed to a new group at once. ``what`` (name ->
     (node, what it stands for)) makes the error say how the need adds up."""
     wanted = sorted(set(names))

@@ -53,10 +53,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.core import naming
-from reconciler.core import ownership as own
-from reconciler.core.model import BindingSpec, Desired
-from reconciler.core.observed import Observed
+from reconciler.core.model import naming
+from reconciler.core.model import ownership as own
+from reconciler.core.model.desired import BindingSpec, Desired
+from reconciler.core.model.observed import Observed
 from reconciler.core.steering.base import CompileError, TargetBuilder, VnfInstance
 
 __all__ = [

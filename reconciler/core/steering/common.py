@@ -1,7 +1,8 @@
 """What both steering backends share: traffic matches, priorities, tiers and shadowing.
 
 Every string that reaches an OVN ``match`` is built here from enums, integers and names that
-``reconciler.core.naming`` produced from validated manifest names. No user text is ever pasted in.
+``reconciler.core.model.naming`` produced from validated manifest names. No user text is ever
+pasted in.
 
 A Binding's ``traffic`` is one filter or a list of them; a packet matching ANY filter is
 steered. A list becomes ONE row per binding, node and direction whose match ORs the filters'
@@ -16,8 +17,15 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from reconciler.core.model import MAX_ORDER, Binding, PortRange, Precedence, Protocol, Traffic
-from reconciler.core.naming import NameError_
+from reconciler.core.model.desired import (
+    MAX_ORDER,
+    Binding,
+    PortRange,
+    Precedence,
+    Protocol,
+    Traffic,
+)
+from reconciler.core.model.naming import NameError_
 from reconciler.core.steering.base import directions
 
 ACL_TIER = {
@@ -49,7 +57,7 @@ def priority(base: int, order: int) -> int:
 
 def port_literal(name: str) -> str:
     """A logical port name as an OVN string constant (``"nf_firewall_node-1_out"``), for
-    ``inport ==``/``outport ==``. Only names ``reconciler.core.naming`` built from validated
+    ``inport ==``/``outport ==``. Only names ``reconciler.core.model.naming`` built from validated
     names come here; anything that could close the quotes or escape is refused all the same."""
     if not _PORT_NAME.fullmatch(name):
         raise NameError_(f"not a safe logical port name for a match: {name!r}")

@@ -29,7 +29,7 @@ Health (``VnfDeployment.spec.healthCheck``): each function gets a
 root table). OVN probes only when both ``NB_Global options:svc_monitor_ip`` and
 ``svc_monitor_ip_dst`` are set; that row belongs to the cluster, so :func:`emit_svc_monitor`
 sets only the options nobody set and records which ones in a marker of this instance
-(``reconciler.core.target.svc_monitor_marker``), keeps them while a health-checked function of
+(``reconciler.core.model.target.svc_monitor_marker``), keeps them while a health-checked function of
 ours exists, and removes exactly those afterwards.
 """
 
@@ -39,9 +39,16 @@ import ipaddress
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from reconciler.core import naming
-from reconciler.core.model import Binding, Desired, HealthCheck
-from reconciler.core.observed import NbGlobal, Observed, OvnCapabilities
+from reconciler.core.model import naming
+from reconciler.core.model.desired import Binding, Desired, HealthCheck
+from reconciler.core.model.observed import NbGlobal, Observed, OvnCapabilities
+from reconciler.core.model.target import (
+    NB_GLOBAL,
+    NB_GLOBAL_KEY,
+    SVC_MONITOR_OPTIONS,
+    Resource,
+    svc_monitor_marker,
+)
 from reconciler.core.steering import chains, common, services
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
@@ -60,13 +67,6 @@ from reconciler.core.steering.base import (
     directions,
     emit_port_groups,
     ids_in_use,
-)
-from reconciler.core.target import (
-    NB_GLOBAL,
-    NB_GLOBAL_KEY,
-    SVC_MONITOR_OPTIONS,
-    Resource,
-    svc_monitor_marker,
 )
 
 HEALTH_CHECK = "Network_Function_Health_Check"

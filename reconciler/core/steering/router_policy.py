@@ -40,9 +40,9 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 
-from reconciler.core import naming
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed, OvnCapabilities
+from reconciler.core.model import naming
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed, OvnCapabilities
 from reconciler.core.steering import common
 from reconciler.core.steering.base import (
     CompileError,

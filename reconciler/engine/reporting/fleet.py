@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reconciler.core.target import OVN_TABLES
+from reconciler.core.model.target import OVN_TABLES
 from reconciler.engine.reporting.status import Status, now_iso
 
 __all__ = [

@@ -32,7 +32,7 @@ from prometheus_client import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.metrics_core import Metric
 
-from reconciler.core.plan import Change
+from reconciler.core.model.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
 
 PREFIX = "osc_gitops"

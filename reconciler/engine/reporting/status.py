@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.plan import Plan
+from reconciler.core.model.plan import Plan
 from reconciler.engine.reporting.logs import LOGGER
 from reconciler.errors import UserError
 
@@ -53,13 +53,14 @@ class Status:
     vnf_instances: list[dict[str, Any]] = field(default_factory=list)
     """Each VNF instance's health as OVN reported it at the end of the last pass:
     ``{vnf, node, health ("healthy" | "not healthy" | "unknown"), detail}``
-    (``reconciler.core.health``)."""
+    (``reconciler.core.transitions.health``)."""
     held: list[dict[str, Any]] = field(default_factory=list)
     """Steering held until OVN reports its VNF instance healthy, after the last pass:
-    ``{binding, node, reason, since}`` (``reconciler.core.gating``; ``since``: epoch seconds)."""
+    ``{binding, node, reason, since}`` (``reconciler.core.transitions.gating``; ``since``: epoch
+    seconds)."""
     rollouts: list[dict[str, Any]] = field(default_factory=list)
     """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
-    (``reconciler.core.rollout``; ``halted``: why it stopped, or null)."""
+    (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

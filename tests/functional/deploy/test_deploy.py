@@ -17,15 +17,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.kubeapi import Faults
+from osc_gitops_sandbox.kubeapi.server import Faults
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 from ruamel.yaml import YAML
 
 from reconciler.adapters.kube.cache import KubeCache
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.kube.lease import LeaseLock, LeaseSettings, api_client
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.sources import LocalSource
 from tests.support.gitops import wait_for
@@ -459,7 +459,7 @@ def test_interconnect_rbac_covers_every_api_call_each_role_makes(tmp_path: Path)
     and a node agent (``run --node``) run for real against the emulator of a zone sandbox;
     each one's requests must be allowed by its own role in deploy/overlays/interconnect, and
     each role must grant nothing the process does not use."""
-    from osc_gitops_sandbox.zones import ZonedCluster
+    from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
     from tests.support.gitops import wait_for
     from tests.support.paths import CLUSTER
@@ -582,8 +582,8 @@ def test_a_read_only_mount_of_the_zone_run_dir_reaches_the_nb_and_survives_its_r
     import os
     import sys
 
-    from osc_gitops_sandbox.ovn import ovn_unavailable_reason
-    from osc_gitops_sandbox.zones import ZonedCluster
+    from osc_gitops_sandbox.ovn.stack import ovn_unavailable_reason
+    from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("mount") is None:
         pytest.skip("needs root and unshare(1) for a private mount namespace")
@@ -595,7 +595,7 @@ def test_a_read_only_mount_of_the_zone_run_dir_reaches_the_nb_and_survives_its_r
         ro_dir.mkdir()
         file_mount.touch()
         probe = (
-            "import sys\nfrom osc_gitops_sandbox import ovsdb_rpc\n"
+            "import sys\nfrom osc_gitops_sandbox.ovn import ovsdb_rpc\n"
             "try:\n    print(sys.argv[1], ovsdb_rpc.list_dbs('unix:' + sys.argv[2], 2.0))\n"
             "except ovsdb_rpc.OvsdbRpcError as exc:\n    print(sys.argv[1], 'refused', exc)\n"
         )

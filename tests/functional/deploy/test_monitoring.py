@@ -29,8 +29,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.plan import Change
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.plan import Change
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.pipeline import NotConverged
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter

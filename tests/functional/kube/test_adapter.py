@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 from reconciler.adapters.kube.client import (
     KubeCluster,
@@ -19,8 +19,8 @@ from reconciler.adapters.kube.client import (
     KubeSettings,
     merge_patch_for,
 )
-from reconciler.core.observed import KubeObject
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
+from reconciler.core.model.observed import KubeObject
+from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from tests.support.kube import pod
 
 
@@ -160,7 +160,7 @@ def test_a_node_agent_reads_its_own_node_and_pods_only(kube_server: KubeApiServe
 
 
 def test_network_policies_absent_api() -> None:
-    from osc_gitops_sandbox.kubeapi import RESOURCE_TYPES
+    from osc_gitops_sandbox.kubeapi.server import RESOURCE_TYPES
 
     without = [rt for rt in RESOURCE_TYPES if rt.kind not in ("NetworkPolicy", "VirtualMachine")]
     with KubeApiServer(resource_types=without) as srv:

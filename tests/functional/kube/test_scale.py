@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 from reconciler.adapters.kube.client import KubeCluster
 from tests.support.kube import pod

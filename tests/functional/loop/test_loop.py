@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.git import GitSettings, GitSource
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-from reconciler.core.compile import CompileOptions
-from reconciler.core.ownership import RESOURCE, REVISION
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.ownership import RESOURCE, REVISION
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
 from reconciler.engine.sources import GitManifestSource, LocalSource

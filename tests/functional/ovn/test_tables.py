@@ -22,8 +22,8 @@ from reconciler.adapters.ovn.tables import (
     NbSchema,
     symbolic_columns,
 )
-from reconciler.core.observed import PodPort, Switch
-from reconciler.core.target import OVN_TABLES
+from reconciler.core.model.observed import PodPort, Switch
+from reconciler.core.model.target import OVN_TABLES
 
 # --- the registry ---------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 the Kubernetes API emulator, the example policies (issue #16 items 1-3).
 
 No ovn-controller runs here: the sandbox plays VNFs that answer OVN's health probe
-(``osc_gitops_sandbox.vnf_health``), so northd reports every instance healthy and ``apply
+(``osc_gitops_sandbox.ovn.vnf_health``), so northd reports every instance healthy and ``apply
 --wait`` switches the steering on. ``ovn-trace`` (26.03) reads the
 logical flows northd made from our rows: it parses every match (and warns about any it cannot)
 and shows which ACL a packet hits, so the OR of a traffic list is checked by OVN itself.
@@ -14,7 +14,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.functional.reconcile.test_reconcile import apply, rows
 from tests.support.cli import CliResult, cli, conn

@@ -12,16 +12,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from reconciler.adapters.ovn.oneshot import OvnOneShot
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.core import ownership as own
-from reconciler.core.compile import CompileOptions, compile_full
-from reconciler.core.diff import diff
-from reconciler.core.observed import Observed
-from reconciler.core.target import OVN_TABLES, Resource, Target
+from reconciler.core.compiling.compile import CompileOptions, compile_full
+from reconciler.core.compiling.diff import diff
+from reconciler.core.model import ownership as own
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.target import OVN_TABLES, Resource, Target
 from reconciler.manifests.load import load_path
 from tests.support.cli import cli, conn
 

@@ -7,9 +7,9 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from reconciler.core.compile import CompileError, CompileOptions, compile_target
-from reconciler.core.observed import NetworkPolicy, OvnRow, Pod, Switch
-from reconciler.core.target import Target
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.model.observed import NetworkPolicy, OvnRow, Pod, Switch
+from reconciler.core.model.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 PODS = [
@@ -265,7 +265,7 @@ def test_a_node_without_switch_or_with_a_hostile_name_is_skipped_with_a_warning(
     target = compile_target(base(), obs)
     assert "node node-2 has no OVN logical switch" in "\n".join(target.warnings)
     assert all(r.node != "node-2" for r in target)
-    from reconciler.core.observed import Node
+    from reconciler.core.model.observed import Node
 
     evil = replace(cluster(PODS), nodes=(Node('x" || 1 == 1'),))
     target = compile_target(base(), evil)

@@ -1,18 +1,19 @@
-"""Health-gated steering (``reconciler.core.gating``): transitions onto a function group northd
-has not reported active are held per (binding, node); paths in service are never touched."""
+"""Health-gated steering (``reconciler.core.transitions.gating``): transitions onto a function
+group northd has not reported active are held per (binding, node); paths in service are never
+touched."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.gating import held_idents, member_health
-from reconciler.core.health import HEALTHY, NOT_HEALTHY, UNKNOWN
-from reconciler.core.model import Desired
-from reconciler.core.observed import NbGlobal, Observed
-from reconciler.core.plan import Plan
-from reconciler.core.planning import make_plan
-from reconciler.core.transitions import only_progress
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import NbGlobal, Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.full import make_plan
+from reconciler.core.transitions.gating import held_idents, member_health
+from reconciler.core.transitions.health import HEALTHY, NOT_HEALTHY, UNKNOWN
+from reconciler.core.transitions.hold import only_progress
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, live_of, with_live
 
@@ -242,9 +243,9 @@ def test_without_a_health_check_a_function_is_unknown_but_northd_still_switches_
 def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
     """A chain (issue 21) steers through ONE function without a probe of its own; its group
     carries ``osc.io/chain``: the unit waits for each hop's own function on that node."""
-    from reconciler.core.gating import gate
-    from reconciler.core.observed import OvnRow
-    from reconciler.core.plan import Change
+    from reconciler.core.model.observed import OvnRow
+    from reconciler.core.model.plan import Change
+    from reconciler.core.transitions.gating import gate
 
     def ids(key: str, **extra: str) -> dict[str, str]:
         return {"osc.io/owner": "osc-gitops", "osc.io/key": key, "osc.io/node": "node-1", **extra}

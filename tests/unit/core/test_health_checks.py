@@ -14,14 +14,14 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from reconciler.core.compile import CompileError, CompileOptions, compile_target
-from reconciler.core.diff import diff
-from reconciler.core.health import id_budget, live_id_budget, plan_report, vnf_health
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.model import HealthCheck, VnfDeployment
-from reconciler.core.observed import NbGlobal, Observed
-from reconciler.core.planning import make_plan
-from reconciler.core.target import Target
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.compiling.diff import diff
+from reconciler.core.model.desired import HealthCheck, VnfDeployment
+from reconciler.core.model.observed import NbGlobal, Observed
+from reconciler.core.model.target import Target
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
+from reconciler.core.transitions.health import id_budget, live_id_budget, plan_report, vnf_health
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, with_live
 

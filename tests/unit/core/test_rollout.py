@@ -1,5 +1,5 @@
-"""Rolling VNF upgrades (``reconciler.core.rollout``): held template updates, node by node,
-standby first with a drain, health after the detection window, halting past the deadline; all
+"""Rolling VNF upgrades (``reconciler.core.transitions.rollout``): held template updates, node by
+node, standby first with a drain, health after the detection window, halting past the deadline; all
 state in VM annotations, so a new process continues where the last stopped."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
-from reconciler.core.planning import make_plan
-from reconciler.core.rollout import (
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.full import make_plan
+from reconciler.core.transitions.rollout import (
     BOOTING,
     DRAINING,
     HALTED,

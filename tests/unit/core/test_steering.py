@@ -21,8 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import naming
-from reconciler.core.compile import (
+from reconciler.core.compiling.compile import (
     COMPILE_READS,
     CompileError,
     CompileOptions,
@@ -31,10 +30,18 @@ from reconciler.core.compile import (
     compile_full,
     compile_target,
 )
-from reconciler.core.incremental import IncrementalPlanner, full_compile_fields
-from reconciler.core.model import Desired
-from reconciler.core.observed import REPORT_ONLY_FIELDS, Observed, OvnCapabilities, OvnRow, Switch
-from reconciler.core.planning import make_plan
+from reconciler.core.model import naming
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import (
+    REPORT_ONLY_FIELDS,
+    Observed,
+    OvnCapabilities,
+    OvnRow,
+    Switch,
+)
+from reconciler.core.model.target import Resource
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner, full_compile_fields
 from reconciler.core.steering import (
     BACKENDS,
     DEFAULT_STEERING,
@@ -53,7 +60,6 @@ from reconciler.core.steering.base import (
     binding_nodes,
     bindings_by_group,
 )
-from reconciler.core.target import Resource
 from reconciler.errors import InternalError
 from tests.support.builders import desired
 from tests.support.simulate import (

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from reconciler.core.observed import PodPort
-from reconciler.core.tracing import (
+from reconciler.core.model.observed import PodPort
+from reconciler.core.views.tracing import (
     Probe,
     TraceError,
     choose_peer,
@@ -29,7 +29,7 @@ PORTS = {p.pod: p for p in OBSERVED.pod_ports}
 
 
 @dataclasses.dataclass
-class View:  # the fields of reconciler.core.explain.BindingView a probe reads
+class View:  # the fields of reconciler.core.views.explain.BindingView a probe reads
     name: str
     vnf: str
     redirection: str

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compile import CompileOptions, compile_target
-from reconciler.core.model import Traffic
+from reconciler.core.compiling.compile import CompileOptions, compile_target
+from reconciler.core.model.desired import Traffic
 from reconciler.core.steering import common
 from tests.support.builders import binding, cluster, desired, sg, vnf
 

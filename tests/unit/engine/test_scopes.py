@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import ownership as own
-from reconciler.core.compile import CompileOptions
-from reconciler.core.observed import Node
-from reconciler.core.slicing import CentralScope, KubernetesScope, NodeScope
-from reconciler.core.target import OVN_TABLES
-from reconciler.core.zoned import decode_slice
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model import ownership as own
+from reconciler.core.model.observed import Node
+from reconciler.core.model.target import OVN_TABLES
+from reconciler.core.planning.slicing import CentralScope, KubernetesScope, NodeScope
+from reconciler.core.planning.zoned import decode_slice
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.pipeline import Pipeline, reconcile
 from reconciler.engine.reporting.fleet import Heartbeat, judge, render_text

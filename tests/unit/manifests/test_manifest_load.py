@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.model import FailurePolicy, Redirection
+from reconciler.core.model.desired import FailurePolicy, Redirection
 from reconciler.errors import PathNotFound, ValidationFailed
 from reconciler.manifests.load import (
     find_manifest_files,

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from reconciler.core.model import API_VERSION, MODEL_BY_KIND
+from reconciler.core.model.desired import API_VERSION, MODEL_BY_KIND
 from reconciler.errors import ValidationFailed
 from reconciler.manifests.load import load_text
 from tests.support.paths import EXAMPLES, REPO

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from reconciler.core.model import DEFAULT_ORDER, Binding, Protocol, Traffic
+from reconciler.core.model.desired import DEFAULT_ORDER, Binding, Protocol, Traffic
 from reconciler.errors import ValidationFailed
 from reconciler.manifests.load import load_text
 from tests.support.manifests import doc, issues_of, only_issue

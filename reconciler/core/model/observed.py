@@ -1,0 +1,218 @@
+"""A plain, immutable snapshot of the live world.
+
+The adapters (``reconciler.adapters.kube.client`` and ``reconciler.adapters.ovn.northbound``)
+produce these values; ``compile`` and ``diff`` consume them. Nothing here does I/O, so the whole
+core can be tested, snapshotted to a file (``osc-gitops snapshot``) and replayed offline
+(``osc-gitops plan --observed FILE``).
+
+Conventions:
+- Every container is a tuple or a ``dict`` that nobody mutates after construction.
+- OVN references are already resolved to *names* (LSP names, our ``osc.io/key`` values),
+  never UUIDs, so a snapshot taken from one NB compares equal to the target compiled for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SNAPSHOT_FORMAT_VERSION = 1
+REPORT_ONLY_FIELDS: frozenset[str] = frozenset()
+"""``Observed`` fields read for reports only, never by compile or the diff (none since a chain
+that may fail open reads its hops' health, ``nf_active``: the incremental planner compiles
+again only when a group compile read changes, ``TargetBuilder.health_read``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """A Kubernetes pod as the reconciler needs it (membership and placement only)."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str | None
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def lsp_name(self) -> str:
+        """OVN-Kubernetes names a pod's logical switch port ``<namespace>_<pod>``."""
+        return f"{self.namespace}_{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class KubeObject:
+    """A Kubernetes object owned by us (VirtualMachine, NetworkAttachmentDefinition).
+
+    ``body`` holds only the fields the reconciler manages (``metadata.labels``,
+    ``metadata.annotations`` restricted to ``osc.io/*`` keys, and ``spec``), so the diff never
+    sees server-set fields (uid, resourceVersion, status).
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    body: dict[str, Any]
+    state: dict[str, str] = field(default_factory=dict)
+    """Annotations the rollout keeps its state in (``rollout.osc.io/*``, see
+    ``reconciler.core.transitions.rollout``): never part of ``body``, so the diff never sees them
+    and an update of the managed fields never removes them."""
+    status: dict[str, Any] = field(default_factory=dict)
+    """What a VirtualMachine's ``status`` says of it, when the API has one (empty otherwise):
+    ``printableStatus``, ``ready``, ``desiredGeneration`` (the VM's generation KubeVirt has
+    seen), ``observedGeneration`` (the one its running instance was started from: lower while
+    a restart is required), ``stateChangeRequests`` (how many are pending) and the VM's
+    ``metadata.generation`` as ``generation``. For rollouts and for explaining health only."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodPort:
+    """An OVN-Kubernetes pod LSP (owned by OVN-Kubernetes, only read by us)."""
+
+    name: str
+    switch: str
+    namespace: str
+    pod: str
+    pod_uid: str | None
+    mac: str | None
+    ips: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """A logical switch; ``subnet`` is OVN-Kubernetes' ``other_config:subnet`` if any."""
+
+    name: str
+    subnet: str | None = None
+    load_balancers: bool = False
+    """The switch has load balancers or a load-balancer group (OVN-Kubernetes puts its Service
+    group on every node switch); Network Function insertion is unsupported there."""
+
+
+@dataclass(frozen=True, slots=True)
+class OvnRow:
+    """A row we own, in the same symbolic form as ``reconciler.core.model.target.Resource.fields``.
+
+    ``table`` is the OVN table name, ``key`` its ``osc.io/key``; references to other rows are
+    names (see ``reconciler.core.model.target``), and ``external_ids`` are kept whole.
+    """
+
+    table: str
+    key: str
+    fields: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkPolicy:
+    """A Kubernetes NetworkPolicy, kept only to warn when it selects steered pods."""
+
+    namespace: str
+    name: str
+    pod_selector: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class OvnCapabilities:
+    schema_version: str
+    network_function: bool
+    """``Network_Function``, ``Network_Function_Group`` and ``ACL.network_function_group``
+    all exist (OVN >= 26.03, NB schema >= 7.18)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NbGlobal:
+    """What we read of the NB's one ``NB_Global`` row, which belongs to the cluster: the
+    service-monitor options (``reconciler.core.model.target.SVC_MONITOR_OPTIONS``) whoever set them,
+    and every ``osc.io/`` key of its ``external_ids`` (the instances' markers)."""
+
+    options: dict[str, str] = field(default_factory=dict)
+    external_ids: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OvnState:
+    """One consistent snapshot of what the reconciler needs from the NB (plain data): what
+    every OVN reader (the IDL mirror, the one-shot snapshot, a fake) returns."""
+
+    switches: tuple[Switch, ...]
+    routers: tuple[str, ...]
+    pod_ports: tuple[PodPort, ...]
+    owned: tuple[OvnRow, ...]
+    capabilities: OvnCapabilities
+    used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """``Network_Function``/``Network_Function_Group`` ids taken by rows we do not own."""
+    nb_global: NbGlobal = field(default_factory=NbGlobal)
+    nf_active: dict[str, str | None] = field(default_factory=dict)
+    """Our Network_Function_Groups by name -> the Network_Function northd made active
+    (``network_function_active``), ``None`` when it found none healthy."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """Everything the reconciler read in one pass."""
+
+    pods: tuple[Pod, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    kube_objects: tuple[KubeObject, ...] = ()
+    pod_ports: tuple[PodPort, ...] = ()
+    switches: tuple[Switch, ...] = ()
+    routers: tuple[str, ...] = ()
+    ovn_rows: tuple[OvnRow, ...] = ()
+    used_ids: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """Per table (``Network_Function``, ``Network_Function_Group``): ids taken by rows we do
+    not own, so id allocation never collides with them."""
+    network_policies: tuple[NetworkPolicy, ...] = ()
+    capabilities: OvnCapabilities = field(
+        default_factory=lambda: OvnCapabilities(schema_version="", network_function=False)
+    )
+    nb_global: NbGlobal = field(default_factory=NbGlobal)
+    """The NB_Global options and markers compile decides the service-monitor options from."""
+    nf_active: dict[str, str | None] = field(default_factory=dict)
+    """What northd reports about our Network_Function_Groups (``OvnState.nf_active``). Read for
+    reports (VNF instance health), and by compile only for the hops of a chain that may fail
+    open (``reconciler.core.steering.chains.paths``): a change of any other group never
+    changes a plan, and the incremental planner follows only the groups compile read."""
+    observed_at: float | None = None
+    """When this was read (epoch seconds, wall clock: it is compared with moments recorded in
+    OVN by other processes). Compile judges the grace period of emptied (group, node) pairs
+    against it (``reconciler.core.steering.presence``); ``None``: no clock, no grace."""
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict, for ``osc-gitops snapshot``."""
+        data = asdict(self)
+        data["format_version"] = SNAPSHOT_FORMAT_VERSION
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Observed:
+        """Inverse of :meth:`to_json`; raises ``ValueError`` on an unknown format version."""
+        version = data.get("format_version")
+        if version != SNAPSHOT_FORMAT_VERSION:
+            raise ValueError(
+                f"unsupported snapshot format_version {version!r} "
+                f"(this osc-gitops reads {SNAPSHOT_FORMAT_VERSION})"
+            )
+        return cls(
+            pods=tuple(Pod(**p) for p in data.get("pods", ())),
+            nodes=tuple(Node(**n) for n in data.get("nodes", ())),
+            kube_objects=tuple(KubeObject(**o) for o in data.get("kube_objects", ())),
+            pod_ports=tuple(
+                PodPort(**{**p, "ips": tuple(p.get("ips", ()))}) for p in data.get("pod_ports", ())
+            ),
+            switches=tuple(Switch(**s) for s in data.get("switches", ())),
+            routers=tuple(data.get("routers", ())),
+            ovn_rows=tuple(OvnRow(**r) for r in data.get("ovn_rows", ())),
+            used_ids={k: tuple(v) for k, v in data.get("used_ids", {}).items()},
+            network_policies=tuple(NetworkPolicy(**n) for n in data.get("network_policies", ())),
+            capabilities=OvnCapabilities(**data["capabilities"])
+            if "capabilities" in data
+            else OvnCapabilities(schema_version="", network_function=False),
+            nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
+            nf_active=dict(data.get("nf_active", {})),
+            observed_at=data.get("observed_at"),
+        )
