@@ -45,14 +45,14 @@ def kustomize(overlay: str) -> list[dict[str, Any]]:
     return [d for d in YAML(typ="safe").load_all(out) if d]
 
 
-@pytest.mark.parametrize("overlay", ["deployment", "cronjob"])
-def test_overlays_build_offline_and_pods_are_locked_down(overlay: str) -> None:
+@pytest.mark.parametrize("overlay", ["central-nb/deployment", "central-nb/cronjob"])
+def test_central_nb_overlays_build_offline_and_pods_are_locked_down(overlay: str) -> None:
     docs = kustomize(overlay)
     kinds = {d["kind"] for d in docs}
     assert {"ServiceAccount", "ClusterRole", "Role", "RoleBinding", "ConfigMap"} <= kinds
     workload = next(d for d in docs if d["kind"] in ("Deployment", "CronJob"))
     spec = workload["spec"]
-    if overlay == "deployment":
+    if overlay.endswith("deployment"):
         assert spec["replicas"] == 2
         pod = spec["template"]["spec"]
         args = pod["containers"][0]["args"]
@@ -64,6 +64,8 @@ def test_overlays_build_offline_and_pods_are_locked_down(overlay: str) -> None:
         assert spec["concurrencyPolicy"] == "Forbid"
         pod = spec["jobTemplate"]["spec"]["template"]["spec"]
         assert "--once" in pod["containers"][0]["args"]
+    # a central NB is only for the router-policy backend (OVN-Kubernetes releases with one)
+    assert "--steering=router-policy" in pod["containers"][0]["args"]
     assert pod["serviceAccountName"] == "osc-gitops"
     assert pod["securityContext"]["runAsNonRoot"] is True
     container = pod["containers"][0]
@@ -160,7 +162,7 @@ def allowed(docs: list[dict[str, Any]], attrs: tuple[str, str, str, str | None])
 @pytest.mark.ovn
 @pytest.mark.timeout(120)
 def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_path: Path) -> None:
-    docs = kustomize("deployment")
+    docs = kustomize("central-nb/deployment")
     recorder = RecordingFaults(cluster.kube.wake_watchers)
     cluster.kube.faults = recorder
     cluster.kube.add_objects([{"kind": "Namespace", "metadata": {"name": "osc-gitops"}}])
@@ -629,3 +631,19 @@ read _
     ]
     assert lines[3] == "dir-after ['OVN_Northbound', '_Server']"
     assert lines[4].startswith("file-after refused")
+
+
+def test_deploy_leads_with_the_interconnect_overlay() -> None:
+    """``kubectl apply -k deploy/`` is the interconnect deployment (every NF-capable
+    OVN-Kubernetes is interconnect), and the central-NB overlays are router-policy only."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(REPO / "deploy")],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert [d for d in YAML(typ="safe").load_all(out) if d] == kustomize("interconnect")
+    readme = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
+    first_row = next(line for line in readme.splitlines() if line.startswith("| **"))
+    assert "overlays/interconnect" in first_row
