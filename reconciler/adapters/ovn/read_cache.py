@@ -41,6 +41,7 @@ from reconciler.adapters.ovn.tables import (
     REFERRERS,
     NbSchema,
 )
+from reconciler.core.model import ovn_kubernetes
 from reconciler.core.model.observed import (
     NbGlobal,
     OvnCapabilities,
@@ -49,6 +50,7 @@ from reconciler.core.model.observed import (
     PodPort,
     Switch,
 )
+from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
 from reconciler.core.model.target import NB_GLOBAL
 
 __all__ = ["ReadCache", "RowIndex", "idl_symbolic"]
@@ -134,6 +136,9 @@ class ReadCache:
         self._generic: tuple[OvnRow, ...] = ()  # the owned rows of every table but NB_Global
         self._nb_global: tuple[NbGlobal, OvnRow | None] = (NbGlobal(), None)
         self._owned_list: list[OvnRow] = []
+        self._ovnk: OvnKubernetesRows | None = None
+        """OVN-Kubernetes' generation evidence: read once per cache, i.e. per connection (a
+        reconnect builds a new cache); it changes only when OVN-Kubernetes is replaced."""
         self._owned_pos: dict[tuple[str, uuid.UUID], int] = {}
         # Start recording before building: both happen under the connection lock.
         idl.osc_log = ChangeLog()
@@ -326,6 +331,8 @@ class ReadCache:
             and active == prev.nf_active
         ):
             return prev
+        if self._ovnk is None:
+            self._ovnk = self._ovn_kubernetes(tables)
         self._state = OvnState(
             switches=switches if prev is None or switches != prev.switches else prev.switches,
             routers=routers if prev is None or routers != prev.routers else prev.routers,
@@ -335,6 +342,7 @@ class ReadCache:
             used_ids=used if prev is None or used != prev.used_ids else prev.used_ids,
             nb_global=nb_view,
             nf_active=active if prev is None or active != prev.nf_active else prev.nf_active,
+            ovn_kubernetes=self._ovnk,
         )
         return self._state
 
@@ -368,6 +376,29 @@ class ReadCache:
             out.append(switch(committed_scalar(ls, "name"), committed_map(ls, "other_config"), lbs))
         out.sort(key=lambda sw: sw.name)
         return tuple(out)
+
+    def _ovn_kubernetes(self, tables: Mapping[str, Any]) -> OvnKubernetesRows:
+        """Port_Groups' external_ids and the no-reroute router policies (module
+        ``reconciler.core.model.ovn_kubernetes``)."""
+        groups = tables["Port_Group"].rows.values() if "Port_Group" in tables else ()
+        policies = (
+            tables["Logical_Router_Policy"].rows.values()
+            if "Logical_Router_Policy" in tables
+            else ()
+        )
+        return ovn_kubernetes.evidence(
+            ((committed_scalar(r, "name"), committed_map(r, "external_ids")) for r in groups),
+            (
+                (
+                    committed_scalar(r, "priority"),
+                    committed_scalar(r, "action"),
+                    committed_scalar(r, "match"),
+                    committed_map(r, "external_ids"),
+                )
+                for r in policies
+                if committed_scalar(r, "priority") == ovn_kubernetes.NO_REROUTE_PRIORITY
+            ),
+        )
 
     def _used_ids(self, tables: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         used: dict[str, tuple[int, ...]] = {}

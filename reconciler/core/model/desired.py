@@ -528,6 +528,16 @@ class BindingSpec(_Strict):
         ),
     )
     precedence: Precedence = Precedence.AFTER_NETWORK_POLICY
+    steerNodeTraffic: bool = Field(
+        default=False,
+        strict=True,
+        description=(
+            "Also steer node traffic: kubelet probes from the node's management port (the "
+            "node subnet's .2) and traffic from or to OVN-Kubernetes' join and transit "
+            "subnets. Off by default: a fail-close VNF outage must not fail the liveness "
+            "probes of every protected pod on the node."
+        ),
+    )
     traffic: TrafficFilters | None = Field(
         default=None,
         description=(

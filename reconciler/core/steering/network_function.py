@@ -5,8 +5,12 @@ node: one Network_Function (the node VNF's in/out ports). Per VNF, node and fail
 Network_Function_Group (``mode=inline``, ``fallback``), shared by the bindings that need it, so
 ids (1-255 per NB) last as long as possible. Per binding, node and direction: one
 ``allow-related`` ACL on the Port_Group with ``network_function_group`` set: to-lport
-``outport == @pg`` for exit-lport, from-lport ``inport == @pg`` for entry-lport. Replies take the
-reverse path through the same function, so every binding is inherently bi-directional.
+``outport == @pg`` for exit-lport, from-lport ``inport == @pg`` for entry-lport, the latter
+with ``options:apply-after-lb=true`` (``common.FROM_LPORT_OPTIONS``: OVN-Kubernetes' egress
+policy stage, so ``precedence`` orders it against NetworkPolicy in both directions), both
+leaving node traffic out unless the binding says ``steerNodeTraffic`` (``node_traffic``).
+Replies take the reverse path through the same function, so every binding is inherently
+bi-directional.
 
 One VNF instance twice on one switch: a packet steered from-lport into a function leaves it by
 the function's out port and is then switched to its destination; when that pod's to-lport ACL
@@ -49,7 +53,7 @@ from reconciler.core.model.target import (
     Resource,
     svc_monitor_marker,
 )
-from reconciler.core.steering import chains, common, services
+from reconciler.core.steering import chains, common, node_traffic, services
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
@@ -137,6 +141,21 @@ class NetworkFunction(PortGroupPods):
         beside_lbs: list[tuple[str, str]] = []  # (binding, node) steered beside load balancers
 
         paths = chains.paths(desired, instances, observed, inst_id, out)
+        left_out: dict[str, node_traffic.NodeExclusion] = {}  # per node, once (its warnings)
+
+        def not_node_traffic(node: str, direction: str) -> str:
+            """`` && (…)`` leaving node traffic out of a steering ACL's match (module
+            ``node_traffic``), ``""`` when there is nothing to leave out."""
+            if node not in left_out:
+                left_out.update(
+                    node_traffic.exclusions(
+                        [node], observed.nodes, observed.switches, options.join_subnets,
+                        options.transit_subnets, out.warnings,
+                    )
+                )  # fmt: skip
+            term = left_out[node].match(direction)
+            return f" && {term}" if term else ""
+
         uses: dict[chains.WireUse, set[str]] = {}  # a chain's wiring on a node -> its fallbacks
         users: dict[tuple[str, ...], str] = {}  # a chain -> the first Binding through it
         # The loop below runs per (binding, node where its VNFs run): 20,000 at 10k pods, most
@@ -194,28 +213,24 @@ class NetworkFunction(PortGroupPods):
                         if not present:
                             continue  # a one-shot compile: the pair cannot be present
                         side = "outport" if direction == TO_LPORT else "inport"
-                        match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
+                        exclude = "" if spec.steerNodeTraffic else not_node_traffic(node, direction)
+                        traffic = common.traffic_match(spec.traffic)
+                        match = f"{side} == @{pg}{exclude} && {traffic}"
                         key = naming.ovn_ident(inst_id, name, node, direction.split("-")[0])
-                        acls.append(
-                            (
-                                key,
-                                f"Binding/{name}",
-                                node,
-                                {
-                                    "port_group": pg,
-                                    "name": name,
-                                    "direction": direction,
-                                    "priority": common.priority(
-                                        common.ACL_PRIORITY_BASE, spec.order
-                                    ),
-                                    "tier": common.ACL_TIER[spec.precedence],
-                                    "match": match,
-                                    "action": "allow-related",
-                                    "network_function_group": nfg,
-                                },
-                                (group, node),
-                            )
-                        )
+                        fields: dict[str, object] = {
+                            "port_group": pg,
+                            "name": name,
+                            "direction": direction,
+                            "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order),
+                            "tier": common.ACL_TIER[spec.precedence],
+                            "match": match,
+                            "action": "allow-related",
+                            "network_function_group": nfg,
+                        }
+                        if direction == FROM_LPORT:
+                            # OVN-Kubernetes' egress policy stage (common.FROM_LPORT_OPTIONS)
+                            fields["options"] = dict(common.FROM_LPORT_OPTIONS)
+                        acls.append((key, f"Binding/{name}", node, fields, (group, node)))
 
         crossed = crossed_acls(desired, instances, paths, inst_id, out.warnings)
         acls += crossed

@@ -666,21 +666,24 @@ def _cluster_warnings(
     steering_views = [v for v in views if v.steers]
     if not steering_views:
         return out
-    precedences = {Precedence(v.precedence) for v in steering_views}
+    ways = {
+        (direction, Precedence(v.precedence))
+        for v in steering_views
+        for direction in directions(Redirection(v.redirection))
+    }
     for policy in sorted(observed.network_policies, key=lambda p: p.name):
         if policy.namespace != pod.namespace or not matches_selector(
             pod.labels, policy.pod_selector
         ):
             continue
-        effects = []
-        if Precedence.AFTER_NETWORK_POLICY in precedences:
-            effects.append("flows it allows are not steered (precedence after-network-policy)")
-        if Precedence.BEFORE_NETWORK_POLICY in precedences:
-            effects.append("its denies do not apply to steered flows (before-network-policy)")
-        out.append(
-            f"NetworkPolicy {policy.namespace}/{policy.name} selects this pod: "
-            + "; ".join(effects)
+        effects = common.network_policy_effects(
+            policy.policy_types, ways, tiered=steering != "router-policy"
         )
+        if effects:
+            out.append(
+                f"NetworkPolicy {policy.namespace}/{policy.name} selects this pod: "
+                + "; ".join(effects)
+            )
     switch = next((s for s in observed.switches if s.name == node), None)
     if steering == "network-function" and switch is not None and switch.load_balancers:
         twice = any(

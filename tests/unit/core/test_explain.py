@@ -243,8 +243,8 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
     )
     e = explain("web-1", obs)
     assert (
-        "NetworkPolicy shop/deny-all selects this pod: flows it allows are not steered "
-        "(precedence after-network-policy)" in e.warnings
+        "NetworkPolicy shop/deny-all selects this pod: towards them (exit-lport), flows it "
+        "allows are not steered (precedence after-network-policy)" in e.warnings
     )
     assert not [w for w in e.warnings if "db-only" in w]
     assert any(w.startswith("switch node-1 has load balancers") for w in e.warnings)
