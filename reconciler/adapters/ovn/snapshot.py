@@ -126,6 +126,19 @@ def _selects(schema: NbSchema, instance: str) -> list[_Select]:
     out.append(_Select("pods", _POD_TABLE, pods, schema.present(_POD_TABLE, _POD_COLUMNS)))
     others = (["external_ids", "excludes", _POD_TRUE],)
     out.append(_Select("foreign", _POD_TABLE, others, ("name",)))
+    for spec in OWNED_TABLES:
+        table = spec.name
+        if not schema.has_table(table):
+            continue
+        columns = schema.present(table)
+        if spec.read_in_full:
+            out.append(_Select("all", table, (), columns))
+            continue
+        out.append(_Select("owned", table, (_owner_is(instance, "includes"),), columns))
+        foreign = _foreign_columns(spec)
+        if foreign and table != _POD_TABLE:
+            where = (_owner_is(instance, "excludes"),)
+            out.append(_Select("foreign", table, where, schema.present(table, foreign)))
     # OVN-Kubernetes' generation (reconciler.core.model.ovn_kubernetes): the external_ids of
     # every Port_Group not ours, and the router policies at EgressIP's no-reroute priority.
     out.append(
@@ -140,19 +153,6 @@ def _selects(schema: NbSchema, instance: str) -> list[_Select]:
             ("priority", "action", "match", "external_ids"),
         )
     )
-    for spec in OWNED_TABLES:
-        table = spec.name
-        if not schema.has_table(table):
-            continue
-        columns = schema.present(table)
-        if spec.read_in_full:
-            out.append(_Select("all", table, (), columns))
-            continue
-        out.append(_Select("owned", table, (_owner_is(instance, "includes"),), columns))
-        foreign = _foreign_columns(spec)
-        if foreign and table != _POD_TABLE:
-            where = (_owner_is(instance, "excludes"),)
-            out.append(_Select("foreign", table, where, schema.present(table, foreign)))
     return out
 
 

@@ -428,13 +428,14 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
     namespace = spec.namespace
     prefix = spec.dataNetwork or vnf_name
     nads = {side: naming.nad_name(prefix, node, side, inst.slot) for side in ("in", "out")}
+    node_label = own.node_label_value(node)  # a node name may be longer than a label value
     labels = {
         own.MANAGED_BY_LABEL: own.MANAGED_BY_VALUE,
         own.OWNER: out.instance,
         own.VNF_LABEL: vnf_name,
-        own.NODE_LABEL: node,
+        own.NODE_LABEL: node_label,
     }
-    annotations = {own.RESOURCE: origin}
+    annotations = {own.RESOURCE: origin, **own.node_annotations(node)}
     for side, port in (("in", inst.in_port), ("out", inst.out_port)):
         config = {
             "cniVersion": "0.4.0",
@@ -458,6 +459,9 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
         **annotations,
         "osc.io/ports": f"in={inst.in_port},out={inst.out_port}",
     }
+    volumes: dict[str, dict[str, Any]] = {"containerdisk": {"containerDisk": {"image": spec.image}}}
+    if spec.cloudInitUserData is not None:
+        volumes["cloudinitdisk"] = {"cloudInitNoCloud": {"userData": spec.cloudInitUserData}}
     out.kube(
         "VirtualMachine",
         namespace,
@@ -469,14 +473,20 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
             "spec": {
                 "runStrategy": "Always",
                 "template": {
-                    "metadata": {"labels": {own.VNF_LABEL: vnf_name, own.NODE_LABEL: node}},
+                    "metadata": {"labels": {own.VNF_LABEL: vnf_name, own.NODE_LABEL: node_label}},
                     "spec": {
-                        "nodeSelector": {"kubernetes.io/hostname": node},
+                        "affinity": pinned_to(node),
+                        # A drain evicts it like any pod: it cannot live-migrate (pinned, its
+                        # NF ports are its node's), and a cluster default of LiveMigrate would
+                        # block every drain of the node (docs/operations.md, "Node drains").
+                        "evictionStrategy": EVICTION_STRATEGY,
                         "domain": {
                             "cpu": {"cores": spec.cpu},
                             "resources": {"requests": {"memory": spec.memory}},
                             "devices": {
-                                "disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}],
+                                "disks": [
+                                    {"name": vol, "disk": {"bus": "virtio"}} for vol in volumes
+                                ],
                                 "interfaces": [
                                     {"name": "default", "masquerade": {}},
                                     {"name": "data-in", "bridge": {}, "macAddress": inst.mac_in},
@@ -493,14 +503,30 @@ def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetB
                             {"name": "data-in", "multus": {"networkName": nads["in"]}},
                             {"name": "data-out", "multus": {"networkName": nads["out"]}},
                         ],
-                        "volumes": [
-                            {"name": "containerdisk", "containerDisk": {"image": spec.image}}
-                        ],
+                        "volumes": [{"name": vol, **source} for vol, source in volumes.items()],
                     },
                 },
             },
         },
     )
+
+
+EVICTION_STRATEGY = "None"
+"""``spec.template.spec.evictionStrategy`` of every VNF VM, chosen on purpose: KubeVirt's
+``None`` lets a drain evict it (``LiveMigrate`` denies the eviction of a VM that cannot migrate,
+and a node-pinned VNF never can, so ``kubectl drain`` would hang; ``External`` blocks the drain
+until someone else deletes the VMI)."""
+
+
+def pinned_to(node: str) -> dict[str, Any]:
+    """Node affinity on the node's ``metadata.name``, as a DaemonSet pins its pods: the
+    ``kubernetes.io/hostname`` label is not the node name everywhere (AWS, hostname
+    overrides)."""
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    return {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [term]}}
+    }  # fmt: skip
 
 
 def members_by_group_and_node(

@@ -309,6 +309,13 @@ class VnfDeploymentSpec(_Strict):
         ),
     )
     securityManager: SecurityManager | None = None
+    cloudInitUserData: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
+        default=None,
+        description=(
+            "cloud-init user data for the guest (KubeVirt's cloudInitNoCloud volume), e.g. to "
+            "bridge its two data NICs; at most 32 KiB. Omitted: no cloud-init volume."
+        ),
+    )
     healthCheck: HealthCheck = Field(
         default_factory=HealthCheck,
         description="How OVN probes each instance, so a Binding's failurePolicy can act.",

@@ -118,6 +118,19 @@ def request_attributes(method: str, target: str) -> tuple[str, str, str, str | N
     return group, resource, verb, namespace
 
 
+def authorized(seen: list[tuple[str, str]]) -> set[tuple[str, str, str, str | None]]:
+    """What the API server authorizes for the requests ``seen``: each request's verb, and for a
+    server-side apply (a PATCH with ``fieldManager``) ``create`` as well, which kube-apiserver
+    checks when the apply creates the object (the reconciler's creates are applies)."""
+    calls = set()
+    for method, target in seen:
+        attrs = request_attributes(method, target)
+        calls.add(attrs)
+        if method == "PATCH" and "fieldManager=" in urlsplit(target).query:
+            calls.add((attrs[0], attrs[1], "create", attrs[3]))
+    return calls
+
+
 def allowed(docs: list[dict[str, Any]], attrs: tuple[str, str, str, str | None]) -> bool:
     group, resource, verb, namespace = attrs
 
@@ -205,7 +218,7 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
         ovn.close()
         kube.close()
 
-    calls = {request_attributes(m, p) for m, p in recorder.seen}
+    calls = authorized(recorder.seen)
     verbs = {(r, v) for _, r, v, _ in calls}
     # the run really exercised what the RBAC is about
     for needed in [("pods", "list"), ("pods", "watch"), ("nodes", "list"), ("nodes", "watch"),
@@ -219,12 +232,12 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
     missing = sorted(str(c) for c in calls if not allowed(docs, c))
     assert not missing, "deploy/base/rbac.yaml does not allow:\n" + "\n".join(missing)
     # and nothing more than needed: every granted verb is used by some call. VMs and NADs
-    # share one write path in the adapter (replace_managed = get + merge patch), so a verb
-    # seen on one is needed on the other.
+    # share one write path in the adapter (a server-side apply), so a verb seen on one is
+    # needed on the other.
     used: dict[str, set[str]] = {}
     for _, resource, verb, _ in calls:
         used.setdefault(resource, set()).add(verb)
-    shared = used.get("virtualmachines", set()) & {"get", "patch"}
+    shared = used.get("virtualmachines", set()) & {"create", "patch"}
     used.setdefault("network-attachment-definitions", set()).update(shared)
     for d in docs:
         if d["kind"] not in ("Role", "ClusterRole"):
@@ -434,16 +447,16 @@ def record_run(recorder: RecordingFaults, argv: list[str], steps: list[Any]) -> 
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
-    return {request_attributes(m, p) for m, p in recorder.seen}
+    return authorized(recorder.seen)
 
 
 def unused_verbs(rules: list[tuple[str | None, dict[str, Any]]], calls: set[Any]) -> list[str]:
-    """Granted verbs no call used. VMs and NADs share one write path in the adapter
-    (``replace_managed`` = get + merge patch), so a verb seen on one is needed on the other."""
+    """Granted verbs no call used. VMs and NADs share one write path in the adapter (a
+    server-side apply), so a verb seen on one is needed on the other."""
     used: dict[str, set[str]] = {}
     for _, resource, verb, _ in calls:
         used.setdefault(resource, set()).add(verb)
-    shared = used.get("virtualmachines", set()) & {"get", "patch"}
+    shared = used.get("virtualmachines", set()) & {"create", "patch"}
     used.setdefault("network-attachment-definitions", set()).update(shared)
     return sorted(
         f"{resource} {verb}"

@@ -78,7 +78,7 @@ def test_an_ovn_kubernetes_before_v1_1_is_refused_and_nothing_written(
 def test_later_generations_are_applied(cluster_of, policies, generation: str) -> None:
     cluster = cluster_of()
     seed_generation(cluster.nb_remote, generation)
-    assert cli("apply", policies, *conn(cluster)).code == 0
+    assert cli("apply", policies, *conn(cluster), "--wait").code == 0  # steering health-gated
     assert ours(cluster) > 0
     assert cli("plan", policies, *conn(cluster)).code == 0
 
