@@ -250,8 +250,8 @@ def compile_options(args: argparse.Namespace) -> Any:
 
     from reconciler.core.compiling.compile import CompileOptions
     from reconciler.core.model.desired import DNS1123_LABEL
+    from reconciler.core.steering import check_options
     from reconciler.core.steering.base import DEFAULT_EMPTY_GRACE
-    from reconciler.core.steering.network_function import svc_monitor_addresses
 
     if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
@@ -265,7 +265,7 @@ def compile_options(args: argparse.Namespace) -> Any:
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
         empty_grace=grace,
     )
-    svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
+    check_options(options)  # refuse a bad address now, before connecting anywhere
     return options
 
 

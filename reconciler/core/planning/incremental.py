@@ -165,11 +165,10 @@ class IncrementalPlanner:
         if not delta.nodes and not delta.rows:
             memo.observed, memo.ports, memo.pods = observed, delta.ports, delta.pods
             self.last_mode = "cached"
-            return apply_transitions(memo.plan, desired, observed)
+            return apply_transitions(memo.plan, desired, observed, memo.backend)
         self.last_mode = "incremental"
-        return apply_transitions(
-            self._incremental(memo, desired, observed, delta), desired, observed
-        )
+        planned = self._incremental(memo, desired, observed, delta)
+        return apply_transitions(planned, desired, observed, memo.backend)
 
     # ------------------------------------------------------------------ full
 

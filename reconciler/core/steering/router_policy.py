@@ -39,28 +39,33 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
+from typing import Any
 
 from reconciler.core.model import naming
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed, OvnCapabilities
 from reconciler.core.steering import common
 from reconciler.core.steering.base import (
+    GROUP_REF,
     CompileError,
     CompileOptions,
     NodePods,
+    OwnedRows,
     PortConfig,
     PortGroupPods,
     Side,
     TargetBuilder,
     VnfInstance,
+    WithoutHealthChecks,
     binding_nodes,
     bindings_by_group,
     directions,
     emit_port_groups,
+    merge_vnfs,
 )
 
 
-class RouterPolicy(PortGroupPods):
+class RouterPolicy(PortGroupPods, WithoutHealthChecks):
     """The ``router-policy`` backend: pod-dependent rows are the Port_Groups (the router matches
     their ``_ip4`` address sets, which OVN keeps), plus one check, that no pod holds a VNF's
     address."""
@@ -74,6 +79,20 @@ class RouterPolicy(PortGroupPods):
     with a warning)."""
     acl_tiers = False
     """Router policies have no tiers: ``order`` alone decides (``common.evaluation_key``)."""
+    steering_tables: tuple[str, ...] = ("Logical_Router_Policy",)
+    routed_only = True
+    """A router policy sees only what crosses the cluster router: traffic between pods of one
+    node's switch is not steered."""
+
+    def steered_by(
+        self, table: str, fields: Mapping[str, Any], rows: OwnedRows
+    ) -> tuple[tuple[str, ...], list[str]] | None:
+        """A reroute policy: the VNFs of its next hops."""
+        if table != "Logical_Router_Policy" or fields.get("action") != "reroute":
+            return None
+        hops = fields.get("nexthops") or ()
+        vnfs = merge_vnfs(*(rows.next_hops.get(str(hop), ()) for hop in hops))
+        return vnfs, GROUP_REF.findall(str(fields.get("match") or ""))
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True  # router policies exist in every OVN we support

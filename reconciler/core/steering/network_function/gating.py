@@ -49,143 +49,30 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Any
 
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
-from reconciler.core.model.facts import Finding, Hold
+from reconciler.core.model.facts import HEALTHY, Finding, Hold
 from reconciler.core.model.observed import Observed, OvnRow
 from reconciler.core.model.plan import Change, Plan
-from reconciler.core.transitions.health import (
-    HEALTHY,
-    NOT_HEALTHY,
-    UNKNOWN,
-    Health,
-    why_not_healthy,
+from reconciler.core.steering.network_function.health import (
+    CHECK,
+    NF,
+    NFG,
+    HealthIndex,
+    external_ids,
+    slot_of,
+    vnf_node,
 )
 
-__all__ = [
-    "MemberHealth",
-    "gate",
-    "held_idents",
-    "member_health",
-]
+__all__ = ["hold_unready"]
 
 CHAIN = "osc.io/chain"
 """``external_ids`` key of a service chain's rows: its hops, ``h1,...,hk``."""
 
-_NF, _NFG, _CHECK, _ACL = (
-    "Network_Function",
-    "Network_Function_Group",
-    "Network_Function_Health_Check",
-    "ACL",
-)
+_NF, _NFG, _CHECK, _ACL = NF, NFG, CHECK, "ACL"
 Ident = tuple[str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class MemberHealth:
-    """One VNF VM (one Network_Function) as OVN reports it. With two instances on a node the
-    node's steering groups name only the active one; each function's probe group
-    (``naming.probe_group``) tells the other's health."""
-
-    vnf: str
-    node: str
-    slot: str
-    function: str
-    """The Network_Function's name."""
-    health: Health
-    detail: str = ""
-    checkable: bool = True
-    """OVN will judge it: it has a health check and a group holds it. When not, ``unknown`` is
-    all there will ever be (a rollout cannot wait for OVN's word then)."""
-
-    @property
-    def vm(self) -> str:
-        """The VirtualMachine's name (``naming.vm_name``)."""
-        return naming.vm_name(self.vnf, self.node, self.slot)
-
-
-def _ids(fields: Mapping[str, Any]) -> Mapping[str, Any]:
-    ids = fields.get("external_ids")
-    if type(ids) is dict:  # the usual case, without isinstance's ABC check (hot: once a row)
-        return ids
-    return ids if isinstance(ids, Mapping) else {}
-
-
-def _vnf_node(fields: Mapping[str, Any]) -> tuple[str, str] | None:
-    ids = _ids(fields)
-    kind, _, vnf = str(ids.get(own.RESOURCE, "")).partition("/")
-    node = ids.get(own.NODE)
-    if kind != "VnfDeployment" or not vnf or not isinstance(node, str):
-        return None
-    return vnf, node
-
-
-def _slot_of(name: str, owner: str, vnf: str, node: str) -> str:
-    """Which instance of its node a Network_Function of ours is (from its name)."""
-    for slot in naming.SLOTS:
-        try:
-            if naming.network_function(owner, vnf, node, slot) == name:
-                return slot
-        except naming.NameError_:
-            break
-    return ""
-
-
-def member_health(observed: Observed) -> dict[str, MemberHealth]:
-    """Every Network_Function of ours by name, with its own health as OVN reports it.
-
-    Evidence, best first: the function's probe group (only function in it, so its active
-    function is exactly this one's health); a steering group that has it active (healthy); a
-    steering group with only this function and none active (not healthy). A standby without a
-    probe group, or a function no group holds, is ``unknown``."""
-    checked: set[str] = set()
-    groups: dict[str, list[tuple[str, list[str]]]] = defaultdict(list)
-    functions: list[tuple[str, str, str, str]] = []
-    for row in observed.ovn_rows:
-        if row.table == _NF:
-            where = _vnf_node(row.fields)
-            if where is not None:
-                name = str(row.fields.get("name", row.key))
-                owner = str(_ids(row.fields).get(own.OWNER, own.DEFAULT_INSTANCE))
-                functions.append((name, *where, _slot_of(name, owner, *where)))
-        elif row.table == _CHECK:
-            nf = row.fields.get("network_function")
-            if isinstance(nf, str):
-                checked.add(nf)
-        elif row.table == _NFG:
-            members = [str(nf) for nf in row.fields.get("network_function") or ()]
-            for nf in members:
-                groups[nf].append((str(row.fields.get("name", row.key)), members))
-    out: dict[str, MemberHealth] = {}
-    for name, vnf, node, slot in sorted(functions):
-        health: Health = UNKNOWN
-        detail = ""
-        held_by = groups.get(name, [])
-        probes = [g for g, _ in held_by if naming.is_probe_group(g)]
-        checkable = name in checked and bool(held_by)
-        if name not in checked:
-            detail = "no health check: OVN counts it healthy whenever its ports are bound"
-        elif probes:
-            healthy = all(observed.nf_active.get(g) == name for g in probes)
-            health = HEALTHY if healthy else NOT_HEALTHY
-        elif any(observed.nf_active.get(g) == name for g, _ in held_by):
-            health = HEALTHY
-        elif any(members == [name] and observed.nf_active.get(g) is None for g, members in held_by):
-            health = NOT_HEALTHY
-        elif not held_by:
-            detail = "no binding steers through it"
-        else:
-            detail = "standby: northd names only the active function of a group"
-        if health == NOT_HEALTHY:
-            detail = why_not_healthy(observed)
-        out[name] = MemberHealth(vnf, node, slot, name, health, detail, checkable)
-    return out
-
-
-# ------------------------------------------------------------------------------------ gating
 
 
 def _unit(change: Change) -> tuple[str, str] | None:
@@ -220,10 +107,10 @@ def _planned_members(plan: Plan) -> dict[str, list[str] | None]:
     return out
 
 
-def gate(plan: Plan, observed: Observed) -> Plan:
+def hold_unready(plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
     """``plan`` without the steering transitions whose function groups are not ready, and with
-    :attr:`Plan.held` saying what waits and why. See the module
-    docstring for the rules."""
+    :attr:`Plan.held` saying what waits and why (``health``: the plan's health index). See the
+    module docstring for the rules."""
     units: dict[tuple[str, str], list[Change]] = defaultdict(list)
     for change in plan.changes:
         unit = _unit(change)
@@ -234,10 +121,9 @@ def gate(plan: Plan, observed: Observed) -> Plan:
 
     # Only the live function groups are read for every transition. What only a unit that
     # waits needs (health of every function, the live ACLs, ids, ports) is read from the rows
-    # when one does (:class:`_OldPath`, ``health``): a pod that is the first member of its
-    # group on a node makes a transition onto a ready group, and reading all that for it took
-    # gate from ~0.01 ms to ~11 ms (p90) at 10k pods, the first-member events' latency
-    # (issue 20); now ~0.3 ms.
+    # when one does (:class:`_OldPath`, ``health``): the first member of a group on a node
+    # makes a transition onto a ready group on the label -> commit path, which must not pay
+    # for a read of every owned row (docs/benchmarks.md).
     live_groups: dict[str, list[str]] = {}
     group_ids: dict[str, Mapping[str, Any]] = {}
     for row in observed.ovn_rows:
@@ -245,7 +131,7 @@ def gate(plan: Plan, observed: Observed) -> Plan:
             live_groups[str(row.fields.get("name", row.key))] = [
                 str(nf) for nf in row.fields.get("network_function") or ()
             ]
-            group_ids[row.key] = _ids(row.fields)
+            group_ids[row.key] = external_ids(row.fields)
     planned = _planned_members(plan)
     members = {**live_groups, **{g: m for g, m in planned.items() if m is not None}}
 
@@ -267,11 +153,9 @@ def gate(plan: Plan, observed: Observed) -> Plan:
     candidates = {u: gs for u, gs in candidates.items() if gs}
     if not candidates:
         return plan
-    group_ids.update({c.key: _ids(c.after) for c in plan.changes if c.kind == _NFG and c.after})
-
-    @cache
-    def health() -> dict[str, MemberHealth]:
-        return member_health(observed)
+    group_ids.update(
+        {c.key: external_ids(c.after) for c in plan.changes if c.kind == _NFG and c.after}
+    )
 
     def hops(group: str) -> list[str]:
         """A chain's group (``osc.io/chain``, issue 21): each hop's own function on the node,
@@ -295,7 +179,7 @@ def gate(plan: Plan, observed: Observed) -> Plan:
             return False
         chain = hops(group)
         for nf in chain:
-            hop = health().get(nf)
+            hop = health.members.get(nf)
             if hop is None or (hop.checkable and hop.health != HEALTHY):
                 return False
         if chain:
@@ -303,7 +187,8 @@ def gate(plan: Plan, observed: Observed) -> Plan:
         active = observed.nf_active.get(group)
         if group in live_groups and active is not None and active in after:
             return True
-        return any(health()[nf].health == HEALTHY for nf in after if nf in health())
+        members_health = health.members
+        return any(members_health[nf].health == HEALTHY for nf in after if nf in members_health)
 
     def needs(group: str) -> list[str]:
         """The functions whose health a group waits for (a chain's: its hops')."""
@@ -358,7 +243,7 @@ def gate(plan: Plan, observed: Observed) -> Plan:
             continue
         idents = tuple(sorted({(c.kind, c.key) for c in units[unit]} | keep))
         dropped.update(idents)
-        known, healths = old_path.known, health()
+        known, healths = old_path.known, health.members
         functions = [
             nf
             for g in waiting
@@ -414,7 +299,7 @@ class _OldPath:
         live_acls: dict[tuple[str, str], list[OvnRow]] = defaultdict(list)
         for row in observed.ovn_rows:
             if row.table == _ACL:
-                ids = _ids(row.fields)
+                ids = external_ids(row.fields)
                 kind, _, name = str(ids.get(own.RESOURCE, "")).partition("/")
                 node = ids.get(own.NODE)
                 if kind == "Binding" and isinstance(node, str):
@@ -451,14 +336,9 @@ def _functions(plan: Plan, observed: Observed) -> dict[str, tuple[str, str, str]
     rows += [(c.key, c.after) for c in plan.changes if c.kind == _NF and c.after is not None]
     out: dict[str, tuple[str, str, str]] = {}
     for name, fields in rows:
-        where = _vnf_node(fields)
+        where = vnf_node(fields)
         if where is None:
             continue
-        owner = str(_ids(fields).get(own.OWNER, own.DEFAULT_INSTANCE))
-        out[name] = (*where, naming.vm_name(*where, _slot_of(name, owner, *where)))
+        owner = str(external_ids(fields).get(own.OWNER, own.DEFAULT_INSTANCE))
+        out[name] = (*where, naming.vm_name(*where, slot_of(name, owner, *where)))
     return out
-
-
-def held_idents(plan: Plan) -> set[Ident]:
-    """The changes ``plan`` holds back (:attr:`Plan.held`)."""
-    return {ident for hold in plan.held for ident in hold.changes}

@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from reconciler.core.model import naming
 from reconciler.core.model.desired import Binding, Desired, HealthCheck
 from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import NbGlobal, Observed, OvnCapabilities
+from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import (
     NB_GLOBAL,
     NB_GLOBAL_KEY,
@@ -54,10 +56,13 @@ from reconciler.core.steering import chains, common, services
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
+    GROUP_REF,
     ID_BUDGET_WARN,
     MAX_OVN_ID,
     CompileError,
     CompileOptions,
+    Drain,
+    OwnedRows,
     PortConfig,
     PortGroupPods,
     Side,
@@ -68,7 +73,11 @@ from reconciler.core.steering.base import (
     directions,
     emit_port_groups,
     ids_in_use,
+    merge_vnfs,
+    vnfs_of_row,
 )
+from reconciler.core.steering.network_function import gating, rollout
+from reconciler.core.steering.network_function.health import HealthIndex
 
 HEALTH_CHECK = "Network_Function_Health_Check"
 FROM_LPORT = "from-lport"
@@ -93,6 +102,63 @@ class NetworkFunction(PortGroupPods):
     acl_tiers = True
     """Its rows are ACLs, evaluated tier by tier: ``precedence`` comes before ``order`` in the
     evaluation order (``common.evaluation_key``)."""
+    routed_only = False
+    """ACLs on the pods' switch: traffic between pods of one switch is steered too."""
+    health_checked = True
+    stateless_beside_load_balancers = True
+    steering_tables: tuple[str, ...] = ("ACL",)
+    function_tables: tuple[str, ...] = ("Network_Function_Group", "Network_Function", HEALTH_CHECK)
+
+    def steered_by(
+        self, table: str, fields: Mapping[str, Any], rows: OwnedRows
+    ) -> tuple[tuple[str, ...], list[str]] | None:
+        """An ACL with a function group: the group's VNFs (its chain, or its functions')."""
+        group = fields.get("network_function_group")
+        if table != "ACL" or not group:
+            return None
+        nfg = rows.get("Network_Function_Group", str(group))
+        functions = [
+            rows.get("Network_Function", str(f)) for f in nfg.get("network_function") or ()
+        ]
+        vnfs = merge_vnfs(vnfs_of_row(nfg), *(vnfs_of_row(f) for f in functions))
+        match = str(fields.get("match") or "")
+        return vnfs, [str(fields.get("port_group") or ""), *GROUP_REF.findall(match)]
+
+    def path_rows(
+        self, rows: Mapping[tuple[str, str], Mapping[str, Any]], steering: Iterable[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        """The function groups the ACLs name, their functions and the functions' probes."""
+        groups = {
+            ("Network_Function_Group", str(group))
+            for ident in steering
+            if (group := rows.get(ident, {}).get("network_function_group"))
+        }
+        functions = {
+            ("Network_Function", str(nf))
+            for ident in groups
+            for nf in rows.get(ident, {}).get("network_function") or ()
+        }
+        names = {key for _, key in functions}
+        checks = {
+            ident
+            for ident, fields in rows.items()
+            if ident[0] == HEALTH_CHECK and fields.get("network_function") in names
+        }
+        return groups | functions | checks
+
+    def check_options(self, options: CompileOptions) -> None:
+        svc_monitor_addresses(options)
+
+    def hold_unready(self, plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
+        return gating.hold_unready(plan, observed, health)
+
+    def drain(
+        self,
+        changes: Sequence[Change],
+        drained: Mapping[tuple[str, str], set[str]],
+        observed: Observed,
+    ) -> Drain:
+        return rollout.drain(changes, drained, observed)
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return capabilities.network_function
