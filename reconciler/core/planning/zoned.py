@@ -167,7 +167,7 @@ def _plan_of(
     """A scope's full plan of ``observed``, and what the plan reports beside its changes."""
     view = scope.view(observed)
     planned = compile_plan(scope.desired(desired), view.observed, scope.options(options))
-    report = plan_report(planned.target, view.observed) if scope.reads_ovn else {}
+    report = plan_report(planned.target, view.observed, planned.health) if scope.reads_ovn else {}
     return scope.restrict(planned.plan, view), report
 
 

@@ -118,24 +118,81 @@ def hold_unready(plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
             units[unit].append(change)
     if not any(_new_path(c) for changes in units.values() for c in changes):
         return plan
+    groups = _Groups.of(plan, observed, health)
+    candidates = {
+        unit: sorted({g for c in changes if (g := groups.onto(c)) is not None})
+        for unit, changes in units.items()
+    }
+    candidates = {u: gs for u, gs in candidates.items() if gs}
+    if not candidates:
+        return plan
+    groups.read_planned_ids(plan)
+    held: list[Hold] = []
+    warnings: list[Finding] = []
+    old_path: _OldPath | None = None
+    for unit, unit_groups in sorted(candidates.items()):
+        waiting = [g for g in unit_groups if not groups.ready(g)]
+        if not waiting:
+            continue
+        if old_path is None:
+            old_path = _OldPath.of(plan, observed)
+        found = _hold(unit, waiting, units[unit], groups, old_path)
+        if isinstance(found, Finding):
+            warnings.append(found)
+        else:
+            held.append(found)
+    if not held and not warnings:
+        return plan
+    dropped = {ident for hold in held for ident in hold.changes}
+    return replace(
+        plan,
+        changes=tuple(c for c in plan.changes if (c.kind, c.key) not in dropped),
+        findings=(*plan.findings, *warnings),
+        held=(*plan.held, *held) if held else plan.held,
+    )
 
-    # Only the live function groups are read for every transition. What only a unit that
-    # waits needs (health of every function, the live ACLs, ids, ports) is read from the rows
-    # when one does (:class:`_OldPath`, ``health``): the first member of a group on a node
-    # makes a transition onto a ready group on the label -> commit path, which must not pay
-    # for a read of every owned row (docs/benchmarks.md).
-    live_groups: dict[str, list[str]] = {}
-    group_ids: dict[str, Mapping[str, Any]] = {}
-    for row in observed.ovn_rows:
-        if row.table == _NFG:
-            live_groups[str(row.fields.get("name", row.key))] = [
-                str(nf) for nf in row.fields.get("network_function") or ()
-            ]
-            group_ids[row.key] = external_ids(row.fields)
-    planned = _planned_members(plan)
-    members = {**live_groups, **{g: m for g, m in planned.items() if m is not None}}
 
-    def onto(change: Change) -> str | None:
+@dataclass
+class _Groups:
+    """The function groups a plan's transitions go onto, live and planned, and whether northd
+    made them ready.
+
+    Only the live function groups are read for every transition. What only a unit that waits
+    needs (health of every function, the live ACLs, ids, ports) is read from the rows when one
+    does (:class:`_OldPath`, ``health``): the first member of a group on a node makes a
+    transition onto a ready group on the label -> commit path, which must not pay for a read of
+    every owned row (docs/benchmarks.md)."""
+
+    observed: Observed
+    health: HealthIndex
+    live: dict[str, list[str]]
+    """Live group -> its functions."""
+    ids: dict[str, Mapping[str, Any]]
+    """Group -> its ``external_ids`` (live, then planned)."""
+    planned: dict[str, list[str] | None]
+    """Groups the plan creates, updates (their new functions) or deletes (None)."""
+    members: dict[str, list[str]]
+    """Group -> its functions once the plan is applied."""
+
+    @classmethod
+    def of(cls, plan: Plan, observed: Observed, health: HealthIndex) -> _Groups:
+        live: dict[str, list[str]] = {}
+        ids: dict[str, Mapping[str, Any]] = {}
+        for row in observed.ovn_rows:
+            if row.table == _NFG:
+                functions = row.fields.get("network_function") or ()
+                live[str(row.fields.get("name", row.key))] = [str(nf) for nf in functions]
+                ids[row.key] = external_ids(row.fields)
+        planned = _planned_members(plan)
+        members = {**live, **{g: m for g, m in planned.items() if m is not None}}
+        return cls(observed, health, live, ids, planned, members)
+
+    def read_planned_ids(self, plan: Plan) -> None:
+        self.ids.update(
+            {c.key: external_ids(c.after) for c in plan.changes if c.kind == _NFG and c.after}
+        )
+
+    def onto(self, change: Change) -> str | None:
         """The group a change switches the unit's traffic onto, when that brings a VNF
         function the unit did not go through before (a new instance, another VNF); a new
         failure policy on the same functions is not a transition: it applies at once."""
@@ -143,130 +200,101 @@ def hold_unready(plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
         if group is None:
             return None
         before = (change.before or {}).get("network_function_group")
-        old = set(live_groups.get(str(before), ())) if before else set()
-        return group if set(members.get(group) or ()) - old else None
+        old = set(self.live.get(str(before), ())) if before else set()
+        return group if set(self.members.get(group) or ()) - old else None
 
-    candidates = {
-        unit: sorted({g for c in changes if (g := onto(c)) is not None})
-        for unit, changes in units.items()
-    }
-    candidates = {u: gs for u, gs in candidates.items() if gs}
-    if not candidates:
-        return plan
-    group_ids.update(
-        {c.key: external_ids(c.after) for c in plan.changes if c.kind == _NFG and c.after}
-    )
-
-    def hops(group: str) -> list[str]:
-        """A chain's group (``osc.io/chain``, issue 21): each hop's own function on the node,
-        whose health decides (the chain's function has no probe of its own: OVN's probe cannot
+    def hops(self, group: str) -> list[str]:
+        """A chain's group (``osc.io/chain``): each hop's own function on the node, whose
+        health decides (the chain's function has no probe of its own: OVN's probe cannot
         cross the chain's link switches)."""
-        ids = group_ids.get(group) or {}
+        ids = self.ids.get(group) or {}
         chain, node = ids.get(CHAIN), ids.get(own.NODE)
         if not isinstance(chain, str) or not chain or not isinstance(node, str):
             return []
         owner = str(ids.get(own.OWNER, own.DEFAULT_INSTANCE))
         return [naming.network_function(owner, hop, node) for hop in chain.split(",")]
 
-    def ready(group: str) -> bool:
+    def ready(self, group: str) -> bool:
         """northd made a function of the group active, or the group (new, or with new
         members) holds a function northd already counts healthy elsewhere: northd judges the
         function by its own Service_Monitor, so the group is active from its first
         computation (the one that also builds the ACL's flows). A chain's group also needs
         every hop's own function healthy."""
-        after = planned.get(group, live_groups.get(group))
+        after = self.planned.get(group, self.live.get(group))
         if not after:
             return False
-        chain = hops(group)
+        members = self.health.members
+        chain = self.hops(group)
         for nf in chain:
-            hop = health.members.get(nf)
+            hop = members.get(nf)
             if hop is None or (hop.checkable and hop.health != HEALTHY):
                 return False
         if chain:
             return True  # its function has no probe: northd counts it healthy at once
-        active = observed.nf_active.get(group)
-        if group in live_groups and active is not None and active in after:
+        active = self.observed.nf_active.get(group)
+        if group in self.live and active is not None and active in after:
             return True
-        members_health = health.members
-        return any(members_health[nf].health == HEALTHY for nf in after if nf in members_health)
+        return any(members[nf].health == HEALTHY for nf in after if nf in members)
 
-    def needs(group: str) -> list[str]:
+    def needs(self, group: str) -> list[str]:
         """The functions whose health a group waits for (a chain's: its hops')."""
-        return hops(group) or list(members.get(group) or ())
+        return self.hops(group) or list(self.members.get(group) or ())
 
-    held: list[Hold] = []
-    dropped: set[Ident] = set()
-    warnings: list[Finding] = []
-    old_path: _OldPath | None = None
-    for unit, groups in sorted(candidates.items()):
-        waiting = [g for g in groups if not ready(g)]
-        if not waiting:
-            continue
-        if old_path is None:
-            old_path = _OldPath.of(plan, observed)
-        binding, node = unit
-        old_groups = {
-            str(g)
-            for row in old_path.live_acls.get(unit, ())
-            if isinstance(g := row.fields.get("network_function_group"), str) and g
-        }
-        kept = sorted(g for g in old_groups if g in planned and planned[g] is None)
-        old_functions = sorted({nf for g in kept for nf in live_groups.get(g, ())})
-        live_ports, deleted_ports = old_path.live_ports, old_path.deleted_ports
-        lost = sorted({nf for nf in old_functions if live_ports.get(nf, set()) & deleted_ports})
-        if lost:
-            warnings.append(
-                _cannot_keep(
-                    binding,
-                    node,
-                    f"Binding {binding} on node {node} is switched onto "
-                    f"{', '.join(waiting)} before OVN reported it healthy: the VNF it steered "
-                    f"through until now ({', '.join(lost)}) is removed in the same plan, so its "
-                    "steering cannot be kept until then (the failure policy acts meanwhile)",
-                )
-            )
-            continue
-        keep = {(_NFG, g) for g in kept}
-        deleted, live_ids, new_ids = old_path.deleted, old_path.live_ids, old_path.new_ids
-        keep |= {(t, nf) for nf in old_functions for t in (_NF, _CHECK) if (t, nf) in deleted}
-        clash = sorted(key for table, key in keep if live_ids.get((table, key)) in new_ids[table])
-        if clash:  # only when the ids ran out: a new row of the plan takes the kept row's id
-            warnings.append(
-                _cannot_keep(
-                    binding,
-                    node,
-                    f"Binding {binding} on node {node} is switched onto {', '.join(waiting)} "
-                    f"before OVN reported it healthy: {', '.join(clash)} cannot be kept until "
-                    "then (its id is given to a new row; the ids are nearly exhausted)",
-                )
-            )
-            continue
-        idents = tuple(sorted({(c.kind, c.key) for c in units[unit]} | keep))
-        dropped.update(idents)
-        known, healths = old_path.known, health.members
-        functions = [
-            nf
-            for g in waiting
-            for nf in needs(g)
-            if nf not in healths or healths[nf].health != HEALTHY
-        ]
-        chained = any(hops(g) for g in waiting)
-        vms = [known[nf][2] if nf in known else nf for nf in functions]
-        vms = list(dict.fromkeys(vms)) if chained else sorted(set(vms))
-        vnfs = sorted({known[nf][0] for nf in functions if nf in known})
-        whys = sorted({healths[nf].detail if nf in healths else _NEW for nf in functions} - {""})
-        why = "; ".join(whys)
-        hold = Hold(binding, node, tuple(vms), tuple(waiting), idents, why, tuple(vnfs), chained)
-        held.append(hold)
-    if not held and not warnings:
-        return plan
-    changes = tuple(c for c in plan.changes if (c.kind, c.key) not in dropped)
-    return replace(
-        plan,
-        changes=changes,
-        findings=(*plan.findings, *warnings),
-        held=(*plan.held, *held) if held else plan.held,
-    )
+
+def _hold(
+    unit: tuple[str, str],
+    waiting: list[str],
+    changes: list[Change],
+    groups: _Groups,
+    old_path: _OldPath,
+) -> Hold | Finding:
+    """The hold of one (binding, node) whose steering waits for ``waiting`` groups, keeping
+    its old path whole; or why that path cannot be kept (the unit is then not held)."""
+    binding, node = unit
+    old_groups = {
+        str(g)
+        for row in old_path.live_acls.get(unit, ())
+        if isinstance(g := row.fields.get("network_function_group"), str) and g
+    }
+    kept = sorted(g for g in old_groups if g in groups.planned and groups.planned[g] is None)
+    old_functions = sorted({nf for g in kept for nf in groups.live.get(g, ())})
+    live_ports, deleted_ports = old_path.live_ports, old_path.deleted_ports
+    lost = sorted({nf for nf in old_functions if live_ports.get(nf, set()) & deleted_ports})
+    onto = f"Binding {binding} on node {node} is switched onto {', '.join(waiting)} before OVN "
+    if lost:
+        return _cannot_keep(
+            binding,
+            node,
+            f"{onto}reported it healthy: the VNF it steered through until now "
+            f"({', '.join(lost)}) is removed in the same plan, so its steering cannot be kept "
+            "until then (the failure policy acts meanwhile)",
+        )
+    keep = {(_NFG, g) for g in kept}
+    deleted, live_ids, new_ids = old_path.deleted, old_path.live_ids, old_path.new_ids
+    keep |= {(t, nf) for nf in old_functions for t in (_NF, _CHECK) if (t, nf) in deleted}
+    clash = sorted(key for table, key in keep if live_ids.get((table, key)) in new_ids[table])
+    if clash:  # only when the ids ran out: a new row of the plan takes the kept row's id
+        return _cannot_keep(
+            binding,
+            node,
+            f"{onto}reported it healthy: {', '.join(clash)} cannot be kept until then (its id "
+            "is given to a new row; the ids are nearly exhausted)",
+        )
+    idents = tuple(sorted({(c.kind, c.key) for c in changes} | keep))
+    known, healths = old_path.known, groups.health.members
+    functions = [
+        nf
+        for g in waiting
+        for nf in groups.needs(g)
+        if nf not in healths or healths[nf].health != HEALTHY
+    ]
+    chained = any(groups.hops(g) for g in waiting)
+    vms = [known[nf][2] if nf in known else nf for nf in functions]
+    vms = list(dict.fromkeys(vms)) if chained else sorted(set(vms))
+    vnfs = sorted({known[nf][0] for nf in functions if nf in known})
+    whys = sorted({healths[nf].detail if nf in healths else _NEW for nf in functions} - {""})
+    return Hold(binding, node, tuple(vms), tuple(waiting), idents, "; ".join(whys),
+                tuple(vnfs), chained)  # fmt: skip
 
 
 _NEW = "new: OVN has not probed it yet"
