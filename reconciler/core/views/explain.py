@@ -234,70 +234,24 @@ def explain_pod(
         (b for b in desired.bindings.values() if b.spec.securityGroup in bound_groups),
         tiered=tiered,
     )
-    if bound_groups and port is None:
-        warnings.append(
-            f"OVN has no port {pod.lsp_name} for this pod yet (OVN-Kubernetes adds it once the "
-            "pod is wired): nothing can steer it until then"
-        )
-    elif bound_groups and not member_of:
-        warnings.append(
-            f"OVN's port {pod.lsp_name} belongs to an earlier pod of the same name (its "
-            "iface-id-ver is another UID): it is not steered until OVN-Kubernetes updates it"
-        )
-
+    warnings += _port_warnings(pod, port, bound_groups, member_of)
     instances = planned.compiled.instances
     on_node = [
         b
         for b in bindings
         if node is not None and all((vnf, node) in instances for vnf in b.spec.vnfs)
     ]
-    shadowed = common.shadowing(on_node, tiered=tiered)
-    health = _health(planned, observed, node, bindings)
-    vm_states = _vm_states(planned, node, bindings)
-    held = {(h.binding, h.node): h.reason for h in planned.plan.held}
-    views: list[BindingView] = []
-    for binding in bindings:
-        spec = binding.spec
-        hops = [_hop(desired, vnf, node, instances, health, vm_states) for vnf in spec.vnfs]
-        reason = ""
-        if spec.securityGroup not in member_of:
-            reason = "the pod has no OVN port of its own yet"
-        else:
-            missing = next((h.vnf for h in hops if h.instance is None), None)
-            if missing is not None:
-                reason = _why_no_instance(desired, observed, missing, node)
-                if spec.is_chain:
-                    reason = f"its chain {spec.vnf_text} is incomplete there: {reason}"
-        first = hops[0]
-        chain_detail = (
-            "a chain's function has no health check (OVN cannot probe across the link "
-            "between two VNFs); the hops' own health is listed per hop"
-        )
-        views.append(
-            BindingView(
-                name=binding.metadata.name,
-                group=spec.securityGroup,
-                vnf=list(spec.vnfs) if spec.is_chain else spec.vnfs[0],
-                order=spec.order,
-                order_default=spec.order_is_default,
-                redirection=spec.redirection.value,
-                failure_policy=spec.failurePolicy.value,
-                precedence=spec.precedence.value,
-                traffic=common.filters_json(spec.traffic),
-                traffic_text=common.describe_filters(spec.traffic),
-                node=node,
-                instance=None if spec.is_chain else first.instance,
-                vm_state=_worst(h.vm_state for h in hops) if spec.is_chain else first.vm_state,
-                health=UNKNOWN if spec.is_chain else first.health,
-                health_detail=chain_detail if spec.is_chain else first.health_detail,
-                shadowed=shadowed.get(binding.metadata.name, {}),
-                steers=not reason,
-                reason=reason,
-                hops=hops,
-                held=held.get((binding.metadata.name, node or ""), ""),
-            )
-        )
-
+    context = _Context(
+        desired,
+        observed,
+        planned,
+        node,
+        member_of,
+        common.shadowing(on_node, tiered=tiered),
+        _health(planned, observed, node, bindings),
+        _vm_states(planned, node, bindings),
+    )
+    views = [context.view(binding) for binding in bindings]
     rows = _rows(planned, observed, pod, node, bindings)
     warnings += _binding_warnings(views, on_node, tiered, backend)
     instance = planned.plan.instance or own.DEFAULT_INSTANCE
@@ -305,18 +259,7 @@ def explain_pod(
         desired, observed, pod, node, views, backend, instance, planned.target
     )
     status = _status(groups, views, rows, held_idents(planned.plan))
-    for view in views:
-        if view.held:
-            warnings.append(
-                f"Binding {view.name} on {view.node} is held: {view.held} (steering is switched "
-                "on by the next reconcile after OVN reports it healthy; until then the pod's "
-                "traffic is not steered)"
-            )
-    if status == "pending" and any(r.state == "stale" for r in rows) and not views:
-        warnings.append(
-            "rows of an earlier apply still steer this pod although no Binding applies to it "
-            "any more: apply removes them"
-        )
+    warnings += _held_warnings(views, status, rows)
     return Explanation(
         namespace=pod.namespace,
         pod=pod.name,
@@ -330,6 +273,104 @@ def explain_pod(
         ovn=rows,
         warnings=list(dict.fromkeys(warnings)),
     )
+
+
+def _port_warnings(
+    pod: Pod, port: PodPort | None, bound_groups: Collection[str], member_of: Collection[str]
+) -> list[str]:
+    """Why a pod of a bound group cannot be steered yet: OVN has no port for it, or the port
+    is an earlier pod's."""
+    if bound_groups and port is None:
+        return [
+            f"OVN has no port {pod.lsp_name} for this pod yet (OVN-Kubernetes adds it once the "
+            "pod is wired): nothing can steer it until then"
+        ]
+    if bound_groups and not member_of:
+        return [
+            f"OVN's port {pod.lsp_name} belongs to an earlier pod of the same name (its "
+            "iface-id-ver is another UID): it is not steered until OVN-Kubernetes updates it"
+        ]
+    return []
+
+
+_CHAIN_HEALTH = (
+    "a chain's function has no health check (OVN cannot probe across the link between two "
+    "VNFs); the hops' own health is listed per hop"
+)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every :class:`BindingView` of the pod is made from."""
+
+    desired: Desired
+    observed: Observed
+    planned: CompiledPlan
+    node: str | None
+    member_of: set[str]
+    """The groups whose member the pod is (OVN knows its port as this pod)."""
+    shadowed: Mapping[str, Mapping[str, list[str]]]
+    health: Mapping[tuple[str, str], InstanceHealth]
+    vm_states: Mapping[tuple[str, str], RowState]
+
+    def view(self, binding: Binding) -> BindingView:
+        spec, node = binding.spec, self.node
+        instances = self.planned.compiled.instances
+        hops = [
+            _hop(self.desired, vnf, node, instances, self.health, self.vm_states)
+            for vnf in spec.vnfs
+        ]
+        reason = ""
+        if spec.securityGroup not in self.member_of:
+            reason = "the pod has no OVN port of its own yet"
+        else:
+            missing = next((h.vnf for h in hops if h.instance is None), None)
+            if missing is not None:
+                reason = _why_no_instance(self.desired, self.observed, missing, node)
+                if spec.is_chain:
+                    reason = f"its chain {spec.vnf_text} is incomplete there: {reason}"
+        first = hops[0]
+        held = {(h.binding, h.node): h.reason for h in self.planned.plan.held}
+        return BindingView(
+            name=binding.metadata.name,
+            group=spec.securityGroup,
+            vnf=list(spec.vnfs) if spec.is_chain else spec.vnfs[0],
+            order=spec.order,
+            order_default=spec.order_is_default,
+            redirection=spec.redirection.value,
+            failure_policy=spec.failurePolicy.value,
+            precedence=spec.precedence.value,
+            traffic=common.filters_json(spec.traffic),
+            traffic_text=common.describe_filters(spec.traffic),
+            node=node,
+            instance=None if spec.is_chain else first.instance,
+            vm_state=_worst(h.vm_state for h in hops) if spec.is_chain else first.vm_state,
+            health=UNKNOWN if spec.is_chain else first.health,
+            health_detail=_CHAIN_HEALTH if spec.is_chain else first.health_detail,
+            shadowed=dict(self.shadowed.get(binding.metadata.name, {})),
+            steers=not reason,
+            reason=reason,
+            hops=hops,
+            held=held.get((binding.metadata.name, node or ""), ""),
+        )
+
+
+def _held_warnings(
+    views: Sequence[BindingView], status: Status, rows: Sequence[RowView]
+) -> list[str]:
+    out = [
+        f"Binding {view.name} on {view.node} is held: {view.held} (steering is switched on by "
+        "the next reconcile after OVN reports it healthy; until then the pod's traffic is not "
+        "steered)"
+        for view in views
+        if view.held
+    ]
+    if status == "pending" and any(r.state == "stale" for r in rows) and not views:
+        out.append(
+            "rows of an earlier apply still steer this pod although no Binding applies to it "
+            "any more: apply removes them"
+        )
+    return out
 
 
 # --- the pod and its groups ---------------------------------------------------------------------
