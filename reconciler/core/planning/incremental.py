@@ -238,68 +238,14 @@ class IncrementalPlanner:
         the backend's pod-dependent resources on the dirty nodes, live rows only where
         ``delta.rows`` says; those are the candidates, diffed again; every other change of the
         last plan is kept as it was."""
-        dirty = delta.nodes
         candidates: set[Ident] = set()
+        live = _changed_live(memo, delta, candidates)
         target = memo.target
-        potential = memo.potential
-        states = memo.states
-        live = memo.live
         refilled: dict[Ident, Resource] = {}  # pod-dependent rows whose fields changed
         new_states: dict[Pair, PairState] = {}  # pairs whose state changed
-        if delta.rows:
-            live = dict(memo.live)
-            for before_row, after_row in delta.rows:
-                if before_row is not None:
-                    live.pop(_row_key(before_row), None)
-                    candidates.add(_row_key(before_row))
-                if after_row is not None:
-                    live[_row_key(after_row)] = after_row.fields
-                    candidates.add(_row_key(after_row))
-        if dirty:
-            on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
-            pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
-            # only the groups with a label of these pods (asking all 200 took ~0.5 ms at 10k)
-            labelled = {g for pod in pods for label in pod.labels.items()
-                        for g in memo.groups_by_label.get(label, ())}  # fmt: skip
-            by_group = members_by_group_and_node(desired, pods, on_dirty, labelled)
-            node_pods = pods_by_node(by_group, on_dirty)
-            checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
-            checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
-            check_pods(memo.backend, checked, node_pods)
-            stale = [potential[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
-            filled, _ = fill_pods(memo.backend, stale, node_pods)
-            for before, after in zip(stale, filled, strict=True):
-                if after is not before:
-                    refilled[after.ident] = after
-            for node in dirty:
-                members = node_pods[node].members if node in node_pods else {}
-                for pair in memo.pairs.get(node, ()):
-                    anchor = live.get(("Port_Group", memo.anchors[pair][1]))
-                    state = pair_state(
-                        len(members.get(pair[0], ())),
-                        anchor,
-                        observed.observed_at,
-                        memo.options.empty_grace,
-                    )
-                    was = states[pair]
-                    if state is not was and state != was:  # mostly PRESENT or ABSENT: the same
-                        new_states[pair] = state
-            now: Mapping[Pair, PairState] = ChainMap(new_states, states) if new_states else states
-            flipped = {i for pair in new_states for i in memo.gated.get(pair, ())}
-            for ident in refilled.keys() | flipped:
-                res = refilled[ident] if ident in refilled else potential[ident]
-                now_row = gate_rows([res], memo.gates, now) if ident in memo.gates else [res]
-                new = now_row[0] if now_row else None
-                old = target.get(ident)
-                if new is old or (new is not None and old is not None and new == old):
-                    continue
-                if target is memo.target:
-                    target = dict(memo.target)
-                if new is None:
-                    del target[ident]
-                else:
-                    target[ident] = new
-                candidates.add(ident)
+        if delta.nodes:
+            refilled, new_states = _refill(memo, desired, observed, delta, live)
+            target = _retarget(memo, refilled, new_states, candidates)
         sub_target = {i: target[i] for i in candidates if i in target}
         sub_live = {i: live[i] for i in candidates if i in live}
         sub = diff(Target(resources=sub_target), sub_live)
@@ -307,23 +253,21 @@ class IncrementalPlanner:
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
         the_plan = dataclasses.replace(memo.plan, changes=tuple(changes))
-        # The memo's potential rows and pair states are updated in place, not copied (some
-        # 40,000 rows and 20,000 pairs at 10k pods / 100 nodes / 200 groups: the copies took
-        # ~0.7 ms of a pod event's pass), and only here, once nothing can fail any more: a pass
-        # that raised has left the memo as it was.
-        potential.update(refilled)
-        states.update(new_states)
+        # The memo's potential rows and pair states are updated in place, not copied (tens of
+        # thousands of rows and pairs at scale, on the path of every pod event), and only here,
+        # once nothing can fail any more: a pass that raised has left the memo as it was.
+        memo.potential.update(refilled)
+        memo.states.update(new_states)
         clock_nodes, expiries = memo.clock_nodes, memo.expiries
         if new_states:
-            clock_nodes, expiries = _clock_update(memo, states, {pair[1] for pair in new_states})
+            nodes = {pair[1] for pair in new_states}
+            clock_nodes, expiries = _clock_update(memo, memo.states, nodes)
         self._memo = dataclasses.replace(
             memo,
             desired=desired,
             observed=observed,
             plan=the_plan,
             target=target,
-            potential=potential,
-            states=states,
             clock_nodes=clock_nodes,
             expiries=expiries,
             live=live,
@@ -516,3 +460,85 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
     if len(ports) != len(observed.pod_ports) or len(pods) != len(observed.pods):
         return "pod LSP names or pods are not unique"
     return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)
+
+
+def _changed_live(memo: _Memo, delta: _Delta, candidates: set[Ident]) -> dict[Ident, Any]:
+    """The live rows with ``delta.rows`` applied (the memo's own when none changed); each
+    changed row's identity joins ``candidates``."""
+    if not delta.rows:
+        return memo.live
+    live = dict(memo.live)
+    for before_row, after_row in delta.rows:
+        if before_row is not None:
+            live.pop(_row_key(before_row), None)
+            candidates.add(_row_key(before_row))
+        if after_row is not None:
+            live[_row_key(after_row)] = after_row.fields
+            candidates.add(_row_key(after_row))
+    return live
+
+
+def _refill(
+    memo: _Memo, desired: Desired, observed: Observed, delta: _Delta, live: Mapping[Ident, Any]
+) -> tuple[dict[Ident, Resource], dict[Pair, PairState]]:
+    """On the dirty nodes: the pod-dependent rows whose fields the pods there change (the
+    backend's pod checks run first), and the (group, node) pairs whose presence changes."""
+    dirty = delta.nodes
+    on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
+    pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
+    # only the groups with a label of these pods are asked for members
+    labelled = {g for pod in pods for label in pod.labels.items()
+                for g in memo.groups_by_label.get(label, ())}  # fmt: skip
+    by_group = members_by_group_and_node(desired, pods, on_dirty, labelled)
+    node_pods = pods_by_node(by_group, on_dirty)
+    checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
+    checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
+    check_pods(memo.backend, checked, node_pods)
+    stale = [memo.potential[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
+    filled, _ = fill_pods(memo.backend, stale, node_pods)
+    refilled = {
+        after.ident: after
+        for before, after in zip(stale, filled, strict=True)
+        if after is not before
+    }
+    new_states: dict[Pair, PairState] = {}
+    for node in dirty:
+        members = node_pods[node].members if node in node_pods else {}
+        for pair in memo.pairs.get(node, ()):
+            anchor = live.get(("Port_Group", memo.anchors[pair][1]))
+            count = len(members.get(pair[0], ()))
+            state = pair_state(count, anchor, observed.observed_at, memo.options.empty_grace)
+            was = memo.states[pair]
+            if state is not was and state != was:  # mostly PRESENT or ABSENT: the same
+                new_states[pair] = state
+    return refilled, new_states
+
+
+def _retarget(
+    memo: _Memo,
+    refilled: Mapping[Ident, Resource],
+    new_states: Mapping[Pair, PairState],
+    candidates: set[Ident],
+) -> dict[Ident, Resource]:
+    """The target with the refilled rows and the rows of the pairs that appeared or went (the
+    memo's own when none differs); each row that differs joins ``candidates``."""
+    target = memo.target
+    now: Mapping[Pair, PairState] = (
+        ChainMap(dict(new_states), memo.states) if new_states else memo.states
+    )
+    flipped = {i for pair in new_states for i in memo.gated.get(pair, ())}
+    for ident in refilled.keys() | flipped:
+        res = refilled[ident] if ident in refilled else memo.potential[ident]
+        now_row = gate_rows([res], memo.gates, now) if ident in memo.gates else [res]
+        new = now_row[0] if now_row else None
+        old = target.get(ident)
+        if new is old or (new is not None and old is not None and new == old):
+            continue
+        if target is memo.target:
+            target = dict(memo.target)
+        if new is None:
+            del target[ident]
+        else:
+            target[ident] = new
+        candidates.add(ident)
+    return target
