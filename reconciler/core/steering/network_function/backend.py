@@ -513,45 +513,54 @@ def crossed_acls(
             # above still apply)
         for node in chains.chain_nodes(spec.vnfs, instances):
             path = paths[(name, node)]
-            if (path, node) not in entered:
-                continue
-            chained = [
-                f
-                for b in above
-                if b.spec.securityGroup == spec.securityGroup
-                and all((vnf, node) in instances for vnf in b.spec.vnfs)
-                for f in b.spec.traffic_filters()
-            ]
-            traffic: common.TrafficSpec = spec.traffic
-            if chained:
-                traffic = common.subtract(spec.traffic_filters(), chained)
-                if not traffic:
-                    continue
-            crossed = _entry_out_port(path, node, instances)
-            pg = naming.port_group(instance, spec.securityGroup, node)
-            match = (
-                f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
-                f"{common.traffic_match(traffic)}"
-            )
-            rows.append(
-                (
-                    naming.ovn_ident(instance, name, node, "to", "crossed"),
-                    f"Binding/{name}",
-                    node,
-                    {
-                        "port_group": pg,
-                        "name": name,
-                        "direction": TO_LPORT,
-                        "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order) + 1,
-                        "tier": common.ACL_TIER[spec.precedence],
-                        "match": match,
-                        "action": "allow-related",
-                        "network_function_group": None,
-                    },
-                    (spec.securityGroup, node),
-                )
-            )
+            if (path, node) in entered:
+                row = _crossed_acl(binding, node, path, above, instances, instance)
+                if row is not None:
+                    rows.append(row)
     return rows
+
+
+def _crossed_acl(
+    binding: Binding,
+    node: str,
+    path: tuple[str, ...],
+    above: Sequence[Binding],
+    instances: Mapping[tuple[str, str], VnfInstance],
+    instance: str,
+) -> AclRow | None:
+    """The twin of a binding's to-lport ACL on a node (:func:`crossed_acls`), or ``None``
+    when a binding of its group one order above takes all of its traffic there."""
+    spec, name = binding.spec, binding.metadata.name
+    chained = [
+        f
+        for b in above
+        if b.spec.securityGroup == spec.securityGroup
+        and all((vnf, node) in instances for vnf in b.spec.vnfs)
+        for f in b.spec.traffic_filters()
+    ]
+    traffic: common.TrafficSpec = spec.traffic
+    if chained:
+        traffic = common.subtract(spec.traffic_filters(), chained)
+        if not traffic:
+            return None
+    crossed = _entry_out_port(path, node, instances)
+    pg = naming.port_group(instance, spec.securityGroup, node)
+    match = (
+        f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
+        f"{common.traffic_match(traffic)}"
+    )
+    fields: dict[str, object] = {
+        "port_group": pg,
+        "name": name,
+        "direction": TO_LPORT,
+        "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order) + 1,
+        "tier": common.ACL_TIER[spec.precedence],
+        "match": match,
+        "action": "allow-related",
+        "network_function_group": None,
+    }
+    key = naming.ovn_ident(instance, name, node, "to", "crossed")
+    return key, f"Binding/{name}", node, fields, (spec.securityGroup, node)
 
 
 def _entry_out_port(
