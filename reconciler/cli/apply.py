@@ -20,6 +20,7 @@ from reconciler.cli.common import (
     connections,
     load_source,
     scope_of,
+    status_name,
 )
 from reconciler.cli.review import add_base_arg
 from reconciler.core.model.observed import Observed
@@ -251,16 +252,6 @@ def _record_apply(
         )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
-
-
-def status_name(args: argparse.Namespace) -> str:
-    """The status file's name: the instance, plus the scope when it is not the whole (a node
-    agent and the central owner of one instance may share a cache dir)."""
-    if getattr(args, "node", None):
-        return f"{args.instance}.node.{args.node}"
-    if getattr(args, "kubernetes_only", False):
-        return f"{args.instance}.kubernetes"
-    return str(args.instance)
 
 
 COMMAND = Command(

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,8 +37,12 @@ from typing import TYPE_CHECKING, Any
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
-    from reconciler.adapters.kube.client import KubeCluster
+    from reconciler.adapters.git import Checkout, GitSource
+    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.core.model.desired import Desired
+    from reconciler.core.model.observed import Observed
     from reconciler.core.planning.slicing import Scope
+    from reconciler.core.steering.base import CompileOptions
     from reconciler.engine.providers import OvnProvider
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -226,7 +231,6 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
 
 def scope_of(args: argparse.Namespace) -> Scope:
     """The scope the flags ask for; refuses a bad node name or both flags at once."""
-    import re
 
     from reconciler.core.planning.slicing import scope_for
 
@@ -245,8 +249,7 @@ def scope_of(args: argparse.Namespace) -> Scope:
 _NODE_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 
-def compile_options(args: argparse.Namespace) -> Any:
-    import re
+def compile_options(args: argparse.Namespace) -> CompileOptions:
 
     from reconciler.core.compiling.compile import CompileOptions
     from reconciler.core.model.desired import DNS1123_LABEL
@@ -352,66 +355,11 @@ def kube_connection(args: argparse.Namespace) -> KubeCluster:
     return KubeCluster(kube_settings(args), node=getattr(args, "node", None) or None)
 
 
-def kube_settings(args: argparse.Namespace) -> Any:
+def kube_settings(args: argparse.Namespace) -> KubeSettings:
     """Where the Kubernetes API is, from ``--kubeconfig``/``--context``/``--in-cluster``."""
-    from reconciler.adapters.kube.client import KubeSettings
+    from reconciler.adapters.kube.kubeconfig import settings
 
-    in_cluster = args.in_cluster or (
-        not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    if not args.kubeconfig and not in_cluster:
-        default = Path.home() / ".kube" / "config"
-        if not default.exists():
-            raise UserError(
-                "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
-                "in a cluster (--in-cluster)"
-            )
-    if not in_cluster:
-        for path in (args.kubeconfig or str(Path.home() / ".kube" / "config")).split(os.pathsep):
-            if path:
-                check_kubeconfig(path)
-    return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
-
-
-class KubeconfigError(UserError):
-    """A kubeconfig that cannot be used (missing, unreadable, not YAML, not a mapping): a
-    Kubernetes problem for ``-o json``'s ``cause`` and the error metric, like the ones the
-    client library reports."""
-
-    cause = "kubernetes"
-
-
-def check_kubeconfig(path: str) -> None:
-    """A kubeconfig that is not a YAML mapping, as one ``error:`` line naming the file and line
-    (the client library would raise a parser error or a ``TypeError`` from deep inside). A
-    syntax error is reported where the construct that was never closed opened, as for
-    manifests (``reconciler.manifests.yaml_positions.syntax_message``)."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    from reconciler.manifests.yaml_positions import syntax_message
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KubeconfigError(f"kubeconfig {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KubeconfigError(
-            f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}"
-        ) from exc
-    try:
-        data = YAML(typ="safe", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        message, mark = syntax_message(exc)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise KubeconfigError(f"kubeconfig {where}: {message}") from None
-    except YAMLError as exc:
-        raise KubeconfigError(f"kubeconfig {path}: not valid YAML: {exc}") from None
-    if data is not None and not isinstance(data, dict):
-        raise KubeconfigError(
-            f"kubeconfig {path} is a YAML {type(data).__name__}, expected a mapping with "
-            "clusters, users, contexts and current-context (kubectl config view shows one)"
-        )
+    return settings(args.kubeconfig, args.context, args.in_cluster)
 
 
 def cache_dir(args: argparse.Namespace) -> Path:
@@ -424,7 +372,7 @@ def cache_dir(args: argparse.Namespace) -> Path:
     return Path(base) / "osc-gitops"
 
 
-def git_source(args: argparse.Namespace) -> Any:
+def git_source(args: argparse.Namespace) -> GitSource:
     """A :class:`reconciler.adapters.git.GitSource` from the flags (``--repo`` given)."""
     from reconciler.adapters.git import TOKEN_ENV, GitSettings, GitSource
 
@@ -442,7 +390,7 @@ def git_source(args: argparse.Namespace) -> Any:
     )
 
 
-def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+def load_source(args: argparse.Namespace) -> tuple[Desired, str | None]:
     """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
     if not getattr(args, "repo", None):
         return load_manifests(args.path), getattr(args, "revision", None)
@@ -471,7 +419,7 @@ def print_notes(notes: list[str]) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def load_checkout(checkout: Any) -> Any:
+def load_checkout(checkout: Checkout) -> Desired:
     from dataclasses import replace
 
     from reconciler.errors import ValidationFailed
@@ -493,7 +441,7 @@ def load_checkout(checkout: Any) -> Any:
     return desired
 
 
-def load_manifests(path: str) -> Any:
+def load_manifests(path: str) -> Desired:
     from reconciler.cli.saved import refuse_as_manifests
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
@@ -527,3 +475,58 @@ def print_json(data: object) -> None:
 
 def plural(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+DEMO_OVN_VERSIONS = ("26.03", "23.03")
+"""The OVN versions the demo and ``sandbox up`` run, the first the default: the one list of them
+(the sandbox's ``osc_gitops_sandbox.datapath.world.OVN_VERSIONS`` is keyed by it)."""
+
+
+def status_name(args: argparse.Namespace) -> str:
+    """The status file's name: the instance, plus the scope when it is not the whole (a node
+    agent and the central owner of one instance may share a cache dir)."""
+    if getattr(args, "node", None):
+        return f"{args.instance}.node.{args.node}"
+    if getattr(args, "kubernetes_only", False):
+        return f"{args.instance}.kubernetes"
+    return str(args.instance)
+
+
+_POD_REF = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")
+
+
+def parse_pod(ref: str) -> tuple[str, str]:
+    """``NAMESPACE/POD`` -> ``(namespace, pod)``, in Kubernetes name syntax."""
+    match = _POD_REF.fullmatch(ref)
+    if match is None or len(match.group(1)) > 63 or len(match.group(3)) > 253:
+        raise UserError(
+            f"{ref!r} is not NAMESPACE/POD (a namespace and a pod name, e.g. shop/web-7)"
+        )
+    return match.group(1), match.group(3)
+
+
+def read_snapshot(path: str) -> Observed:
+    """The ``Observed`` of a plain snapshot file (``plan --observed``, ``explain --observed``)."""
+    return parse_snapshot(path, read_json(path))
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A snapshot file's JSON (plain or zoned)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not an osc-gitops snapshot")
+    return data
+
+
+def parse_snapshot(path: str, data: dict[str, Any]) -> Observed:
+    from reconciler.core.model.observed import Observed
+
+    try:
+        return Observed.from_json(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc

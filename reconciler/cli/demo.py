@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from reconciler.cli.common import Command
+from reconciler.cli.common import DEMO_OVN_VERSIONS, Command
 from reconciler.errors import UserError
-
-DEMO_OVN_VERSIONS = ("26.03", "23.03")
-"""The OVN distributions the sandbox runs (``osc_gitops_sandbox.datapath.world.OVN_VERSIONS``);
-the first is the default."""
 
 
 def configure_demo(parser: argparse.ArgumentParser) -> None:

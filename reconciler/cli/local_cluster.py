@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from reconciler.cli.common import Command
-from reconciler.cli.demo import DEMO_OVN_VERSIONS
+from reconciler.cli.common import DEMO_OVN_VERSIONS, Command
 from reconciler.errors import UserError
 
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from reconciler.cli.common import (
@@ -19,6 +17,8 @@ from reconciler.cli.common import (
     compile_options,
     connections,
     load_source,
+    parse_snapshot,
+    read_json,
     scope_of,
 )
 from reconciler.cli.review import add_base_arg
@@ -110,32 +110,6 @@ def print_plan(the_plan: Any, output: str) -> int:
 
     sys.stdout.write(render(the_plan, output))
     return EXIT_CHANGES if the_plan.changes else EXIT_OK
-
-
-def read_snapshot(path: str) -> Any:
-    return parse_snapshot(path, read_json(path))
-
-
-def read_json(path: str) -> dict[str, Any]:
-    """A snapshot file's JSON (plain or zoned)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UserError(f"{path} is not an osc-gitops snapshot")
-    return data
-
-
-def parse_snapshot(path: str, data: dict[str, Any]) -> Any:
-    from reconciler.core.model.observed import Observed
-
-    try:
-        return Observed.from_json(data)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
 
 
 COMMAND = Command(

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir
+from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir, status_name
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
@@ -67,7 +67,6 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
 def run_status(args: argparse.Namespace) -> int:
     if args.all_nodes:
         return run_all_nodes(args)
-    from reconciler.cli.apply import status_name
     from reconciler.engine.reporting import status
 
     st = status.read(status.status_path(cache_dir(args), status_name(args)))

@@ -13,6 +13,7 @@ import argparse
 import os
 from typing import Any
 
+from reconciler.cli.common import parse_pod
 from reconciler.errors import UserError
 
 
@@ -45,7 +46,6 @@ def run_traces(
 ) -> list[Any]:
     """The verdicts of every probe for the pod (an empty list when no binding steers it)."""
     from reconciler.adapters.ovn.trace import OvnTrace
-    from reconciler.cli.explain import parse_pod
     from reconciler.core.steering import backend_for
     from reconciler.core.views.tracing import TraceError, choose_peer, probes, verdict
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import codeshape
 from tests.support.paths import PACKAGE, REPO
 
 CONTRACTS = REPO / ".importlinter"
@@ -313,3 +314,40 @@ def test_nothing_outside_the_steering_package_names_a_backend() -> None:
     assert not breaches, "ask the backend (SteeringBackend) instead:\n" + "\n".join(breaches)
     planted = 'if steering == "router-policy":\n    table = "Network_Function_Group"\n'
     assert len(seam_breaches(planted, backends)) == 2
+
+
+# --- circles, long functions, a thin CLI --------------------------------------------------------
+
+
+def test_no_import_circle_anywhere() -> None:
+    """No two modules of the product, the sandbox or the benchmarks import each other, even
+    through a function-level or ``TYPE_CHECKING`` import (a lazy import hides a circle, it does
+    not remove it). A planted pair proves the check finds one."""
+    found = codeshape.circles(codeshape.import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert codeshape.circles(planted) == [["a", "b", "c"]]
+
+
+def test_no_function_in_the_product_is_over_80_lines() -> None:
+    """A function a reader can hold: split a longer one along the steps it already has."""
+    long = codeshape.long_functions()
+    assert not long, "split: " + ", ".join(f"{f.path}:{f.line} {f.name} ({f.lines})" for f in long)
+    assert codeshape.long_functions(limit=5), "the check finds functions longer than a limit"
+
+
+def test_command_modules_do_not_import_each_other() -> None:
+    """A command's module (one with ``COMMAND``) imports helpers (``cli/common.py`` and the
+    helper modules), never another command's module."""
+    cli = PACKAGE / "cli"
+    commands = {p.stem for p in cli.glob("*.py") if "\nCOMMAND = " in p.read_text(encoding="utf-8")}
+    assert {"plan", "apply", "explain", "run"} <= commands
+    graph = codeshape.import_graph((PACKAGE,))
+    crossing = sorted(
+        f"{src} -> {dst}"
+        for src, dsts in graph.items()
+        if src.startswith("reconciler.cli.") and src.rpartition(".")[2] in commands
+        for dst in dsts
+        if dst.startswith("reconciler.cli.") and dst.rpartition(".")[2] in commands
+    )
+    assert not crossing, "move what they share into cli/common.py:\n" + "\n".join(crossing)
