@@ -366,8 +366,8 @@ def cache_dir(args: argparse.Namespace) -> Path:
     if getattr(args, "cache_dir", None):
         return Path(args.cache_dir)
     # ``reconciler.adapters.git.default_cache_dir``'s rule, inline: importing that module loads
-    # GitPython (~0.08 s, ~7 MiB), which a command without ``--repo`` never uses (issue 20's
-    # cold paths). tests/unit/cli pins the two equal.
+    # GitPython, which a command without ``--repo`` never uses and should not pay for.
+    # tests/unit/cli pins the two equal.
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "osc-gitops"
 

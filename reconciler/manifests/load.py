@@ -101,11 +101,6 @@ def load_path(path: str | os.PathLike[str], notes: list[str] | None = None) -> D
     return load_sources(_read_all(path), notes)
 
 
-def load_text(text: str, filename: str = "<text>") -> Desired:
-    """Load manifests from a string (tests, stdin); ``filename`` is used in messages."""
-    return load_sources([(filename, text)])
-
-
 def load_sources(
     sources: Iterable[tuple[str, str | bytes]], notes: list[str] | None = None
 ) -> Desired:

@@ -325,27 +325,6 @@ class KubeCluster:
         pods = {p.uid: p for p in map(pod_from_object, raw)}
         return sorted(pods.values(), key=lambda p: (p.namespace, p.name))
 
-    def pods_for_labels(
-        self, labels: Sequence[tuple[str, str]], namespaces: Sequence[str] | None = None
-    ) -> list[Pod]:
-        """Pods carrying *any* of ``labels`` (OR), in ``namespaces`` if given.
-
-        A label selector can only AND, so we send one set-based selector per key
-        (``key in (v1,v2)``) and union the answers, de-duplicated by UID: a pod that matches
-        two labels is returned once.
-        """
-        by_key: dict[str, list[str]] = {}
-        for key, value in labels:
-            values = by_key.setdefault(key, [])
-            if value not in values:
-                values.append(value)
-        found: dict[str, Pod] = {}
-        for key, values in sorted(by_key.items()):
-            selector = f"{key} in ({','.join(sorted(values))})"
-            for pod in self.list_pods(namespaces, selector):
-                found[pod.uid] = pod
-        return sorted(found.values(), key=lambda p: (p.namespace, p.name))
-
     def list_nodes(self) -> list[Node]:
         items, _ = self.list_raw("Node")
         return sorted((node_from_object(o) for o in items), key=lambda n: n.name)

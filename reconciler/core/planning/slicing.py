@@ -1,4 +1,4 @@
-"""Scopes: which part of the target one osc-gitops process reconciles (issue #14).
+"""Scopes: which part of the target one osc-gitops process reconciles.
 
 OVN-Kubernetes' interconnect mode gives every node its own Northbound DB, so the reconciler
 splits the same way. Three scopes, each a pair of pure steps around the one planner

@@ -207,7 +207,7 @@ def probes(
     node where the chain runs. When some hop may fail open, a fail-open hop found dead is
     left out (what is left may be a single hop, whose own function then decides); a chain
     whose hops all fail close needs them too: its steering on a node is switched on only once
-    every hop there is healthy (``core/gating``, issue 22), and a dead hop later drops the
+    every hop there is healthy (``network_function.gating``), and a dead hop later drops the
     chain's traffic, as it should."""
     if not spec.is_chain:
         return []
