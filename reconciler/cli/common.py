@@ -72,30 +72,21 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "or an ssh key with --git-ssh-key.",
     )
     git.add_argument(
-        "--repo",
-        default=env("OSC_GIT_REPO"),
-        metavar="URL|PATH",
+        "--repo", default=env("OSC_GIT_REPO"), metavar="URL|PATH",
         help="git remote (https://, ssh://, git@host:path, or a local path)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--ref",
-        default=env("OSC_GIT_REF", "main"),
-        metavar="BRANCH|TAG|SHA",
+        "--ref", default=env("OSC_GIT_REF", "main"), metavar="BRANCH|TAG|SHA",
         help="what to check out (default: main)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--path",
-        dest="repo_path",
-        default=env("OSC_GIT_PATH", "."),
-        metavar="DIR",
+        "--path", dest="repo_path", default=env("OSC_GIT_PATH", "."), metavar="DIR",
         help="manifest folder inside the repository (default: the root)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--cache-dir",
-        default=env("OSC_CACHE_DIR"),
-        metavar="DIR",
+        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
         help="clone cache and status file (default: ~/.cache/osc-gitops)",
-    )
+    )  # fmt: skip
     git.add_argument(
         "--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE",
         help="file holding an https access token (a GitHub, GitLab or Gitea token; surrounding "
@@ -118,11 +109,9 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     ovn = parser.add_argument_group("OVN Northbound")
     ovn.add_argument(
-        "--ovn-nb",
-        default=env("OSC_OVN_NB"),
-        metavar="REMOTE",
+        "--ovn-nb", default=env("OSC_OVN_NB"), metavar="REMOTE",
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
-    )
+    )  # fmt: skip
     ovn.add_argument(
         "--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE",
         help="client key for an ssl: remote (env OSC_OVN_PRIVATE_KEY)",
@@ -149,12 +138,10 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
     )
     parser.add_argument(
-        "--instance",
-        default=env("OSC_INSTANCE", "osc-gitops"),
-        metavar="NAME",
+        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
         help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
         "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
-    )
+    )  # fmt: skip
 
 
 def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) -> None:
@@ -168,21 +155,17 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     )
 
     parser.add_argument(
-        "--steering",
-        choices=STEERING_CHOICES,
-        default=None,
+        "--steering", choices=STEERING_CHOICES, default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
-    )
+    )  # fmt: skip
     env = os.environ.get
     parser.add_argument(
-        "--empty-grace",
-        type=float,
-        default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
+        "--empty-grace", type=float, default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
         metavar="SECONDS",
         help="how long a group's Port_Group and ACLs on a node outlive its last member pod "
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
-    )
+    )  # fmt: skip
     if not health:
         return
     probe = parser.add_argument_group(
@@ -192,17 +175,13 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         "changes one someone else set, and removes its own once no health-checked VNF is left.",
     )
     probe.add_argument(
-        "--svc-monitor-ip",
-        default=env("OSC_SVC_MONITOR_IP"),
-        metavar="ADDRESS",
+        "--svc-monitor-ip", default=env("OSC_SVC_MONITOR_IP"), metavar="ADDRESS",
         help=f"source address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP}, link-local)",
-    )
+    )  # fmt: skip
     probe.add_argument(
-        "--svc-monitor-ip-dst",
-        default=env("OSC_SVC_MONITOR_IP_DST"),
-        metavar="ADDRESS",
+        "--svc-monitor-ip-dst", default=env("OSC_SVC_MONITOR_IP_DST"), metavar="ADDRESS",
         help=f"destination address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP_DST})",
-    )
+    )  # fmt: skip
 
 
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
@@ -214,19 +193,16 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
         "Without these flags, one process reconciles everything in one central NB.",
     )
     group.add_argument(
-        "--node",
-        default=os.environ.get("OSC_NODE_NAME") or None,
-        metavar="NAME",
+        "--node", default=os.environ.get("OSC_NODE_NAME") or None, metavar="NAME",
         help="node agent: only this node's OVN rows, in the NB --ovn-nb names (its zone's); "
         "Kubernetes is read (this node's pods only), never written",
-    )
+    )  # fmt: skip
     if kubernetes_only:
         group.add_argument(
-            "--kubernetes-only",
-            action="store_true",
+            "--kubernetes-only", action="store_true",
             help="central owner: the VNF VirtualMachines and NADs of every node and the "
             "security-manager notifications; no OVN access at all (no --ovn-nb)",
-        )
+        )  # fmt: skip
 
 
 def scope_of(args: argparse.Namespace) -> Scope:
@@ -460,12 +436,9 @@ def load_manifests(path: str) -> Desired:
 
 def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
+        "-o", "--output", choices=("text", "json"), default="text",
         help="text (stderr, for humans) or json (stdout, for tools); default: text",
-    )
+    )  # fmt: skip
 
 
 def print_json(data: object) -> None:
@@ -480,6 +453,15 @@ def plural(count: int, singular: str, plural: str | None = None) -> str:
 DEMO_OVN_VERSIONS = ("26.03", "23.03")
 """The OVN versions the demo and ``sandbox up`` run, the first the default: the one list of them
 (the sandbox's ``osc_gitops_sandbox.datapath.world.OVN_VERSIONS`` is keyed by it)."""
+
+
+def add_ovn_version_arg(parser: argparse.ArgumentParser, old_ovn: str) -> None:
+    """``--ovn``: which OVN the sandbox runs (``old_ovn``: what the older one means)."""
+    parser.add_argument(
+        "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
+        help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
+        f"steering); 23.03: the host's Debian OVN ({old_ovn}). Default: 26.03",
+    )  # fmt: skip
 
 
 def status_name(args: argparse.Namespace) -> str:

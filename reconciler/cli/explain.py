@@ -37,12 +37,9 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_compile_args(parser, health=False)
     parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
+        "-o", "--output", choices=("text", "json"), default="text",
         help="text (for humans) or json (the contract in reconciler/render/explain.py)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--observed",
         metavar="FILE",

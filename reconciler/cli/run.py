@@ -10,21 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cli.common import (
-    EXIT_OK,
-    Command,
-    add_compile_args,
-    add_connection_args,
-    add_scope_args,
-    add_source_args,
-    cache_dir,
-    compile_options,
-    connections,
-    git_source,
-    kube_settings,
-    scope_of,
-    status_name,
-)
+from reconciler.cli import common
 from reconciler.errors import OscError, UserError
 
 if TYPE_CHECKING:
@@ -46,19 +32,18 @@ CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
-    add_source_args(parser)
-    add_connection_args(parser)
-    add_compile_args(parser)
-    add_scope_args(parser)
+    common.add_source_args(parser)
+    common.add_connection_args(parser)
+    common.add_compile_args(parser)
+    common.add_scope_args(parser)
     env = os.environ.get
     parser.add_argument(
-        "--status-namespace",
-        default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
         metavar="NS",
         help="with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
         "(default osc-gitops-agents; --kubernetes-only publishes osc-gitops-central in "
         "--lease-namespace)",
-    )
+    )  # fmt: skip
     _add_loop_args(parser.add_argument_group("loop"))
     _add_ha_args(parser.add_argument_group("high availability and observability"))
 
@@ -70,41 +55,26 @@ def _add_loop_args(loop: argparse._ArgumentGroup) -> None:
         help="reconcile once and exit (CronJob mode; exit codes as apply)",
     )
     loop.add_argument(
-        "--interval",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
+        "--interval", type=float, default=60.0, metavar="SECONDS",
         help="periodic reconcile, +-10%% jitter (default 60)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--debounce",
-        type=float,
-        default=0.2,
-        metavar="SECONDS",
+        "--debounce", type=float, default=0.2, metavar="SECONDS",
         help="quiet time after a pod/VM event before reconciling (default 0.2)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--git-interval",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
+        "--git-interval", type=float, default=30.0, metavar="SECONDS",
         help="how often to fetch --repo (default 30; SIGHUP fetches at once)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--full-resync",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
+        "--full-resync", type=float, default=600.0, metavar="SECONDS",
         help="compile everything at least this often; passes in between re-plan only the "
         "nodes whose pods or rows changed (default 600; 0: every pass)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--backoff-max",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
+        "--backoff-max", type=float, default=300.0, metavar="SECONDS",
         help="cap of the exponential backoff after failed reconciles",
-    )
+    )  # fmt: skip
     loop.add_argument(
         "--no-watch",
         action="store_true",
@@ -130,11 +100,10 @@ def _add_ha_args(ha: argparse._ArgumentGroup) -> None:
     )  # fmt: skip
     ha.add_argument(
         "--lease-namespace",
-        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")),
-        metavar="NS",
+        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")), metavar="NS",
         help="namespace of that Lease (env OSC_LEASE_NAMESPACE, else the pod's POD_NAMESPACE; "
         "default osc-gitops)",
-    )
+    )  # fmt: skip
     ha.add_argument(
         "--lease-duration", type=float, default=15.0, metavar="SECONDS",
         help="how long a leader's Lease stays valid without renewal: the longest a standby "
@@ -145,11 +114,9 @@ def _add_ha_args(ha: argparse._ArgumentGroup) -> None:
         help="how often the leader renews its Lease (default 2)",
     )  # fmt: skip
     ha.add_argument(
-        "--metrics-addr",
-        default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"),
-        metavar="HOST:PORT",
+        "--metrics-addr", default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"), metavar="HOST:PORT",
         help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
-    )
+    )  # fmt: skip
     ha.add_argument(
         "--log-format", choices=("json", "text"), default="json",
         help="log lines on stderr: one JSON object each (default), or text for a terminal",
@@ -174,14 +141,14 @@ def run_run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     setup_logging(args.log_format, args.log_level)
-    scope = scope_of(args)
+    scope = common.scope_of(args)
     source = _source(args)
     config = _loop_config(args, scope)
     metrics = Metrics({"node": args.node} if args.node else None)
     publisher = _publisher(args, scope)
     with contextlib.ExitStack() as connected:
         try:
-            kube, ovn = connected.enter_context(connections(args, scope=scope))
+            kube, ovn = connected.enter_context(common.connections(args, scope=scope))
         except OscError as exc:
             if publisher is not None:
                 # The agent's NB (or the API) is down at start: say so where status
@@ -195,7 +162,7 @@ def run_run(args: argparse.Namespace) -> int:
             stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
-            return EXIT_OK
+            return common.EXIT_OK
         if args.once:
             return loop.run_once()
         return _serve(args, loop, metrics)
@@ -208,7 +175,7 @@ def _source(args: argparse.Namespace) -> ManifestSource:
     if args.repo:
         if args.path != ".":
             raise UserError(f"give either PATH ({args.path}) or --repo, not both")
-        return GitManifestSource(git_source(args))
+        return GitManifestSource(common.git_source(args))
     if not Path(args.path).exists():
         raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
     from reconciler.cli.saved import refuse_as_manifests
@@ -222,7 +189,7 @@ def _loop_config(args: argparse.Namespace, scope: Scope) -> LoopConfig:
     from reconciler.engine.reporting import status
 
     return LoopConfig(
-        options=compile_options(args),
+        options=common.compile_options(args),
         interval=args.interval,
         debounce=args.debounce,
         git_interval=args.git_interval,
@@ -230,7 +197,7 @@ def _loop_config(args: argparse.Namespace, scope: Scope) -> LoopConfig:
         full_resync=args.full_resync,
         allow_empty=args.allow_empty,
         watch=not args.no_watch,
-        status_file=status.status_path(cache_dir(args), status_name(args)),
+        status_file=status.status_path(common.cache_dir(args), common.status_name(args)),
         scope=scope,
     )
 
@@ -285,12 +252,12 @@ def _publisher(args: argparse.Namespace, scope: Scope) -> StatusPublisher | None
     duration = max(30.0, 3 * args.interval)
     if args.node:
         return StatusLease.for_settings(
-            kube_settings(args), args.status_namespace, agent_lease_name(args.node),
+            common.kube_settings(args), args.status_namespace, agent_lease_name(args.node),
             identity=_identity(), duration=duration, owner_node=args.node,
         )  # fmt: skip
     if scope.name == "kubernetes-only":
         return StatusLease.for_settings(
-            kube_settings(args), args.lease_namespace, CENTRAL_LEASE,
+            common.kube_settings(args), args.lease_namespace, CENTRAL_LEASE,
             identity=_identity(), duration=duration,
         )  # fmt: skip
     return None
@@ -327,7 +294,7 @@ def _lease(args: argparse.Namespace, kube: Any) -> LeaseProvider:
     )
 
 
-COMMAND = Command(
+COMMAND = common.Command(
     name="run",
     help="reconcile continuously: interval, pod/VM events, git changes (or --once)",
     configure=configure_run,

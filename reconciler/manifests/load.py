@@ -341,13 +341,9 @@ class _Run:
                 )
 
     def _scan_events(
-        self,
-        file: str,
-        text: str,
-        infos: list[_DocInfo],
-        stack: list[tuple[bool, list[bool], dict[str, Position]]],
+        self, file: str, text: str, infos: list[_DocInfo], stack: list[_Level],
         aliases: dict[tuple[int, str], list[Any]],
-    ) -> list[_DocInfo] | None:
+    ) -> list[_DocInfo] | None:  # fmt: skip
         """:meth:`_scan`'s loop over the parser events (aliases are reported by the caller);
         ``None`` when the file is refused (a YAML error, or a limit passed)."""
         try:
@@ -370,13 +366,9 @@ class _Run:
             return None
 
     def _walk_events(
-        self,
-        file: str,
-        text: str,
-        infos: list[_DocInfo],
-        stack: list[tuple[bool, list[bool], dict[str, Position]]],
+        self, file: str, text: str, infos: list[_DocInfo], stack: list[_Level],
         aliases: dict[tuple[int, str], list[Any]],
-    ) -> list[_DocInfo] | None:
+    ) -> list[_DocInfo] | None:  # fmt: skip
         awaiting_root = False
         nodes = 0
         for event in YAML(typ="rt").parse(text):
@@ -518,6 +510,10 @@ class _Run:
             return None
         assert isinstance(kind, str)
         return kind
+
+
+_Level = tuple[bool, list[bool], dict[str, Position]]
+"""An open YAML collection while scanning: a mapping?, whether a key comes next, its keys."""
 
 
 @dataclass(frozen=True)

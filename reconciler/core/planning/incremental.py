@@ -419,24 +419,12 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
     ports, pods = memo.ports, memo.pods
     if observed.pod_ports is not old.pod_ports:
         port_changes = _changed(old.pod_ports, observed.pod_ports, _port_key)
-        if port_changes:
-            ports = dict(ports)
-        for old_port, new_port in port_changes:
-            if old_port is not None:
-                ports.pop(old_port.name, None)
-                dirty.add(old_port.switch)
-            if new_port is not None:
-                ports[new_port.name] = new_port
-                dirty.add(new_port.switch)
+        ports = _reindexed(ports, port_changes, lambda p: p.name)
+        dirty |= {p.switch for pair in port_changes for p in pair if p is not None}
     if observed.pods is not old.pods:
         pod_changes = _changed(old.pods, observed.pods, _pod_key)
-        if pod_changes:
-            pods = dict(pods)
+        pods = _reindexed(pods, pod_changes, lambda p: p.lsp_name)
         for old_pod, new_pod in pod_changes:
-            if old_pod is not None:
-                pods.pop(old_pod.lsp_name, None)
-            if new_pod is not None:
-                pods[new_pod.lsp_name] = new_pod
             pod = new_pod or old_pod
             assert pod is not None
             for index in (memo.ports, ports):
@@ -460,6 +448,21 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
     if len(ports) != len(observed.pod_ports) or len(pods) != len(observed.pods):
         return "pod LSP names or pods are not unique"
     return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)
+
+
+def _reindexed(
+    index: dict[str, T], changes: Sequence[tuple[T | None, T | None]], name: Callable[[T], str]
+) -> dict[str, T]:
+    """``index`` (by ``name``) with ``changes`` made: a copy when there are any, else itself."""
+    if not changes:
+        return index
+    out = dict(index)
+    for before, after in changes:
+        if before is not None:
+            out.pop(name(before), None)
+        if after is not None:
+            out[name(after)] = after
+    return out
 
 
 def _changed_live(memo: _Memo, delta: _Delta, candidates: set[Ident]) -> dict[Ident, Any]:

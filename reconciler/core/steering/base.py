@@ -128,6 +128,12 @@ class NodePods:
         return sorted(p.name for p in self.members.get(group, ()))
 
 
+Instances = Mapping[tuple[str, str], VnfInstance]
+"""``(vnf, node)`` -> the VNF instance compile placed there."""
+Drained = Mapping[tuple[str, str], set[str]]
+"""``(vnf, node)`` -> the functions of it a rolling update drains."""
+
+
 class Drain(NamedTuple):
     """What taking VNF functions out of their steering rows changes (a rolling update's drain,
     ``SteeringBackend.drain``): the planned changes it replaces (``touched``, ``(kind, key)``),
@@ -312,12 +318,7 @@ class SteeringBackend(Protocol):
         nothing."""
         ...
 
-    def drain(
-        self,
-        changes: Sequence[Change],
-        drained: Mapping[tuple[str, str], set[str]],
-        observed: Observed,
-    ) -> Drain:
+    def drain(self, changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
         """Take the functions in ``drained`` (``(vnf, node)`` -> function names) out of the
         rows that steer traffic to them, so the other instance of the node takes over (a
         rolling update on a two-instance node). Only an :attr:`active_standby` backend has
@@ -347,13 +348,9 @@ class SteeringBackend(Protocol):
         ...
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         """Emit every Binding's rows into ``out`` (and warnings about them). ``observed`` holds
         only :attr:`observed_fields` and the rows of :attr:`live_tables`. ``instances`` maps
         ``(vnf, node)`` to the VNF instances compile placed. A row whose fields depend on pods is
@@ -401,12 +398,7 @@ class WithoutHealthChecks:
     def hold_unready(self, plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
         return plan
 
-    def drain(
-        self,
-        changes: Sequence[Change],
-        drained: Mapping[tuple[str, str], set[str]],
-        observed: Observed,
-    ) -> Drain:
+    def drain(self, changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
         return Drain()
 
 

@@ -49,6 +49,7 @@ from reconciler.core.steering.base import (
     GROUP_REF,
     CompileError,
     CompileOptions,
+    Instances,
     NodePods,
     OwnedRows,
     PortConfig,
@@ -137,13 +138,9 @@ class RouterPolicy(PortGroupPods, WithoutHealthChecks):
             )
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         inst_id = options.instance
         router = options.cluster_router
         chained = sorted(n for n, b in desired.bindings.items() if b.spec.is_chain)

@@ -32,7 +32,7 @@ from osc_gitops_sandbox.kubeapi.selectors import (
 )
 from osc_gitops_sandbox.kubeapi.status import ApiError
 from osc_gitops_sandbox.kubeapi.store import ObjectStore, dumps
-from osc_gitops_sandbox.kubeapi.watch import watch_events
+from osc_gitops_sandbox.kubeapi.watch import WatchRequest, watch_events
 
 __all__ = ["Api", "ApiHTTPServer", "ApiHandler"]
 
@@ -426,10 +426,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         (column definitions in the first event only, as the real server sends them)."""
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = (query.get("allowWatchBookmarks") or "").lower() in ("true", "1")
-        events = watch_events(
-            self.api.watch_store(), rt, namespace, labels, fields, query.get("resourceVersion"),
-            timeout, bookmarks,
-        )  # fmt: skip
+        version = query.get("resourceVersion")
+        request = WatchRequest(rt, namespace, labels, fields, version, timeout, bookmarks)
+        events = watch_events(self.api.watch_store(), request)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

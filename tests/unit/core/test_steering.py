@@ -52,6 +52,7 @@ from reconciler.core.steering import (
     select_backend,
 )
 from reconciler.core.steering.base import (
+    Instances,
     NodePods,
     OwnedRows,
     PortConfig,
@@ -110,13 +111,9 @@ class AddressList(WithoutHealthChecks):
         return PortConfig([f"{inst.mac_in} {inst.ip}"] if side == "in" and inst.ip else [], {})
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         if options.cluster_router not in observed.routers:
             out.warn("backend", "address-list: no cluster router")
             return

@@ -63,6 +63,8 @@ from reconciler.core.steering.base import (
     CompileError,
     CompileOptions,
     Drain,
+    Drained,
+    Instances,
     OwnedRows,
     PortConfig,
     PortGroupPods,
@@ -153,12 +155,7 @@ class NetworkFunction(PortGroupPods):
     def hold_unready(self, plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
         return gating.hold_unready(plan, observed, health)
 
-    def drain(
-        self,
-        changes: Sequence[Change],
-        drained: Mapping[tuple[str, str], set[str]],
-        observed: Observed,
-    ) -> Drain:
+    def drain(self, changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
         return rollout.drain(changes, drained, observed)
 
     def available(self, capabilities: OvnCapabilities) -> bool:
@@ -189,13 +186,9 @@ class NetworkFunction(PortGroupPods):
         return PortConfig([], options)
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         inst_id = options.instance
         walk = _Walk(
             inst_id,

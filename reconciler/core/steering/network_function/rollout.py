@@ -13,15 +13,13 @@ from reconciler.core.model import ownership as own
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Change
 from reconciler.core.model.target import Resource
-from reconciler.core.steering.base import Drain
+from reconciler.core.steering.base import Drain, Drained
 from reconciler.core.steering.network_function.health import NFG
 
 __all__ = ["drain"]
 
 
-def drain(
-    changes: Sequence[Change], drained: Mapping[tuple[str, str], set[str]], observed: Observed
-) -> Drain:
+def drain(changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
     """The steering groups that hold a drained function (``(vnf, node)`` -> functions), and
     what each should be: the planned or live group without them (a probe group keeps its one
     function; a group is never left empty), or its planned delete."""
