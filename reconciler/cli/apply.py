@@ -17,10 +17,7 @@ if TYPE_CHECKING:
 
 
 def configure_apply(parser: argparse.ArgumentParser) -> None:
-    common.add_source_args(parser)
-    common.add_connection_args(parser)
-    common.add_compile_args(parser)
-    common.add_scope_args(parser)
+    common.add_reconcile_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="how to print the plan that is applied",

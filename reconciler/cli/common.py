@@ -105,6 +105,15 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def add_reconcile_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of every command that plans or applies: the manifests' source, the
+    connections, the compile options and the scope."""
+    add_source_args(parser)
+    add_connection_args(parser)
+    add_compile_args(parser)
+    add_scope_args(parser)
+
+
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     ovn = parser.add_argument_group("OVN Northbound")

@@ -12,10 +12,7 @@ from reconciler.errors import UserError
 
 
 def configure_plan(parser: argparse.ArgumentParser) -> None:
-    common.add_source_args(parser)
-    common.add_connection_args(parser)
-    common.add_compile_args(parser)
-    common.add_scope_args(parser)
+    common.add_reconcile_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="text (default), json (the versioned contract in reconciler/render/json_render.py) "

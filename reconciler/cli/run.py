@@ -32,10 +32,7 @@ CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
-    common.add_source_args(parser)
-    common.add_connection_args(parser)
-    common.add_compile_args(parser)
-    common.add_scope_args(parser)
+    common.add_reconcile_args(parser)
     env = os.environ.get
     parser.add_argument(
         "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),

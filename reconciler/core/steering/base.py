@@ -447,9 +447,7 @@ def bindings_by_group(desired: Desired) -> dict[str, list[Binding]]:
     return {g: sorted(bs, key=lambda b: b.spec.order) for g, bs in sorted(groups.items())}
 
 
-def binding_nodes(
-    binding: Binding, instances: Mapping[tuple[str, str], VnfInstance]
-) -> list[VnfInstance]:
+def binding_nodes(binding: Binding, instances: Instances) -> list[VnfInstance]:
     return [inst for (vnf, _), inst in sorted(instances.items()) if vnf == binding.spec.vnf]
 
 

@@ -204,7 +204,7 @@ class _Networks:
 
 def _steered_nodes(
     binding: Binding,
-    instances: Mapping[tuple[str, str], VnfInstance],
+    instances: Instances,
     networks: _Networks,
     out: TargetBuilder,
 ) -> list[tuple[VnfInstance, str, str]]:

@@ -240,7 +240,7 @@ class _Walk:
     binding, and a VNF instance's functions and group once per instance."""
 
     instance: str
-    instances: Mapping[tuple[str, str], VnfInstance]
+    instances: Instances
     paths: Mapping[tuple[str, str], tuple[str, ...]]
     """(binding, node) -> the VNFs its traffic crosses there (``chains.paths``)."""
     lbs: set[str]
@@ -458,7 +458,7 @@ def _function_ports(
 
 def crossed_acls(
     desired: Desired,
-    instances: Mapping[tuple[str, str], VnfInstance],
+    instances: Instances,
     paths: Mapping[tuple[str, str], tuple[str, ...]],
     instance: str,
     findings: list[Finding],
@@ -518,7 +518,7 @@ def _crossed_acl(
     node: str,
     path: tuple[str, ...],
     above: Sequence[Binding],
-    instances: Mapping[tuple[str, str], VnfInstance],
+    instances: Instances,
     instance: str,
 ) -> AclRow | None:
     """The twin of a binding's to-lport ACL on a node (:func:`crossed_acls`), or ``None``
@@ -556,9 +556,7 @@ def _crossed_acl(
     return key, f"Binding/{name}", node, fields, (spec.securityGroup, node)
 
 
-def _entry_out_port(
-    hops: tuple[str, ...], node: str, instances: Mapping[tuple[str, str], VnfInstance]
-) -> str:
+def _entry_out_port(hops: tuple[str, ...], node: str, instances: Instances) -> str:
     """The port a packet leaves the VNF (or the chain) by after it was steered into it
     from-lport on ``node``: the VNF's out port, or the entry wiring's function out port."""
     if len(hops) == 1:
