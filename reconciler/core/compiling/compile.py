@@ -16,13 +16,13 @@ and the binding rows, and fills the rows the backend declares pod-dependent with
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.core.compiling import kubevirt
 from reconciler.core.model import naming, ovn_kubernetes
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, Precedence, VnfDeployment
@@ -404,129 +404,35 @@ def _live_vnf_addresses(observed: Observed) -> dict[tuple[str, str], str]:
 
 
 def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetBuilder) -> None:
+    """A VNF instance's two data ports on its node's switch, its two NADs and its VM."""
     vnf_name = inst.vnf.metadata.name
     origin = f"VnfDeployment/{vnf_name}"
     node = inst.node
     data_ports: tuple[tuple[str, Side], ...] = ((inst.in_port, "in"), (inst.out_port, "out"))
     for port, port_side in data_ports:
         port_config = backend.vnf_port(inst, port_side)
-        out.ovn(
-            "Logical_Switch_Port",
-            port,
-            origin,
-            node,
-            {
-                "name": port,
-                "switch": node,
-                "addresses": port_config.addresses,
-                "port_security": [],
-                "options": port_config.options,
-            },
-        )
-
-    spec = inst.vnf.spec
-    namespace = spec.namespace
-    prefix = spec.dataNetwork or vnf_name
-    nads = {side: naming.nad_name(prefix, node, side, inst.slot) for side in ("in", "out")}
-    node_label = own.node_label_value(node)  # a node name may be longer than a label value
-    labels = {
-        own.MANAGED_BY_LABEL: own.MANAGED_BY_VALUE,
-        own.OWNER: out.instance,
-        own.VNF_LABEL: vnf_name,
-        own.NODE_LABEL: node_label,
-    }
-    annotations = {own.RESOURCE: origin, **own.node_annotations(node)}
-    for side, port in (("in", inst.in_port), ("out", inst.out_port)):
-        config = {
-            "cniVersion": "0.4.0",
-            "name": nads[side],
-            "type": "ovs",
-            "bridge": "br-int",
-            "args": {"cni": {"ovnPort": port}},
+        fields = {
+            "name": port,
+            "switch": node,
+            "addresses": port_config.addresses,
+            "port_security": [],
+            "options": port_config.options,
         }
-        out.kube(
-            "NetworkAttachmentDefinition",
-            namespace,
-            nads[side],
-            origin,
-            node,
-            {
-                "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
-                "spec": {"config": json.dumps(config, sort_keys=True)},
-            },
-        )
-    vm_annotations = {
-        **annotations,
-        "osc.io/ports": f"in={inst.in_port},out={inst.out_port}",
-    }
-    volumes: dict[str, dict[str, Any]] = {"containerdisk": {"containerDisk": {"image": spec.image}}}
-    if spec.cloudInitUserData is not None:
-        volumes["cloudinitdisk"] = {"cloudInitNoCloud": {"userData": spec.cloudInitUserData}}
+        out.ovn("Logical_Switch_Port", port, origin, node, fields)
+    namespace = inst.vnf.spec.namespace
+    nads = kubevirt.nad_names(inst)
+    for side, port in (("in", inst.in_port), ("out", inst.out_port)):
+        body = kubevirt.network_attachment(inst, out.instance, nads[side], port)
+        out.kube("NetworkAttachmentDefinition", namespace, nads[side], origin, node, body)
+    vm = naming.vm_name(vnf_name, node, inst.slot)
     out.kube(
         "VirtualMachine",
         namespace,
-        naming.vm_name(vnf_name, node, inst.slot),
+        vm,
         origin,
         node,
-        {
-            "metadata": {"labels": dict(labels), "annotations": vm_annotations},
-            "spec": {
-                "runStrategy": "Always",
-                "template": {
-                    "metadata": {"labels": {own.VNF_LABEL: vnf_name, own.NODE_LABEL: node_label}},
-                    "spec": {
-                        "affinity": pinned_to(node),
-                        # A drain evicts it like any pod: it cannot live-migrate (pinned, its
-                        # NF ports are its node's), and a cluster default of LiveMigrate would
-                        # block every drain of the node (docs/operations.md, "Node drains").
-                        "evictionStrategy": EVICTION_STRATEGY,
-                        "domain": {
-                            "cpu": {"cores": spec.cpu},
-                            "resources": {"requests": {"memory": spec.memory}},
-                            "devices": {
-                                "disks": [
-                                    {"name": vol, "disk": {"bus": "virtio"}} for vol in volumes
-                                ],
-                                "interfaces": [
-                                    {"name": "default", "masquerade": {}},
-                                    {"name": "data-in", "bridge": {}, "macAddress": inst.mac_in},
-                                    {
-                                        "name": "data-out",
-                                        "bridge": {},
-                                        "macAddress": inst.mac_out,
-                                    },
-                                ],
-                            },
-                        },
-                        "networks": [
-                            {"name": "default", "pod": {}},
-                            {"name": "data-in", "multus": {"networkName": nads["in"]}},
-                            {"name": "data-out", "multus": {"networkName": nads["out"]}},
-                        ],
-                        "volumes": [{"name": vol, **source} for vol, source in volumes.items()],
-                    },
-                },
-            },
-        },
+        kubevirt.virtual_machine(inst, out.instance, nads),
     )
-
-
-EVICTION_STRATEGY = "None"
-"""``spec.template.spec.evictionStrategy`` of every VNF VM, chosen on purpose: KubeVirt's
-``None`` lets a drain evict it (``LiveMigrate`` denies the eviction of a VM that cannot migrate,
-and a node-pinned VNF never can, so ``kubectl drain`` would hang; ``External`` blocks the drain
-until someone else deletes the VMI)."""
-
-
-def pinned_to(node: str) -> dict[str, Any]:
-    """Node affinity on the node's ``metadata.name``, as a DaemonSet pins its pods: the
-    ``kubernetes.io/hostname`` label is not the node name everywhere (AWS, hostname
-    overrides)."""
-    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    return {
-        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [term]}}
-    }  # fmt: skip
 
 
 def members_by_group_and_node(
