@@ -98,9 +98,11 @@ class NetworkFunction(PortGroupPods):
     """The ``network-function`` backend; its only pod-dependent rows are the Port_Groups."""
 
     name = "network-function"
-    observed_fields = frozenset({"switches", "used_ids", "nb_global", "nf_active"})
+    observed_fields = frozenset({"switches", "used_ids", "nb_global", "nf_active", "nodes"})
     """``nf_active``: the health of a chain's hops, read only for chains that may fail open
-    (``chains.paths``; ``TargetBuilder.health_read`` says which groups were read)."""
+    (``chains.paths``; ``TargetBuilder.health_read`` says which groups were read); ``nodes``:
+    their ``k8s.ovn.org/node-subnets``, the management-port address left out of steering
+    (``node_traffic``)."""
     live_tables = frozenset({"Network_Function", "Network_Function_Group", "Logical_Switch_Port"})
     """Their ids (1-255 per NB) are kept across passes (``allocate_ids``), and so are the VLAN
     tags of a chain's ports (``chains.allocate_tags``)."""
