@@ -82,7 +82,11 @@ def test_vnf_vm_per_node_on_the_workload_switch_with_ports_recorded(nf_cluster, 
     assert sorted(vms) == ["firewall-node-1", "firewall-node-2", "ips-node-1"]
     vm = vms["firewall-node-2"]
     assert vm["spec"]["runStrategy"] == "Always"
-    assert vm["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "node-2"}
+    affinity = vm["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]  # pinned by name
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-2"]}]
+    }
     assert vm["metadata"]["annotations"]["osc.io/ports"] == (
         "in=nf_firewall_node-2_in,out=nf_firewall_node-2_out"
     )
