@@ -41,6 +41,7 @@ __all__ = [
     "ROUTED_TTL",
     "ROUTER_VNF_TTL",
     "SAME_SWITCH_TTL",
+    "SURICATA_IMAGE",
     "TOPOLOGIES",
     "VNF_NAMESPACE",
     "Applier",
@@ -104,14 +105,25 @@ def security_group(name: str = "web", labels: Sequence[str] = ("app=web",)) -> s
     )
 
 
-def vnf_deployment(name: str = "firewall", node: str | None = None) -> str:
-    """A VnfDeployment on every node, or (``node``) on that node only."""
+def vnf_deployment(
+    name: str = "firewall", node: str | None = None, *, image: str | None = None,
+    security_manager: str | None = None,
+) -> str:  # fmt: skip
+    """A VnfDeployment on every node, or (``node``) on that node only. ``image``: default
+    ``quay.io/example/vnf-<name>:1.4.2`` (a bridge guest; :data:`SURICATA_IMAGE` boots
+    Suricata); ``security_manager``: its ``securityManager.url``."""
     selector = f"  nodeSelector: {{kubernetes.io/hostname: {node}}}\n" if node else ""
+    manager = f"  securityManager: {{url: '{security_manager}'}}\n" if security_manager else ""
     return (
         "apiVersion: osc.io/v1alpha1\nkind: VnfDeployment\n"
         f"metadata: {{name: {name}}}\nspec:\n  namespace: {VNF_NAMESPACE}\n"
-        f"  image: quay.io/example/vnf-{name}:1.4.2\n{selector}"
+        f"  image: {image or f'quay.io/example/vnf-{name}:1.4.2'}\n{selector}{manager}"
     )
+
+
+SURICATA_IMAGE = "quay.io/example/vnf-suricata:8.0.7"
+"""A VnfDeployment image the data path boots as a Suricata guest (Suricata 8 inline between
+the NICs, :mod:`osc_gitops_sandbox.datapath.suricata`): an image whose name says suricata."""
 
 
 def binding(
