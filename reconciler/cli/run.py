@@ -15,6 +15,7 @@ from reconciler.cli.common import (
     Command,
     add_compile_args,
     add_connection_args,
+    add_notify_args,
     add_scope_args,
     add_source_args,
     cache_dir,
@@ -22,7 +23,9 @@ from reconciler.cli.common import (
     connections,
     git_source,
     kube_settings,
+    outbox_for,
     scope_of,
+    told_path,
 )
 from reconciler.errors import OscError, UserError
 
@@ -43,6 +46,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_compile_args(parser)
     add_scope_args(parser)
+    add_notify_args(parser)
     env = os.environ.get
     parser.add_argument(
         "--status-namespace",
@@ -150,7 +154,6 @@ def run_run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from reconciler.adapters.notify import post_json
     from reconciler.engine.loop import Loop, LoopConfig
     from reconciler.engine.reporting import status
     from reconciler.engine.reporting.logs import setup_logging
@@ -186,6 +189,7 @@ def run_run(args: argparse.Namespace) -> int:
         watch=not args.no_watch,
         status_file=status.status_path(cache_dir(args), status_name(args)),
         scope=scope,
+        told_file=told_path(args, status_name(args)) if args.once else None,
     )
     metrics = Metrics({"node": args.node} if args.node else None)
     publisher = _publisher(args, scope)
@@ -209,9 +213,12 @@ def run_run(args: argparse.Namespace) -> int:
             kinds = CACHED_KINDS_BY_SCOPE.get(scope.name, CACHED_KINDS)
             cache.start(stopping, args.instance, kinds)
             reader = cache
+        reporter = PrometheusReporter(metrics)
+        outbox = outbox_for(args, reporter)
+        connected.callback(outbox.close)
         loop = Loop(
-            config, source, reader, ovn, lease=lease, reporter=PrometheusReporter(metrics),
-            notify=post_json, publisher=publisher, stopping=stopping,
+            config, source, reader, ovn, lease=lease, reporter=reporter, outbox=outbox,
+            publisher=publisher, stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
             return EXIT_OK

@@ -179,6 +179,29 @@ class Metrics:
             registry=r,
         )
 
+        self.notifications = Counter(
+            f"{PREFIX}_security_manager_notifications_total",
+            "Notifications POSTed to a VnfDeployment's security manager, by manager (its URL "
+            "without credentials or query), event (deployed, removed, members) and result "
+            "(delivered; failed: retried with backoff; rejected: a 4xx, dropped).",
+            ["manager", "event", "result"],
+            registry=r,
+        )
+        self.notifications_pending = Gauge(
+            f"{PREFIX}_security_manager_pending",
+            "Notifications waiting for delivery to the security manager (events queued, member "
+            "lists it does not hold yet).",
+            ["manager"],
+            registry=r,
+        )
+        self.manager_up = Gauge(
+            f"{PREFIX}_security_manager_up",
+            "1 when the last notification to the security manager was delivered (or refused "
+            "by it), 0 while deliveries fail and are retried. Absent until the first attempt.",
+            ["manager"],
+            registry=r,
+        )
+
     def set_transitions(
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:
@@ -273,6 +296,15 @@ class PrometheusReporter:
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:
         self.metrics.set_transitions(held, rollouts)
+
+    # the security managers' outbox (reconciler.engine.notifications.NotificationReporter)
+    def notification_sent(self, manager: str, event: str, result: str) -> None:
+        self.metrics.notifications.labels(manager, event, result).inc()
+
+    def notification_backlog(self, manager: str, pending: int, up: bool | None) -> None:
+        self.metrics.notifications_pending.labels(manager).set(pending)
+        if up is not None:
+            self.metrics.manager_up.labels(manager).set(1 if up else 0)
 
 
 class _Handler(BaseHTTPRequestHandler):
