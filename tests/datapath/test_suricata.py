@@ -323,3 +323,38 @@ def test_a_chain_bridge_firewall_then_suricata(ips: Ips):
         assert ips.get(src, "web-a", ATTACK_PATH) is None
     alerts = ips.alerts_since(seen)
     assert [a["alert"]["signature_id"] for a in alerts] == [ATTACK_SID] * 2  # type: ignore[index]
+
+
+def test_the_demo_tells_the_inspection_story(ips: Ips, capsys: pytest.CaptureFixture[str]):
+    """``osc-gitops demo --datapath``'s Suricata steps (``demo.inspection``) on this world:
+    what a user watching must see, line by line."""
+    from osc_gitops_sandbox.demo.datapath import _apply, label
+    from osc_gitops_sandbox.demo.inspection import inspection_stories
+
+    w = ips.w
+    base = (security_group("web", ["app=web"]), vnf_deployment("firewall"))
+    w.label("web-a", "web")
+    for pod in ("other-b", "client-c", "client-d"):
+        w.label(pod, None)
+    assert (
+        inspection_stories(w, base, 6, _apply, label, web_servers=False, manager=ips.manager) == 9
+    )
+    out = capsys.readouterr().out
+    web, client, other = w.pod("web-a").ip, w.pod("client-c").ip, w.pod("other-b").ip
+    lines = out.splitlines()
+
+    def line(start: str) -> str:
+        return next(ln for ln in lines if ln.strip().startswith(start))
+
+    assert "200 OK" in line("client-c -> web-a (benign)")
+    assert "no answer (dropped)" in line("client-c -> web-a (attack)")
+    alert = next(ln for ln in lines if "eve.json (ips-node-1): blocked" in ln)
+    assert f"{client}:" in alert and f"-> {web}:80" in alert and f"sid {ATTACK_SID}" in alert
+    assert "command injection" in alert
+    assert any(f"blocked {other}:" in ln for ln in lines), "same switch"
+    assert "200 OK" in line("client-c -> client-d (attack, unlabelled)")
+    assert "not inspected: no guest saw it" in line("client-c -> client-d (attack, unlabelled)")
+    assert "the next attack on client-d was dropped" in out
+    assert "eve.json (ips-node-2): blocked" in out
+    chain = out.split("=== 8. A chain", 1)[1]
+    assert "firewall-node-1 +" in chain and "ips-node-1 +" in chain and "dropped" in chain

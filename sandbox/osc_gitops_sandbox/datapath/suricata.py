@@ -540,20 +540,24 @@ class SuricataProgram:
     ) -> float:
         """Apply new address groups and/or rules without a restart: rewrite the files, then
         ``reload-rules``; the seconds it took. A guest not running keeps them for its next
-        start. A reload that does not take (``init-failure-fatal``: a bad rule keeps the old
-        engine, and ``ruleset-reload-time`` does not move) stops Suricata: the guest reports
-        the failure and forwards nothing, so OVN's health check fails and the failure policy
-        acts. Raises :class:`SuricataError` then."""
+        start; one still starting is waited for. A reload that does not take
+        (``init-failure-fatal``: a bad rule keeps the old engine, and ``ruleset-reload-time``
+        does not move) stops Suricata: the guest reports the failure and forwards nothing, so
+        OVN's health check fails and the failure policy acts. Raises :class:`SuricataError`
+        then."""
         with self._lock:
             if groups is not None:
                 self.groups = {k: list(v) for k, v in groups.items()}
             if rules is not None:
                 self.rules = rules
             self._write()
-            if not self.running or not self.ready():
+            if not self.running:
                 return 0.0
             started = time.monotonic()
             try:
+                # still starting: it may have read the files before this write, so wait and
+                # reload (its unix socket answers once the engine runs)
+                self.wait_ready()
                 before = self._last_reload()
                 self.command("reload-rules")
                 after = self._last_reload()

@@ -219,12 +219,15 @@ class CliApply:
 @dataclass
 class LibraryApply:
     """The library a long-running reconciler uses: adapters connected once (the NB mirrored by
-    the IDL and kept up to date), :func:`reconciler.engine.pipeline.reconcile` per apply."""
+    the IDL and kept up to date), :func:`reconciler.engine.pipeline.reconcile` per apply, and
+    the security managers told beside it by one outbox (``reconciler.engine.notifications``:
+    delivered by its own threads after the apply returned, as ``run`` does)."""
 
     nb_remote: str
     kubeconfig: str
     steering: str | None
     _adapters: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    outbox: Any = field(default=None, init=False, repr=False)
 
     def command(self, manifests: Path) -> list[str]:
         return CliApply(self.nb_remote, self.kubeconfig, self.steering).command(manifests)
@@ -246,11 +249,22 @@ class LibraryApply:
         from reconciler.render import render
 
         kube, ovn = self.adapters()
+        if self.outbox is None:
+            import functools
+
+            from reconciler.adapters.notify import post_json
+            from reconciler.engine.notifications import NotifySettings, Outbox
+
+            settings = NotifySettings(timeout=2.0, debounce=0.02, debounce_max=0.2)
+            self.outbox = Outbox(functools.partial(post_json, timeout=settings.timeout), settings)
         options = CompileOptions(steering=self.steering)
-        report = reconcile(load_path(manifests), kube, ovn, options)
+        report = reconcile(load_path(manifests), kube, ovn, options, notices=self.outbox)
         return render(report.plan)
 
     def close(self) -> None:
+        if self.outbox is not None:
+            self.outbox.close()
+            self.outbox = None
         if self._adapters is not None:
             self._adapters[1].close()
             self._adapters = None
