@@ -591,7 +591,7 @@ class SuricataProgram:
     def status(self) -> dict[str, Any]:
         """What the guest reports (the security manager's ``GET /status``)."""
         return {
-            "vnf": self.vnf, "node": self.node, "virtualMachine": self.vm,
+            "vnf": self.vnf, "node": self.node, "virtualMachine": self.vm, "eve": str(self.eve),
             "running": self.running, "ready": self.ready(), "failure": self.failure,
             "reloads": self.reloads, "groups": {k: sorted(v) for k, v in self.groups.items()},
         }  # fmt: skip
