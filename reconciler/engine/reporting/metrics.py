@@ -179,6 +179,10 @@ class Metrics:
             registry=r,
         )
 
+        self._notification_metrics(r)
+
+    def _notification_metrics(self, r: CollectorRegistry) -> None:
+        """The security managers' outbox (``reconciler.engine.notifications``)."""
         self.notifications = Counter(
             f"{PREFIX}_security_manager_notifications_total",
             "Notifications POSTed to a VnfDeployment's security manager, by manager (its URL "
