@@ -6,24 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cli import common
 from reconciler.cli.approve import add_approve_arg
-from reconciler.cli.common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    Command,
-    add_compile_args,
-    add_connection_args,
-    add_notify_args,
-    add_scope_args,
-    add_source_args,
-    cache_dir,
-    compile_options,
-    connections,
-    load_source,
-    outbox_for,
-    scope_of,
-    told_path,
-)
 from reconciler.cli.review import add_base_arg
 from reconciler.core.model.observed import Observed
 
@@ -33,11 +17,8 @@ if TYPE_CHECKING:
 
 
 def configure_apply(parser: argparse.ArgumentParser) -> None:
-    add_source_args(parser)
-    add_connection_args(parser)
-    add_compile_args(parser)
-    add_scope_args(parser)
-    add_notify_args(parser)
+    common.add_reconcile_args(parser)
+    common.add_notify_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="how to print the plan that is applied",
@@ -51,11 +32,10 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     add_base_arg(parser)
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
-        "--wait",
-        action="store_true",
+        "--wait", action="store_true",
         help="after the writes, keep reconciling until every VNF instance is healthy, no "
         "steering is held and no rolling update is under way (Helm's --wait)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--wait-timeout", type=parse_duration, default=300.0, metavar="DURATION",
         help="how long --wait waits: 90, 90s, 5m, 1h30m (default 5m); exit 1 after it",
@@ -100,8 +80,8 @@ class _Settled:
 def run_apply(args: argparse.Namespace) -> int:
     from reconciler.engine.notifications import load_told
 
-    outbox = outbox_for(args)
-    outbox.remember(load_told(told_path(args, status_name(args))))
+    outbox = common.outbox_for(args)
+    outbox.remember(load_told(common.told_path(args, common.status_name(args))))
     try:
         return _apply(args, outbox)
     finally:
@@ -120,9 +100,9 @@ def _apply(args: argparse.Namespace, outbox: Any) -> int:
         saved_plans.adopt(args, saved)
         desired, revision = saved.desired(), saved.body.get("revision")
     else:
-        desired, revision = load_source(args)
-    options = compile_options(args)
-    scope = scope_of(args)
+        desired, revision = common.load_source(args)
+    options = common.compile_options(args)
+    scope = common.scope_of(args)
     settled = _Settled()
 
     def reviewed(plan: Plan, observed: Observed) -> Plan:
@@ -143,7 +123,7 @@ def _apply(args: argparse.Namespace, outbox: Any) -> int:
     waited = None
     # --wait reconciles again and again: the IDL mirror reads the NB cheaply each time and tells
     # when northd changes a group's active function; the warm loop's planner
-    with connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
+    with common.connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
         wake = planner = None
         if args.wait:
             from reconciler.core.planning.incremental import IncrementalPlanner
@@ -172,8 +152,8 @@ def _apply(args: argparse.Namespace, outbox: Any) -> int:
     transitions = waited.transitions if waited is not None else _transitions(report.plan)
     _record_apply(args, revision, report, settled.last, transitions, managers)
     if waited is not None and not waited.done:
-        return EXIT_ERROR
-    return EXIT_OK
+        return common.EXIT_ERROR
+    return common.EXIT_OK
 
 
 def _deliver(args: argparse.Namespace, outbox: Any) -> list[dict[str, Any]]:
@@ -183,7 +163,7 @@ def _deliver(args: argparse.Namespace, outbox: Any) -> list[dict[str, Any]]:
     from reconciler.engine.notifications import save_told
 
     delivered = outbox.flush(2 * outbox.settings.timeout, retry=False)
-    path = told_path(args, status_name(args))
+    path = common.told_path(args, common.status_name(args))
     try:
         save_told(path, outbox.told())
     except OSError as exc:
@@ -272,11 +252,15 @@ def _record_apply(
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
     ended. A status that cannot be written is a warning: the apply stands."""
-    from reconciler.core.transitions.health import vnf_health
+    from reconciler.core.steering import HealthIndex
     from reconciler.engine.reporting import status
 
-    path = status.status_path(cache_dir(args), status_name(args))
-    instances = [h.to_json() for h in vnf_health(observed).values()] if observed is not None else []
+    path = status.status_path(common.cache_dir(args), common.status_name(args))
+    instances = (
+        [h.to_json() for h in HealthIndex(observed).instances().values()]
+        if observed is not None
+        else []
+    )
     try:
         status.record_apply(
             path,
@@ -293,17 +277,7 @@ def _record_apply(
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
 
 
-def status_name(args: argparse.Namespace) -> str:
-    """The status file's name: the instance, plus the scope when it is not the whole (a node
-    agent and the central owner of one instance may share a cache dir)."""
-    if getattr(args, "node", None):
-        return f"{args.instance}.node.{args.node}"
-    if getattr(args, "kubernetes_only", False):
-        return f"{args.instance}.kubernetes"
-    return str(args.instance)
-
-
-COMMAND = Command(
+COMMAND = common.Command(
     name="apply",
     help="make the cluster and OVN match the manifests, then verify convergence",
     configure=configure_apply,
