@@ -255,14 +255,11 @@ def told_path(args: argparse.Namespace, name: str) -> Path:
 def outbox_for(args: argparse.Namespace, reporter: Any = None) -> Any:
     """The security managers' outbox the flags describe (``reconciler.engine.notifications``),
     posting through ``reconciler.adapters.notify``."""
-    import functools
-
-    from reconciler.adapters.notify import post_json
+    from reconciler.adapters.notify import JsonPoster
     from reconciler.engine.notifications import NotifySettings, Outbox
 
     settings = NotifySettings(timeout=args.notify_timeout, max_members=args.notify_max_members)
-    return Outbox(functools.partial(post_json, timeout=settings.timeout), settings,
-                  reporter=reporter)  # fmt: skip
+    return Outbox(JsonPoster(settings.timeout), settings, reporter=reporter)
 
 
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:

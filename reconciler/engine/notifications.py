@@ -128,13 +128,15 @@ class _KeyState:
     """The message(s) of the list being delivered (one sequence), and ``sent`` of them done."""
     sent: int = 0
     digest: str = ""
-    changed: float = 0.0
+    """``want``'s digest when its delivery started."""
     vanished: bool = False
     """The key is gone from the manifests: told once with no members, then forgotten."""
 
 
 class _Manager:
-    """One manager URL: its queue, its member lists, its thread."""
+    """One manager URL: its queue, its member lists, its thread. Every operation on it is
+    O(1) in the number of member lists (a dirty set, not a scan): 200 bindings on 100 nodes
+    are 20,000 lists, and a pod event changes one or two."""
 
     def __init__(self, outbox: Outbox, url: str) -> None:
         self.outbox = outbox
@@ -142,6 +144,10 @@ class _Manager:
         self.label = manager_label(url)
         self.events: deque[_Item] = deque()
         self.keys: dict[MemberKey, _KeyState] = {}
+        self.dirty: dict[MemberKey, None] = {}
+        """Keys whose list the manager may not hold, in the order they changed (a set)."""
+        self.current: MemberKey | None = None
+        """The key whose parts are being delivered."""
         self.first_change: float | None = None
         self.last_change = 0.0
         self.retry_at = 0.0
@@ -158,34 +164,65 @@ class _Manager:
 
     # -- under the outbox's lock ---------------------------------------------------------
     def pending(self) -> int:
-        due = sum(
-            max(1, len(s.parts) - s.sent) if s.parts else 1
-            for s in self.keys.values()
-            if s.told != s.want.digest or s.parts or s.vanished
-        )
-        return len(self.events) + due
+        extra = 0
+        if self.current is not None and (state := self.keys.get(self.current)) is not None:
+            extra = max(0, len(state.parts) - state.sent - 1)
+        return len(self.events) + len(self.dirty) + extra
+
+    def mark(self, key: MemberKey, now: float) -> None:
+        """``key``'s wanted list changed (or is new, or vanished)."""
+        self.dirty[key] = None
+        self.last_change = now
+        if self.first_change is None:
+            self.first_change = now
 
     def _due_key(self, now: float) -> tuple[_KeyState | None, float | None]:
         """The member list to deliver next, or how long until one is due."""
-        busy = [s for s in self.keys.values() if s.parts]
-        if busy:  # finish the list under way first
-            return busy[0], None
-        changed = [
-            s for _, s in sorted(self.keys.items())
-            if s.told != s.want.digest or s.vanished
-        ]  # fmt: skip
-        if not changed:
+        if self.current is not None:  # finish the list under way first
+            return self.keys[self.current], None
+        if not self.dirty:
+            self.first_change = None
             return None, None
         settings = self.outbox.settings
-        if self.outbox.flushing:
-            due = now
-        else:
+        if not self.outbox.flushing:
             due = self.last_change + settings.debounce
             if self.first_change is not None:
                 due = min(due, self.first_change + settings.debounce_max)
-        if now < due:
-            return None, due - now
-        return changed[0], None
+            if now < due:
+                return None, due - now
+        while self.dirty:
+            key = next(iter(self.dirty))
+            state = self.keys.get(key)
+            if state is None:
+                del self.dirty[key]
+                continue
+            digest = state.want.digest
+            if digest == state.told:  # changed and changed back: the manager holds it
+                self._settle(key, state)
+                continue
+            self.current = key
+            state.digest, state.sent = digest, 0
+            state.parts = members_payloads(
+                state.want, self.outbox.next_sequence(), self.outbox.settings.max_members
+            )
+            return state, None
+        self.first_change = None
+        return None, None
+
+    def _settle(self, key: MemberKey, state: _KeyState) -> None:
+        """The manager holds ``key``'s list: not dirty; a vanished key is forgotten."""
+        self.dirty.pop(key, None)
+        if self.current == key:
+            self.current = None
+        state.parts, state.sent = [], 0
+        if state.vanished:
+            del self.keys[key]
+
+    def supersede(self, key: MemberKey, state: _KeyState) -> None:
+        """A newer list replaces the one whose parts are under way: a new sequence later."""
+        if self.current == key:
+            self.current = None
+        state.parts, state.sent = [], 0
 
     def next_item(self, now: float) -> tuple[_Item | None, float | None]:
         if now < self.retry_at:
@@ -195,12 +232,6 @@ class _Manager:
         state, wait = self._due_key(now)
         if state is None:
             return None, wait
-        if not state.parts:  # a new list: a new sequence
-            state.digest = state.want.digest
-            state.parts = members_payloads(
-                state.want, self.outbox.next_sequence(), self.outbox.settings.max_members
-            )
-            state.sent = 0
         return _Item(state.parts[state.sent], state.want.key, state.digest), None
 
     def done(self, item: _Item, result: str, error: str, now: float, wall: float) -> None:
@@ -225,15 +256,16 @@ class _Manager:
             self.events.popleft()
             return
         state = self.keys.get(item.key)
-        if state is None or not state.parts:
-            return
+        if state is None or self.current != item.key or state.digest != item.digest:
+            return  # superseded meanwhile: the newer list goes under a new sequence
         state.sent += 1
         if result == REJECTED or state.sent >= len(state.parts):
-            state.told, state.parts, state.sent = state.digest, [], 0
-            if state.vanished and state.told == state.want.digest:
-                del self.keys[item.key]
-        if not any(s.parts or s.told != s.want.digest or s.vanished for s in self.keys.values()):
-            self.first_change = None
+            state.told = state.digest
+            if state.want.digest == state.told:
+                self._settle(item.key, state)
+            else:  # changed while its parts went out: deliver the newer list
+                self.current = None
+                state.parts, state.sent = [], 0
 
     # -- the thread ----------------------------------------------------------------------
     def _run(self) -> None:
@@ -344,39 +376,35 @@ class Outbox:
                 if key not in notices:  # told before, gone since: to be emptied below
                     url, binding, vnf, node = key
                     self._manager(url).keys[key] = _KeyState(
-                        MemberNotice(url, binding, group, vnf, node), told=digest, changed=now
+                        MemberNotice(url, binding, group, vnf, node), told=digest
                     )
             for key, notice in notices.items():
                 manager = self._manager(notice.url)
                 state = manager.keys.get(key)
                 if state is None:
                     told = seed[key][1] if key in seed else None
-                    manager.keys[key] = _KeyState(notice, told=told, changed=now)
-                    if told == notice.digest:
+                    manager.keys[key] = _KeyState(notice, told=told)
+                    if told is not None and told == notice.digest:
                         continue
-                elif state.want != notice or state.vanished:
-                    state.want, state.vanished, state.changed = notice, False, now
-                    if state.parts and state.digest != notice.digest:
-                        state.parts, state.sent = [], 0  # superseded: a new sequence
-                else:
+                elif state.want == notice and not state.vanished:
                     continue
+                else:
+                    state.want, state.vanished = notice, False
+                    if state.parts:
+                        manager.supersede(key, state)
+                manager.mark(key, now)
                 touched.add(notice.url)
             for manager in self._managers.values():
+                if len(manager.keys) == sum(1 for k in manager.keys if k in notices):
+                    continue
                 for key, state in list(manager.keys.items()):
                     if key in notices or state.vanished:
                         continue
-                    empty = state.want.emptied()
-                    if state.told == empty.digest and not state.parts:
-                        del manager.keys[key]  # it holds no member already
-                        continue
-                    state.want, state.vanished, state.changed = empty, True, now
-                    state.parts, state.sent = [], 0
+                    state.want, state.vanished = state.want.emptied(), True
+                    if state.parts:
+                        manager.supersede(key, state)
+                    manager.mark(key, now)
                     touched.add(manager.url)
-            for url in touched:
-                manager = self._managers[url]
-                manager.last_change = now
-                if manager.first_change is None:
-                    manager.first_change = now
             if touched:
                 self.cond.notify_all()
         for url in touched:
@@ -425,8 +453,7 @@ class Outbox:
                 [*key, state.want.group, state.told]
                 for manager in self._managers.values()
                 for key, state in manager.keys.items()
-                if state.told is not None and not state.vanished and not state.parts
-                and state.told == state.want.digest
+                if state.told is not None and not state.vanished and key not in manager.dirty
             )  # fmt: skip
 
     def remember(self, entries: list[list[str]]) -> None:

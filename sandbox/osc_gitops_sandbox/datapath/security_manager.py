@@ -166,7 +166,11 @@ class SecurityManager(Lifecycle):
         self._state = _State()
         self._lock = threading.RLock()
         self._applied = threading.Condition(self._lock)
-        self._schema = notification_schema()
+        import jsonschema
+
+        schema = notification_schema()
+        self._validator = jsonschema.validators.validator_for(schema)(schema)
+        """Built once: ``jsonschema.validate`` builds a validator per call (~10 ms)."""
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.reports: list[dict[str, Any]] = []
@@ -208,13 +212,10 @@ class SecurityManager(Lifecycle):
     # -- receiving -------------------------------------------------------------------------
     def receive(self, payload: Any) -> tuple[int, dict[str, Any]]:
         """Handle one notification: ``(HTTP status, answer)``."""
-        import jsonschema
-
-        try:
-            jsonschema.validate(payload, self._schema)
-        except jsonschema.ValidationError as exc:
+        errors = sorted(self._validator.iter_errors(payload), key=lambda e: list(e.path))
+        if errors:
             self.count("invalid")
-            return 400, {"error": f"not a notification: {exc.message}"}
+            return 400, {"error": f"not a notification: {errors[0].message}"}
         with self._lock:
             self.counts["received"] += 1
             self.received.append(payload)

@@ -257,13 +257,11 @@ class LibraryApply:
 
         kube, ovn = self.adapters()
         if self.outbox is None:
-            import functools
-
-            from reconciler.adapters.notify import post_json
+            from reconciler.adapters.notify import JsonPoster
             from reconciler.engine.notifications import NotifySettings, Outbox
 
             settings = NotifySettings(timeout=2.0, debounce=0.02, debounce_max=0.2)
-            self.outbox = Outbox(functools.partial(post_json, timeout=settings.timeout), settings)
+            self.outbox = Outbox(JsonPoster(settings.timeout), settings)
         options = CompileOptions(steering=self.steering)
         report = reconcile(load_path(manifests), kube, ovn, options, notices=self.outbox)
         return render(report.plan)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
-from reconciler.adapters.notify import post_json
+from reconciler.adapters.notify import JsonPoster, SecurityManagerError, post_json
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.loop import Loop, LoopConfig
@@ -230,3 +231,66 @@ def _sample(metrics: Metrics, name: str, manager: str, **labels: str) -> float |
             ):
                 return float(sample.value)
     return None
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers with the status the test sets; records connections, paths and credentials."""
+
+    protocol_version = "HTTP/1.1"
+    status = 200
+    close_after = False
+    seen: list[tuple[int, str, str | None]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).seen.append((id(self.connection), self.path, self.headers.get("Authorization")))
+        self.send_response(type(self).status)
+        self.send_header("Content-Length", "2")
+        if type(self).close_after:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(b"no")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_the_wire_keeps_a_connection_sends_credentials_and_says_what_to_retry() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    poster = JsonPoster(timeout=5)
+    base = f"127.0.0.1:{server.server_port}"
+    try:
+        _Recorder.seen = []
+        for _ in range(3):
+            poster(f"http://osc:s%3Acret@{base}/events?x=1", {"event": "members"})
+        assert len({conn for conn, _, _ in _Recorder.seen}) == 1, "one kept connection"
+        assert {path for _, path, _ in _Recorder.seen} == {"/events?x=1"}
+        assert {auth for _, _, auth in _Recorder.seen} == {"Basic b3NjOnM6Y3JldA=="}
+        _Recorder.close_after = True  # the manager closes after answering: a new one next time
+        poster(f"http://{base}/e", {})
+        poster(f"http://{base}/e", {})
+        _Recorder.close_after = False
+        for status, retryable in (
+            (500, True),
+            (503, True),
+            (429, True),
+            (400, False),
+            (404, False),
+        ):
+            _Recorder.status = status
+            with pytest.raises(SecurityManagerError, match=f"answered HTTP {status}") as caught:
+                poster(f"http://osc:secret@{base}/e", {})
+            assert caught.value.retryable is retryable
+            assert "secret" not in str(caught.value)
+        with pytest.raises(SecurityManagerError, match="not an http") as bad:
+            poster(f"http://{base.split(':')[0]}:port/e", {})
+        assert bad.value.retryable is False
+    finally:
+        poster.close()
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(SecurityManagerError, match="cannot notify security manager") as down:
+        JsonPoster(timeout=1)(f"http://{base}/e", {})
+    assert down.value.retryable is True
