@@ -73,7 +73,7 @@ def project(live: Any, shape: Any) -> Any:
 def _normalise_kube(body: Mapping[str, Any], shape: Mapping[str, Any]) -> dict[str, Any]:
     projected = project(body, shape)
     meta = projected.get("metadata", {})
-    if "annotations" in meta:
+    if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
         meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != own.REVISION}
     return projected
 
