@@ -104,10 +104,10 @@ def test_the_same_packet_to_the_same_vnf_is_traced_once() -> None:
     """Two bindings of one VNF and the same first filter make one probe; another VNF, or a
     binding that does not steer the pod, another (or none)."""
     got = packets(
+        View("off", "av", "both", [], steers=False),
         View("a", "fw", "exit-lport", []),
         View("b", "fw", "both", []),
         View("c", "ips", "exit-lport", []),
-        View("off", "av", "both", [], steers=False),
     )
     assert got == [
         "a to-pod icmp echo 10.244.1.6 -> 10.244.1.5",
@@ -150,7 +150,11 @@ def test_a_peer_on_another_node_is_sent_to_the_gateway_of_the_senders_switch() -
 
 @pytest.mark.parametrize(
     ("subnet", "mac"),
-    [("10.244.7.0/24", "0a:58:0a:f4:07:01"), ("10.128.0.0/14", "0a:58:0a:80:00:01")],
+    [
+        ("10.244.7.0/24", "0a:58:0a:f4:07:01"),
+        ("10.128.0.0/14", "0a:58:0a:80:00:01"),
+        ("10.244.7.1/24", "0a:58:0a:f4:07:01"),  # written as the gateway's address/prefix
+    ],
 )
 def test_the_gateway_mac_is_derived_from_the_first_host(subnet: str, mac: str) -> None:
     obs = dataclasses.replace(OBSERVED, switches=(Switch("n", subnet),))
@@ -222,7 +226,9 @@ def test_the_peer_prefers_the_same_node_then_unsteered_then_the_name() -> None:
     assert choose_peer(want, obs, ports["a"], routed=True).name == "shop_web-1"
     # ports that are not a pod's (a VNF's, a join port) are never peers
     odd = dataclasses.replace(obs, pod_ports=(ports["web-1"], port(name="nf_fw_node-1_in")))
-    with pytest.raises(TraceError, match="no other pod has an OVN port to trace against"):
+    with pytest.raises(
+        TraceError, match=r"^no other pod has an OVN port to trace against: pass --peer NS/POD$"
+    ):
         choose_peer(want, odd, ports["web-1"])
 
 
@@ -245,6 +251,7 @@ def test_a_verdict_says_where_the_packet_went() -> None:
     for outputs, reached, detail in cases:
         got = verdict(probe(), outputs, "", views)
         assert (got.reached, got.detail, got.outputs) == (reached, detail, tuple(outputs))
+        assert got.probe == probe()
 
 
 @pytest.mark.parametrize(
@@ -262,6 +269,7 @@ def test_a_drop_names_the_unhealthy_vnf_only_when_the_binding_fails_close(
 ) -> None:
     got = verdict(probe(), [], "ls_in_acl", [] if view is None else [view])
     assert got.detail == f"dropped in ls_in_acl before reaching VNF fw{why}"
+    assert got.probe == probe() and not got.reached
 
 
 def test_a_verdict_as_json() -> None:

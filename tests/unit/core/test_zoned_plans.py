@@ -1,0 +1,156 @@
+"""Zoned plans of one snapshot file: the whole cluster, one zone (``--node``) or the Kubernetes
+side only (``--kubernetes-only``), what each says about itself, and the file's round trip."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from reconciler.core.compiling.compile import CompileOptions, compile_target
+from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node
+from reconciler.core.planning.slicing import NodeScope, kubernetes_observed
+from reconciler.core.planning.zoned import ZonedSnapshot, decode_slice, encode_slice, zoned_plan
+from tests.support.builders import binding, cluster, desired, sg, vnf
+
+WANT = desired(sg("web", "app=web"), vnf("firewall"), binding("web-fw", "web", "firewall", 10))
+OPTIONS = CompileOptions()
+AT = {"node-1": "2026-11-20T10:00:00Z", "node-2": "2026-11-20T10:05:00Z"}
+POLICY = NetworkPolicy("shop", "deny", {})
+
+
+def world():  # type: ignore[no-untyped-def]
+    return cluster([("shop", "web-1", "node-1", {"app": "web"}),
+                    ("shop", "web-2", "node-2", {"app": "web"})])  # fmt: skip
+
+
+def snapshot(objects: tuple[KubeObject, ...] = (), missing: tuple[str, ...] = ("node-3",)):  # type: ignore[no-untyped-def]
+    observed = world()
+    central = kubernetes_observed(
+        [(Node("node-1"), "10.244.1.0/24"), (Node("node-2"), "10.244.2.0/24")], objects, [POLICY]
+    )
+    slices = {
+        node: (NodeScope(node).view(observed).observed, AT[node], f"rev-{node}")
+        for node in ("node-2", "node-1")
+    }
+    return ZonedSnapshot.assemble(central, slices, missing)
+
+
+def keys(plan: Any) -> set[tuple[str, str]]:
+    return {(c.kind, c.key) for c in plan.changes}
+
+
+def test_the_whole_cluster_plan_names_its_scope_zones_and_the_missing_ones() -> None:
+    plan = zoned_plan(WANT, snapshot(missing=("node-4", "node-3")), OPTIONS)
+    assert plan.meta["scope"] == "interconnect, 2 zone(s)"
+    assert plan.meta["zones"] == AT
+    assert plan.meta["instance"] == "osc-gitops"
+    assert plan.meta["steering"] == "network-function"
+    assert plan.meta["nb_schema"] == "7.18.0"
+    assert [w for w in plan.warnings if "published no observed slice" in w] == [
+        f"node {n}: its agent has published no observed slice, so its OVN changes are not in "
+        "this plan"
+        for n in ("node-3", "node-4")
+    ]
+    assert len(plan.warnings) == len(set(plan.warnings))  # each warning once
+    assert [c.sort_key for c in plan.changes] == sorted(c.sort_key for c in plan.changes)
+    assert {i["node"] for i in plan.meta["vnf_instances"]} == {"node-1", "node-2"}
+    kinds = {kind for kind, _ in keys(plan)}
+    assert {"VirtualMachine", "NetworkAttachmentDefinition", "Port_Group"} <= kinds
+
+
+def test_one_zone_is_its_agents_plan_without_the_kubernetes_side() -> None:
+    whole = zoned_plan(WANT, snapshot(), OPTIONS)
+    one = zoned_plan(WANT, snapshot(), OPTIONS, node="node-1")
+    assert one.meta["scope"] == "node node-1"
+    assert one.meta["zones"] == {"node-1": AT["node-1"]}
+    assert keys(one) and keys(one) < keys(whole)
+    assert not {k for k in keys(one) if k[0] in ("VirtualMachine", "NetworkAttachmentDefinition")}
+    assert {c.node for c in one.changes} - {None} == {"node-1"}  # and rows of no node
+    assert not [w for w in one.warnings if "published no observed slice" in w]
+    assert {i["node"] for i in one.meta["vnf_instances"]} == {"node-1"}
+
+
+def test_a_zone_not_in_the_snapshot_is_named() -> None:
+    plan = zoned_plan(WANT, snapshot(), OPTIONS, node="node-9")
+    assert plan.changes == ()
+    assert plan.warnings == ("node node-9: not in this snapshot (no observed slice published)",)
+    assert plan.meta["scope"] == "node node-9" and plan.meta["zones"] == {}
+    assert plan.meta["steering"] is None and plan.meta["nb_schema"] is None
+    assert "vnf_instances" not in plan.meta
+
+
+def test_the_kubernetes_side_alone() -> None:
+    plan = zoned_plan(WANT, snapshot(), OPTIONS, kubernetes_only=True)
+    assert plan.meta["scope"] == "kubernetes-only" and plan.meta["zones"] == {}
+    assert {kind for kind, _ in keys(plan)} == {"VirtualMachine", "NetworkAttachmentDefinition"}
+    assert not [w for w in plan.warnings if "observed slice" in w]
+
+
+def test_the_central_side_is_split_into_the_zones_it_belongs_to() -> None:
+    """Each zone sees the cluster's nodes and NetworkPolicies and the objects of its node."""
+    objects = tuple(
+        KubeObject(r.kind, *r.key.split("/"), r.fields)
+        for r in compile_target(WANT, world())
+        if not r.is_ovn
+    )
+    snap = snapshot(objects)
+    for node, zone in snap.zones.items():
+        assert zone.observed.nodes == (Node("node-1"), Node("node-2"))
+        assert zone.observed.network_policies == (POLICY,)
+        mine = {o.name for o in zone.observed.kube_objects}
+        assert mine and all(name.startswith("firewall-" + node) for name in mine), mine
+        assert (zone.published_at, zone.revision) == (AT[node], f"rev-{node}")
+    assert list(snap.zones) == ["node-1", "node-2"] and snap.missing == ("node-3",)
+
+
+def test_a_snapshot_file_round_trips() -> None:
+    snap = snapshot()
+    data = json.loads(json.dumps(snap.to_json()))
+    assert (data["kind"], data["format_version"], data["missing"]) == ("zoned", 1, ["node-3"])
+    assert data["zones"]["node-2"]["published_at"] == AT["node-2"]
+    assert data["zones"]["node-2"]["revision"] == "rev-node-2"
+    back = ZonedSnapshot.from_json(data)
+    assert back.to_json() == snap.to_json()
+    assert back.central == snap.central
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"kind": "zoned", "format_version": 99},
+         "not a zoned snapshot of format_version 1 (kind 'zoned', format_version 99)"),
+        ({"format_version": 1}, "not a zoned snapshot of format_version 1 (kind None, "
+                                "format_version 1)"),
+    ],
+)  # fmt: skip
+def test_anything_else_is_refused_by_name(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        ZonedSnapshot.from_json(data)
+    assert str(caught.value) == message
+
+
+def test_a_snapshot_without_zones_or_missing_nodes_reads_as_empty() -> None:
+    data = snapshot().to_json()
+    data["zones"], data["missing"] = None, None
+    back = ZonedSnapshot.from_json(data)
+    assert back.zones == {} and back.missing == ()
+
+
+def test_a_slice_that_is_no_encoded_json_object_is_refused() -> None:
+    import base64
+    import gzip
+
+    not_an_object = base64.b64encode(gzip.compress(b"[1, 2]")).decode()
+    with pytest.raises(ValueError, match=r"^not an encoded observed slice$"):
+        decode_slice(not_an_object)
+    with pytest.raises(ValueError, match=r"^not an encoded observed slice: "):
+        decode_slice("@@@")
+    view = NodeScope("node-1").view(world()).observed
+    assert (
+        json.loads(
+            __import__("gzip").decompress(__import__("base64").b64decode(encode_slice(view)))
+        )["format_version"]
+        == 1
+    )
