@@ -152,3 +152,72 @@ def test_a_deleted_object_without_our_marks_has_no_node_and_no_origin() -> None:
         ("delete", "osc.x.node_1", "", None),
         ("delete", "security/fw-node-2", "", None),
     ]
+
+
+PG = ("Port_Group", "osc.web.node_1")
+
+
+def test_a_row_from_before_the_presence_key_is_not_rewritten_for_it_alone() -> None:
+    """``osc.io/presence`` is written with every write of a Port_Group but is never a reason
+    for one: a live row without it (an older release wrote it) is no drift; a row that changes
+    for another reason gets it."""
+    t = target()
+    live = live_of(t)
+    assert live[PG]["external_ids"]["osc.io/presence"] == "members"
+    del live[PG]["external_ids"]["osc.io/presence"]
+    assert repaired(t, live) == []
+    live[PG]["ports"] = []
+    (change,) = diff(t, live).changes
+    assert (change.action, change.key, change.changed) == (
+        "update",
+        "osc.web.node_1",
+        ("['external_ids']['osc.io/presence']", "['ports']"),
+    )
+    assert change.after is not None
+    assert change.after["external_ids"]["osc.io/presence"] == "members"
+    assert change.after["ports"] == ["shop_web-1"]
+
+
+def test_the_revision_is_no_drift_in_either_kind_and_foreign_keys_are_not_ours() -> None:
+    t = target()
+    live = live_of(t)
+    live[PG]["external_ids"]["osc.io/revision"] = "abc"
+    live[PG]["external_ids"]["k8s.ovn.org/owner"] = "someone"
+    live[VM]["metadata"]["annotations"]["osc.io/revision"] = "abc"
+    assert repaired(t, live) == []
+    live[PG]["external_ids"]["osc.io/resource"] = "SecurityGroup/other"  # ours: drift
+    assert repaired(t, live) == [
+        ("update", "Port_Group", "osc.web.node_1", ("['external_ids']['osc.io/resource']",))
+    ]
+    (change,) = diff(t, live).changes
+    assert change.before is not None
+    assert "k8s.ovn.org/owner" not in change.before["external_ids"]
+    assert "osc.io/revision" not in change.before["external_ids"]
+
+
+def test_an_ovn_column_missing_from_the_live_row_is_drift() -> None:
+    t = target()
+    live = live_of(t)
+    del live[PG]["ports"]
+    (change,) = diff(t, live).changes
+    assert change.changed == ("['ports']",)
+    assert change.before is not None and change.before["ports"] is None
+
+
+def test_live_state_indexes_rows_and_objects_by_kind_and_key() -> None:
+    from reconciler.core.compiling.diff import live_state
+    from reconciler.core.model.observed import KubeObject, OvnRow
+
+    row = OvnRow("ACL", "osc.x.to", {"a": 1})
+    obj = KubeObject("VirtualMachine", "security", "fw-node-1", {"b": 2})
+    assert live_state([row], [obj]) == {
+        ("ACL", "osc.x.to"): {"a": 1},
+        ("VirtualMachine", "security/fw-node-1"): {"b": 2},
+    }
+
+
+def test_a_plan_carries_the_targets_warnings_and_the_meta_given() -> None:
+    t = target()
+    plan = diff(t, live_of(t), {"steering": "network-function"})
+    assert plan.empty and plan.warnings == t.warnings
+    assert plan.meta["steering"] == "network-function"
