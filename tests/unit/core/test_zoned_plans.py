@@ -56,6 +56,17 @@ def test_the_whole_cluster_plan_names_its_scope_zones_and_the_missing_ones() -> 
     assert len(plan.warnings) == len(set(plan.warnings))  # each warning once
     assert [c.sort_key for c in plan.changes] == sorted(c.sort_key for c in plan.changes)
     assert {i["node"] for i in plan.meta["vnf_instances"]} == {"node-1", "node-2"}
+    # an agent's note about Kubernetes objects it leaves to the central owner is no news here:
+    # the central side's changes are in this plan
+    assert not [w for w in plan.warnings if "Kubernetes objects are not yet" in w]
+    # steering waits for northd in each zone: the zones' held entries, all of them
+    held = plan.meta["held"]
+    for node in ("node-1", "node-2"):
+        mine = zoned_plan(WANT, snapshot(), OPTIONS, node=node).meta["held"]
+        assert mine and all(entry in held for entry in mine)
+    assert len(held) == sum(
+        len(zoned_plan(WANT, snapshot(), OPTIONS, node=n).meta["held"]) for n in AT
+    )
     kinds = {kind for kind, _ in keys(plan)}
     assert {"VirtualMachine", "NetworkAttachmentDefinition", "Port_Group"} <= kinds
 
@@ -154,3 +165,22 @@ def test_a_slice_that_is_no_encoded_json_object_is_refused() -> None:
         )["format_version"]
         == 1
     )
+
+
+def test_zones_of_different_ovn_releases_are_each_named() -> None:
+    """node-2's NB has no Network Function tables: with nothing to steer yet (no binding), its
+    agent deploys the VNF with the backend that OVN supports; the plan names both backends and
+    both schemas."""
+    observed = world()
+    old = cluster([("shop", "web-2", "node-2", {"app": "web"})], nf=False)
+    central = kubernetes_observed(
+        [(Node("node-1"), "10.244.1.0/24"), (Node("node-2"), "10.244.2.0/24")], ()
+    )
+    slices = {
+        "node-1": (NodeScope("node-1").view(observed).observed, AT["node-1"], None),
+        "node-2": (NodeScope("node-2").view(old).observed, AT["node-2"], None),
+    }
+    unbound = desired(sg("web", "app=web"), vnf("firewall"))
+    plan = zoned_plan(unbound, ZonedSnapshot.assemble(central, slices), OPTIONS)
+    assert plan.meta["steering"] == "network-function, router-policy"
+    assert plan.meta["nb_schema"] == "7.0.0, 7.18.0"
