@@ -145,3 +145,69 @@ def test_many_namespaces_are_cut_after_five() -> None:
         "Binding web-fw stops steering 7 pods it steered before (ns0: 1, ns1: 1, ns2: 1, ns3: 1, "
         "ns4: 1, … 2 more namespaces): the binding is removed"
     )
+
+
+def test_several_causes_are_joined_and_each_said_once() -> None:
+    want = desired(
+        sg("a", "app=wbe", "tier=egde", namespaces=["shp", "shop"]),
+        vnf("fw", nodeSelector={"zone": "dzm", "disk": "sdd"}),
+    )
+    assert typo_warnings(want, observed()) == [
+        "SecurityGroup a selects no pod: no pod runs in namespace 'shp' (did you mean 'shop'?); "
+        "no pod carries app=wbe (did you mean app=web?); no pod carries tier=egde (did you mean "
+        "tier=edge?)",
+        "VnfDeployment fw: nodeSelector matches none of the 2 nodes (no node carries disk=sdd "
+        "(did you mean disk=ssd?); no node carries zone=dzm (did you mean zone=dmz?)): it runs "
+        "nowhere and its bindings steer nothing",
+    ]
+
+
+def test_causes_quoted_by_bindings_are_not_repeated_and_other_groups_still_are() -> None:
+    """Group ``a``'s cause is in its binding's warning; group ``b`` (after it) is still named,
+    and a binding whose change stops no pod (0-new, first) says nothing."""
+    before = desired(sg("a", "app=web"), sg("b", "app=tool"), vnf("fw"), vnf("av"),
+                     binding("a-fw", "a", "fw", 10), binding("b-av", "b", "av", 20))  # fmt: skip
+    after = desired(sg("a", "app=wbe"), sg("b", "app=tol"), vnf("fw"), vnf("av"),
+                    binding("a-fw", "a", "fw", 10), binding("b-av", "b", "av", 20),
+                    binding("0-new", "a", "av", 30))  # fmt: skip
+    obs = observed()
+    changes = protection_changes(before, obs, after)
+    assert typo_warnings(after, obs, changes) == [
+        "Binding a-fw stops steering 2 pods it steered before (shop: 2); likely typo: "
+        "SecurityGroup a: no pod carries app=wbe (did you mean app=web?)",
+        "Binding b-av stops steering 1 pod it steered before (ops: 1); likely typo: "
+        "SecurityGroup b: no pod carries app=tol (did you mean app=tool?)",
+    ]
+    # the binding's group and VNF are not judged (an agent's partial view): no likely typo
+    assert typo_warnings(after, obs, changes, all_pods=False, all_nodes=False) == [
+        "Binding a-fw stops steering 2 pods it steered before (shop: 2)",
+        "Binding b-av stops steering 1 pod it steered before (ops: 1)",
+    ]
+
+
+def test_a_binding_with_two_likely_causes_names_both() -> None:
+    before = desired(sg("web", "app=web"), vnf("fw", nodeSelector={"zone": "dmz"}),
+                     binding("web-fw", "web", "fw", 10))  # fmt: skip
+    after = desired(sg("web", "app=wbe"), vnf("fw", nodeSelector={"zone": "dzm"}),
+                    binding("web-fw", "web", "fw", 10))  # fmt: skip
+    obs = observed()
+    assert typo_warnings(after, obs, protection_changes(before, obs, after)) == [
+        "Binding web-fw stops steering 1 pod it steered before (shop: 1); likely typo: "
+        "SecurityGroup web: no pod carries app=wbe (did you mean app=web?); VnfDeployment fw "
+        "nodeSelector: no node carries zone=dzm (did you mean zone=dmz?)"
+    ]
+
+
+def test_no_node_selector_is_judged_without_nodes() -> None:
+    want = desired(vnf("a", nodeSelector={"zone": "x"}))
+    assert typo_warnings(want, cluster([], nodes=())) == []
+
+
+@pytest.mark.parametrize(("count", "tail"), [(5, "ns4: 1)"), (6, "ns4: 1, … 1 more namespaces)")])
+def test_five_namespaces_are_listed_and_a_sixth_is_counted(count: int, tail: str) -> None:
+    pods = [(f"ns{i}", "p", "node-1", {"app": "web"}) for i in range(count)]
+    obs = cluster(pods, node_labels=NODES)
+    before = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
+    after = desired(sg("web", "app=web"), vnf("fw"))
+    (warning,) = typo_warnings(after, obs, protection_changes(before, obs, after))
+    assert warning.endswith(f"{tail}: the binding is removed")
