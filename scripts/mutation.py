@@ -44,6 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 CORE = "reconciler/core"
 RATCHET = REPO / "tests" / "unit" / "mutation_scores.json"
+DOCS = REPO / "docs" / "testing.md"
 FLOOR = 90.0
 """The goal every module of the core is held to (issue 34)."""
 
@@ -163,6 +164,30 @@ def hold(scores: Mapping[str, Score], ratchet: dict[str, Any]) -> tuple[list[str
                                "mutants": score.tested}  # fmt: skip
             raised.append(module)
     return lower, raised
+
+
+def docs_table(ratchet: Mapping[str, Any]) -> str:
+    """The recorded scores as the Markdown table of docs/testing.md."""
+    lines = [
+        "| module | score | killed / mutants | note |",
+        "|---|---:|---:|---|",
+    ]
+    for module, record in sorted(ratchet.get("modules", {}).items()):
+        note = record.get("why_below_floor") or record.get("why_lower") or ""
+        lines.append(
+            f"| `{module.removeprefix(CORE + '/')}` | {record['score']:.1f} % | "
+            f"{record['killed']} / {record['mutants']} | {note} |"
+        )
+    return "\n".join(lines)
+
+
+def write_docs(ratchet: Mapping[str, Any], path: Path = DOCS) -> None:
+    """docs/testing.md's block between ``<!-- scores:start -->`` and ``<!-- scores:end -->``."""
+    text = path.read_text(encoding="utf-8")
+    start, end = "<!-- scores:start -->", "<!-- scores:end -->"
+    head, _, rest = text.partition(start)
+    _, _, tail = rest.partition(end)
+    path.write_text(f"{head}{start}\n{docs_table(ratchet)}\n{end}{tail}", encoding="utf-8")
 
 
 # --- the history check (no mutation run) ---------------------------------------------------------
@@ -324,6 +349,7 @@ def report(only: list[str] | None = None, update: bool = True) -> int:
         ratchet["floor"] = FLOOR
         ratchet["tool"] = pinned_mutmut()
         write_ratchet(ratchet)
+        write_docs(ratchet)
         print(f"\nrecord raised or set for {len(raised)} module(s) in "
               f"{RATCHET.relative_to(REPO)}: commit it", file=sys.stderr)  # fmt: skip
     below = [m for m, s in scores.items() if s.complete and s.percent < FLOOR]
@@ -354,6 +380,11 @@ def cmd_survivors(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_docs(args: argparse.Namespace) -> int:
+    write_docs(load_ratchet())
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     problems = check(args.rev)
     for problem in problems:
@@ -370,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run":
             p.add_argument("--survivors", action="store_true", help="run only survivors again")
         p.set_defaults(fn=fn)
+    p = sub.add_parser("docs", help="write the recorded scores into docs/testing.md")
+    p.set_defaults(fn=cmd_docs)
     p = sub.add_parser("check")
     p.add_argument("rev", nargs="?", default="HEAD")
     p.set_defaults(fn=cmd_check)
