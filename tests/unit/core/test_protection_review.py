@@ -96,3 +96,43 @@ def test_live_pods_gone_from_the_cluster_are_named_from_our_rows() -> None:
         "vnfs": ["fw"],
     }
     assert (change.before, change.after) == (2, 1)
+
+
+def test_live_a_removed_chain_is_named_from_its_rows() -> None:
+    """The binding is gone from the manifests: its group and its chain's VNFs, in order, come
+    from the rows it leaves (a chain's rows carry its hops)."""
+    chain = desired(
+        sg("web", "app=web"),
+        vnf("fw"),
+        vnf("ips"),
+        binding("web-chain", "web", ["ips", "fw"], 10),
+    )
+    live = converge(chain, OBSERVED, NF)
+    after = desired(sg("web", "app=web"), vnf("fw"), vnf("ips"))
+    (change,) = live_changes(live, make_plan(after, live, NF).changes, after)
+    assert (change.binding, change.change, change.security_group) == (
+        "web-chain",
+        "removed",
+        "web",
+    )
+    assert change.vnfs == ("ips", "fw")
+    assert [(p.ref, p.node, p.vnfs, p.label) for p in change.stop] == [
+        ("shop/web-1", "node-1", ("ips", "fw"), "app=web"),
+        ("shop/web-2", "node-2", ("ips", "fw"), "app=web"),
+    ]
+
+
+def test_live_a_removed_router_policy_binding_is_named_from_its_next_hops() -> None:
+    rp = CompileOptions(steering="router-policy")
+    obs = cluster(PODS, nf=False)
+    live = converge(manifests(), obs, rp)
+    after = desired(sg("web", "app=web"), sg("db", "app=db"), vnf("fw"))
+    changes = live_changes(live, make_plan(after, live, rp).changes, after)
+    by_name = {c.binding: c for c in changes}
+    assert set(by_name) == {"a-web-fw", "b-db-fw"}
+    web = by_name["a-web-fw"]
+    assert (web.change, web.security_group, web.vnfs) == ("removed", "web", ("fw",))
+    assert sorted((p.ref, p.vnfs) for p in web.stop) == [
+        ("shop/web-1", ("fw",)),
+        ("shop/web-2", ("fw",)),
+    ]
