@@ -225,23 +225,30 @@ def history(path: Path = RATCHET, rev: str = "HEAD") -> list[tuple[str, dict[str
     return out
 
 
-def check(rev: str = "HEAD") -> list[str]:
-    """What is wrong with the ratchet file: a recorded score that went down in its history (or
-    from the last commit to the work tree), a core module it lacks, a module it names that
-    is gone."""
+def check(rev: str = "HEAD") -> tuple[list[str], list[str]]:
+    """What is wrong with the ratchet file (a recorded score that went down in its history, or
+    from the last commit to the work tree, without a ``why_lower``; one below the floor without
+    a ``why_below_floor``; a record of a module that is gone), and the core's modules it has no
+    record of yet (not an error: measured by the next ``make mutation``)."""
     problems = []
     versions = history(rev=rev)
     current = load_ratchet()
     versions.append(("work tree", current))
     for (_, older), (commit, newer) in itertools.pairwise(versions):
         problems += [f"{commit[:12]}: {d}" for d in drops(older, newer)]
-    recorded = set(current.get("modules", {}))
+    records = current.get("modules", {})
+    floor = float(current.get("floor", FLOOR))
+    problems += [
+        f"{m}: {r['score']:.1f} % is below the floor of {floor:.0f} % and says not why "
+        "(why_below_floor)"
+        for m, r in sorted(records.items())
+        if r["score"] < floor and not r.get("why_below_floor")
+    ]
     modules = set(core_modules())
     problems += [
-        f"{m}: not in {RATCHET.name} (run make mutation)" for m in sorted(modules - recorded)
+        f"{m}: in {RATCHET.name}, but no such module" for m in sorted(set(records) - modules)
     ]
-    problems += [f"{m}: in {RATCHET.name}, but no such module" for m in sorted(recorded - modules)]
-    return problems
+    return problems, sorted(modules - set(records))
 
 
 # --- running mutmut --------------------------------------------------------------------------
@@ -386,7 +393,9 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    problems = check(args.rev)
+    problems, unmeasured = check(args.rev)
+    for module in unmeasured:
+        print(f"not measured yet: {module} (make mutation MODULES={module})", file=sys.stderr)
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1 if problems else 0
