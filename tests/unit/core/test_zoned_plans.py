@@ -88,7 +88,7 @@ def test_a_zone_not_in_the_snapshot_is_named() -> None:
     assert plan.changes == ()
     assert plan.warnings == ("node node-9: not in this snapshot (no observed slice published)",)
     assert plan.meta["scope"] == "node node-9" and plan.meta["zones"] == {}
-    assert plan.meta["steering"] is None and plan.meta["nb_schema"] is None
+    assert plan.meta.get("steering") is None and plan.meta.get("nb_schema") is None
     assert "vnf_instances" not in plan.meta
 
 
