@@ -182,3 +182,37 @@ def test_a_long_list_of_bindings_is_cut_after_five() -> None:
     names = [f"b{i}" for i in range(8)]
     assert "Binding b0, b1, b2, b3, b4 and 3 more steers it" in pod_note("osc", "n", names)
     assert "Binding b0, b1, b2, b3, b4 steers it" in pod_note("osc", "n", names[:5])
+
+
+def test_the_plans_note_about_load_balancers() -> None:
+    from reconciler.core.steering.services import SAME_VNF_LIMIT, plan_note
+
+    assert plan_note("osc-gitops", []) is None
+    one = plan_note("osc-gitops", [("web-fw", "node-1"), ("api-fw", "node-1")])
+    assert one == (
+        "switch node-1 has load balancers (OVN-Kubernetes' Services), beside which OVN does not "
+        "support Network Function insertion: osc-gitops makes its VNF ports there stateless "
+        "(Port_Group osc._vnf_ports.node_1, two allow-stateless ACLs), without which OVN 26.03 "
+        "drops the replies of every Service connection an entry-lport or both pod opens "
+        f"({UPSTREAM}); {MEASURED}: Service connections of Binding api-fw, web-fw's pods are "
+        "steered exactly as direct ones, both ways, except a pod reaching itself through its own "
+        "Service, which crosses the VNF one way only (exit-lport, both) or not at all "
+        "(entry-lport)"
+    )
+    two = plan_note(
+        "osc-gitops",
+        [("web-fw", "node-2"), ("web-fw", "node-1")],
+        [(("fw", "ips"), "node-1"), (("fw",), "node-2"), (("fw",), "node-2")],
+    )
+    assert two is not None
+    assert two.startswith(
+        "switches node-1, node-2 have load balancers (OVN-Kubernetes' Services), beside which "
+        "OVN does not support Network Function insertion: osc-gitops makes its VNF ports there "
+        "stateless (Port_Group osc._vnf_ports.node_1 per node, two allow-stateless ACLs)"
+    )
+    assert "Service connections of Binding web-fw's pods" in two
+    assert two.endswith(
+        "(entry-lport). Not solved: a pod steered entry-lport or both through fw, fw -> ips "
+        "cannot connect through a Service to a pod the same VNF instance steers exit-lport or "
+        f"both on its own node (node-1, node-2): {SAME_VNF_LIMIT}"
+    )
