@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck schemas check mutation
+.PHONY: setup demo test lint typecheck schemas docs check mutation
 
 setup:
 	@bash scripts/setup.sh
@@ -38,11 +38,15 @@ typecheck: setup
 schemas: setup
 	$(VENV)/bin/osc-gitops schema --write
 
+# The documentation site (docs/, mkdocs.yml) into site/, strict: a broken link or anchor fails.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 check: lint test
 
 # Mutation testing of reconciler/core with the unit tests (scripts/mutation.py, docs/testing.md):
-# per-module scores held against tests/unit/mutation_scores.json. Slow (~30 min on 2 cores), so
-# not in CI; MODULES="compiling/diff views/protection" runs only those, MUTATION_CHILDREN (2)
+# per-module scores held against tests/unit/mutation_scores.json. Slow (hours for the whole core on 2
+# shared cores), so not in CI; MODULES="compiling/diff views/protection" runs only those, MUTATION_CHILDREN (2)
 # sets mutmut's parallel children. mutmut runs at nice 19.
 mutation: setup
 	$(PY) scripts/mutation.py run $(MODULES)

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import HEALTHY
 from reconciler.core.model.observed import Observed
 from reconciler.core.planning.incremental import IncrementalPlanner
-from reconciler.core.transitions.gating import member_health
-from reconciler.core.transitions.health import HEALTHY
+from reconciler.core.steering import HealthIndex
 from reconciler.core.transitions.rollout import why_unready
 from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
 from reconciler.engine.providers import KubeProvider, OvnProvider
@@ -55,7 +55,7 @@ def unready(report: TransitionReport, observed: Observed) -> list[str]:
     count healthy (and why: VM not running, probe failing), each held binding, each rollout."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
-    for member in member_health(observed).values():
+    for member in HealthIndex(observed).members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
     for hold in report.held:
