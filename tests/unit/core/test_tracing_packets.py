@@ -29,7 +29,10 @@ OBSERVED = cluster(
     ]
 )
 PORTS = {p.pod: p for p in OBSERVED.pod_ports}
-NF = "network-function"
+NF = False
+"""A backend that steers at the pod's own port (network-function): not routed only."""
+ROUTED = True
+"""router-policy: sees routed traffic only, rerouted on the destination's node."""
 
 
 @dataclasses.dataclass
@@ -48,8 +51,8 @@ class Explanation:
     bindings: list[View]
 
 
-def packets(*views: View, peer: str = "cache-1", steering: str = NF) -> list[str]:
-    found = probes(Explanation(list(views)), OBSERVED, PORTS["web-1"], PORTS[peer], steering)
+def packets(*views: View, peer: str = "cache-1", routed: bool = NF) -> list[str]:
+    found = probes(Explanation(list(views)), OBSERVED, PORTS["web-1"], PORTS[peer], routed)
     return [f"{p.binding} {p.direction} {p.packet}" for p in found]
 
 
@@ -117,8 +120,8 @@ def test_the_same_packet_to_the_same_vnf_is_traced_once() -> None:
 
 
 def test_the_vnf_ports_of_one_vnf_a_chain_and_router_policy() -> None:
-    def ports(view: View, peer: str, steering: str) -> list[tuple[str, str, tuple[str, ...]]]:
-        found = probes(Explanation([view]), OBSERVED, PORTS["web-1"], PORTS[peer], steering)
+    def ports(view: View, peer: str, routed: bool) -> list[tuple[str, str, tuple[str, ...]]]:
+        found = probes(Explanation([view]), OBSERVED, PORTS["web-1"], PORTS[peer], routed)
         return [(p.direction, p.vnf, p.vnf_ports) for p in found]
 
     assert ports(View("a", "fw", "both", []), "web-2", NF) == [
@@ -126,7 +129,7 @@ def test_the_vnf_ports_of_one_vnf_a_chain_and_router_policy() -> None:
         ("from-pod", "fw", ("nf_fw_node-1_in", "nf_fw_node-1_out")),
     ]
     # router-policy: the instance on the destination's node reroutes the packet
-    assert ports(View("a", "fw", "both", []), "web-2", "router-policy") == [
+    assert ports(View("a", "fw", "both", []), "web-2", ROUTED) == [
         ("to-pod", "fw", ("nf_fw_node-1_in", "nf_fw_node-1_out")),
         ("from-pod", "fw", ("nf_fw_node-2_in", "nf_fw_node-2_out")),
     ]
