@@ -211,3 +211,28 @@ def test_five_namespaces_are_listed_and_a_sixth_is_counted(count: int, tail: str
     after = desired(sg("web", "app=web"), vnf("fw"))
     (warning,) = typo_warnings(after, obs, protection_changes(before, obs, after))
     assert warning.endswith(f"{tail}: the binding is removed")
+
+
+def test_a_removed_binding_before_a_changed_one_and_a_group_after_a_quoted_one() -> None:
+    before = desired(
+        sg("web", "app=web"),
+        sg("tool", "app=tool"),
+        vnf("fw"),
+        binding("a-gone", "tool", "fw", 5),
+        binding("b-web", "web", "fw", 10),
+    )
+    after = desired(
+        sg("web", "app=wbe"),
+        sg("tool", "app=tool"),
+        sg("z", "app=web", "tier=egde", "app=tol"),  # selects pods, and names two typos
+        vnf("fw"),
+        binding("b-web", "web", "fw", 10),
+    )
+    obs = observed()
+    assert typo_warnings(after, obs, protection_changes(before, obs, after)) == [
+        "Binding a-gone stops steering 1 pod it steered before (ops: 1): the binding is removed",
+        "Binding b-web stops steering 2 pods it steered before (shop: 2); likely typo: "
+        "SecurityGroup web: no pod carries app=wbe (did you mean app=web?)",
+        "SecurityGroup z: no pod carries tier=egde (did you mean tier=edge?); no pod carries "
+        "app=tol (did you mean app=tool?)",
+    ]

@@ -3,6 +3,8 @@ side only (``--kubernetes-only``), what each says about itself, and the file's r
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 from typing import Any
 
@@ -150,9 +152,6 @@ def test_a_snapshot_without_zones_or_missing_nodes_reads_as_empty() -> None:
 
 
 def test_a_slice_that_is_no_encoded_json_object_is_refused() -> None:
-    import base64
-    import gzip
-
     not_an_object = base64.b64encode(gzip.compress(b"[1, 2]")).decode()
     with pytest.raises(ValueError, match=r"^not an encoded observed slice$"):
         decode_slice(not_an_object)
@@ -184,3 +183,21 @@ def test_zones_of_different_ovn_releases_are_each_named() -> None:
     plan = zoned_plan(unbound, ZonedSnapshot.assemble(central, slices), OPTIONS)
     assert plan.meta["steering"] == "network-function, router-policy"
     assert plan.meta["nb_schema"] == "7.0.0, 7.18.0"
+
+
+def test_a_missing_zone_is_a_finding_about_that_node() -> None:
+    plan = zoned_plan(WANT, snapshot(), OPTIONS, node="node-9")
+    (finding,) = plan.findings
+    assert (finding.code, finding.subject, finding.node) == ("scope", "Node/node-9", "node-9")
+
+
+def test_an_unchanged_zone_encodes_to_the_same_bytes_whenever_and_wherever() -> None:
+    """The agent publishes a slice only when its encoding changes: the encoding carries no
+    time (gzip's mtime is 0) and its JSON has one form (compact, keys sorted)."""
+    view = NodeScope("node-1").view(world()).observed
+    raw = base64.b64decode(encode_slice(view))
+    assert raw[:2] == b"\x1f\x8b" and raw[4:8] == b"\x00\x00\x00\x00"  # gzip, mtime 0
+    text = gzip.decompress(raw).decode()
+    data = json.loads(text)
+    assert text == json.dumps(data, sort_keys=True, separators=(",", ":"))
+    assert list(data) == sorted(data)
