@@ -284,6 +284,9 @@ def test_changed_paths_of_plain_updates_are_the_ones_deepdiff_finds(
         ({"l": ["a", "b"]}, {"l": ["b", "a"]}, ("['l']",)),
         ({"d": {"k": "v"}}, {"d": None}, ("['d']",)),
         ({"a": 1, "b": True}, {"a": 1, "b": False}, ("['b']",)),
+        # a value of a type OVN rows do not hold, changed to another type: one path
+        ({"a": 1.5, "b": "x"}, {"a": "1.5", "b": "x"}, ("['a']",)),
+        ({"a": {"b": "x"}}, {"a": {"b": 2.5}}, ("['a']['b']",)),
     ],
 )
 def test_changed_paths_look_into_lists_of_mappings_only(

@@ -217,7 +217,14 @@ def test_live_state_indexes_rows_and_objects_by_kind_and_key() -> None:
 
 
 def test_a_plan_carries_the_targets_warnings_and_the_meta_given() -> None:
-    t = target()
+    from dataclasses import replace as replaced
+
+    from reconciler.core.model.observed import Node
+
+    obs = cluster(PODS)
+    obs = replaced(obs, nodes=(*obs.nodes, Node("node-3")))  # no switch: a warning
+    t = compile_target(DESIRED, obs)
+    assert t.warnings
     plan = diff(t, live_of(t), {"steering": "network-function"})
     assert plan.empty and plan.warnings == t.warnings
     assert plan.meta["steering"] == "network-function"
