@@ -2,7 +2,7 @@
 the result).
 
     python scripts/mutation.py run [MODULE ...]   # mutmut over reconciler/core, then the scores
-    python scripts/mutation.py run --survivors [MODULE ...]  # only the last run's survivors again
+    python scripts/mutation.py run --survivors [MODULE ...]  # survivors and mutants not run yet
     python scripts/mutation.py scores             # the scores of the last run (mutants/)
     python scripts/mutation.py survivors [MODULE] # the surviving mutants, as diffs
     python scripts/mutation.py check [REV]        # the ratchet file never went down (no run)
@@ -16,9 +16,9 @@ above it raises the record (commit the file). A module that was not run keeps it
 
 Without modules, mutmut keeps the verdicts it has (of functions whose code did not change) and
 runs the other mutants; with modules, it runs all of theirs again; ``--survivors`` runs only the
-survivors again (after new tests). The event-simulation property tests run
-``OSC_HYPOTHESIS_EXAMPLES`` examples (20 here instead of 120: a surviving mutant runs every test
-that reaches it, and these take most of that time).
+survivors again (after new tests) and the mutants not run yet (of code changed since). The
+event-simulation property tests run ``OSC_HYPOTHESIS_EXAMPLES`` examples (20 here instead of
+120: a surviving mutant runs every test that reaches it, and these take most of that time).
 
 A module's score is killed / (mutants - skipped), in per cent; a mutant no test reaches counts
 as a survivor. Killed: a test failed, timed out or crashed with the mutant in place.
@@ -62,6 +62,8 @@ class Score:
     module: str
     statuses: Counter[str] = field(default_factory=Counter)
     survivors: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    """Mutants not run yet (new, or of a function whose code changed since)."""
 
     @property
     def tested(self) -> int:
@@ -104,6 +106,8 @@ def read_scores(root: Path = REPO / "mutants") -> dict[str, Score]:
             score.statuses[status] += 1
             if status in SURVIVED.values() or status == "suspicious":
                 score.survivors.append(name)
+            elif status == "not checked":
+                score.unchecked.append(name)
         scores[module] = score
     modules = set(core_modules())
     return {m: s for m, s in scores.items() if m in modules}
@@ -326,7 +330,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.survivors:
         scores = read_scores()
         wanted = {p.removesuffix(".*").replace(".", "/") + ".py" for p in patterns}
-        names = [n for m, s in scores.items() if not wanted or m in wanted for n in s.survivors]
+        names = [
+            n
+            for m, s in scores.items()
+            if not wanted or m in wanted
+            for n in (*s.survivors, *s.unchecked)
+        ]
         if not names:
             print("mutation: no survivors to run again", file=sys.stderr)
             return report(only=patterns)
@@ -408,7 +417,11 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("modules", nargs="*", help="e.g. compiling/diff (default: all of the core)")
         if name == "run":
-            p.add_argument("--survivors", action="store_true", help="run only survivors again")
+            p.add_argument(
+                "--survivors",
+                action="store_true",
+                help="run only survivors and mutants not run yet",
+            )
         p.set_defaults(fn=fn)
     p = sub.add_parser("docs", help="write the recorded scores into docs/testing.md")
     p.set_defaults(fn=cmd_docs)
