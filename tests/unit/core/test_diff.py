@@ -287,6 +287,7 @@ def test_changed_paths_of_plain_updates_are_the_ones_deepdiff_finds(
         # a value of a type OVN rows do not hold, changed to another type: one path
         ({"a": 1.5, "b": "x"}, {"a": "1.5", "b": "x"}, ("['a']",)),
         ({"a": {"b": "x"}}, {"a": {"b": 2.5}}, ("['a']['b']",)),
+        ({"a": 1.5, "b": [1.0]}, {"a": 2.5, "b": [1.0]}, ("['a']",)),
     ],
 )
 def test_changed_paths_look_into_lists_of_mappings_only(
