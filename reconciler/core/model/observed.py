@@ -117,6 +117,48 @@ class NetworkPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class LauncherPod:
+    """A KubeVirt ``virt-launcher`` pod, as the node binder needs it: the pod that holds a
+    VirtualMachineInstance's NICs (KubeVirt ``pkg/virt-controller/services/template.go``:
+    ``GenerateName: virt-launcher-<vmi>-``, label ``kubevirt.io: virt-launcher``, an owner
+    reference to its VMI, whose name is the VM's)."""
+
+    namespace: str
+    name: str
+    uid: str
+    """What ovs-cni records as the OVS Port's ``external_ids:contPodUid`` (Multus passes the
+    pod UID in ``CNI_ARGS`` as ``K8S_POD_UID``)."""
+    node: str | None
+    vmi: str
+    """The VirtualMachineInstance that owns the pod (its controller owner reference): the name
+    of its VirtualMachine."""
+    network_status: str | None = None
+    """The raw ``k8s.v1.cni.cncf.io/network-status`` annotation Multus wrote after it plugged
+    the pod's networks (``None``: not (yet) there)."""
+    terminating: bool = False
+    """The pod is being deleted or has ended (``deletionTimestamp``, phase ``Succeeded`` or
+    ``Failed``): its NICs are no longer the VM's."""
+    running: bool = True
+    """Phase ``Running``: the kubelet started its containers, so its CNI ADD (every network
+    Multus plugs, and then Multus' ``network-status``) is done. A pod still ``Pending`` may
+    simply not have been reported yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class OvsInterface:
+    """One OVS ``Interface`` of a node's Open_vSwitch database, with what the binder reads of
+    it and of its ``Port``."""
+
+    uuid: str
+    name: str
+    iface_id: str | None
+    """``Interface.external_ids:iface-id``: the OVN logical port ovn-controller binds it to."""
+    port_ids: dict[str, str] = field(default_factory=dict)
+    """``Port.external_ids``: ovs-cni (every release) writes ``contPodUid``, ``contNetns``,
+    ``contIface`` and ``owner`` there (``pkg/ovsdb/ovsdb.go`` ``createPortOperation``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class OvnCapabilities:
     schema_version: str
     network_function: bool

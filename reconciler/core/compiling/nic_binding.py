@@ -1,0 +1,387 @@
+"""The node binder's decision: which OVS interface of a node is which VNF NIC, and the
+``external_ids:iface-id`` each must carry so that ovn-controller binds it to its OVN port.
+
+Why a binder at all: released ovs-cni (v0.39.0 and every release before it) reads the OVN port
+only from the ``CNI_ARGS`` environment (``pkg/plugin/plugin.go`` ``EnvArgs``), which neither
+Multus nor KubeVirt fills with it, so it creates the OVS port of a VNF NIC without ``iface-id``;
+ovn-controller then never binds our ``nf_<vnf>_<node>_<in|out>`` port. ovs-cni does mark the
+OVS *Port* it made (``external_ids`` ``contPodUid``, ``contNetns``, ``contIface``, ``owner``:
+``pkg/ovsdb/ovsdb.go`` ``createPortOperation``), and Multus reports per network the pod-side
+interface name and MAC in the pod's ``k8s.v1.cni.cncf.io/network-status`` annotation. That is
+enough to tell, on one node, which OVS interface is which NIC of which of our VMs:
+
+1. our VM on this node names, per data NIC (``domain.devices.interfaces[]``), a Multus
+   network (``networks[].multus.networkName``: one of our NADs) and a ``macAddress``; its OVN
+   port is what the VM's ``osc.io/ports`` annotation names for the NIC's side, the very value
+   the compiler writes into that NAD's ``args.cni.ovnPort`` (which a newer ovs-cni reads);
+2. the VM's current ``virt-launcher`` pod on this node (owned by its VMI, not terminating)
+   carries the ``network-status`` entry of that NAD (``name`` = ``<namespace>/<nad>``), which
+   names the pod-side interface (``interface``: KubeVirt's ``pod<hash>``) and its MAC; the MAC
+   must be the VM's ``macAddress`` (KubeVirt requests it as the network's ``mac``, Multus
+   passes it to ovs-cni as ``CNI_ARGS`` ``MAC``);
+3. the OVS interface whose Port says ``contPodUid`` = that pod's UID and ``contIface`` = that
+   interface name is the NIC.
+
+The binder then sets exactly ``iface-id`` on that Interface and nothing else; an interface
+already carrying the right value (a newer ovs-cni, which reads the NAD's ``args.cni.ovnPort``)
+is left alone. It takes ``iface-id`` away from an ovs-cni interface that carries one of this
+node's VNF port names (``nf_<vnf>_<node>_[b_]<in|out>``: no other port is ever touched) but is
+no longer that port's NIC: its VM is gone, or its pod was replaced (a restarted VM's old pod, so
+two interfaces never claim one port). Anything doubtful is named, skipped and counted, never
+guessed: a pod whose ``network-status`` is missing or malformed, a MAC that does not match,
+two NICs (or two interfaces) claiming one OVN port.
+
+Pure: plain data in (:mod:`reconciler.core.model.observed`), a :class:`BindPlan` out. The
+node's VMs only are looked at, so the work is proportional to them, never to the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler.core.model import ownership as own
+from reconciler.core.model.observed import KubeObject, LauncherPod, OvsInterface
+
+__all__ = [
+    "CONT_IFACE",
+    "CONT_NETNS",
+    "CONT_POD_UID",
+    "IFACE_ID",
+    "NETWORK_STATUS",
+    "OVS_CNI_OWNER",
+    "PORTS_ANNOTATION",
+    "SKIP_REASONS",
+    "BindPlan",
+    "Bound",
+    "Skip",
+    "VnfNic",
+    "Write",
+    "is_node_vnf_port",
+    "normalize_mac",
+    "parse_network_status",
+    "plan_bindings",
+    "vnf_nics",
+]
+
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
+"""Multus' pod annotation: one entry per attached network (``name`` ``<namespace>/<nad>``,
+``interface``, ``mac``, ``ips``, ``default``), written after the CNI ADD of every network."""
+IFACE_ID = "iface-id"
+CONT_POD_UID = "contPodUid"
+CONT_IFACE = "contIface"
+CONT_NETNS = "contNetns"
+OVS_CNI_OWNER = "ovs-cni.network.kubevirt.io"
+"""ovs-cni's ``Port.external_ids:owner`` (``pkg/ovsdb/ovsdb.go`` ``ovsPortOwner``)."""
+
+SKIP_REASONS: tuple[str, ...] = (
+    "network-status-missing",
+    "network-status-malformed",
+    "mac-mismatch",
+    "port-claimed-twice",
+    "vm-unreadable",
+    "launcher-pods-ambiguous",
+)
+"""Why a NIC was left alone (the ``reason`` label of the binder's skip metrics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class VnfNic:
+    """One data NIC of one of our VMs, and the OVN port it belongs on."""
+
+    namespace: str
+    vm: str
+    nic: str
+    """The NIC's name in the VM (``data-in``, ``data-out``)."""
+    network: str
+    """The Multus network as ``network-status`` names it: ``<namespace>/<nad>``."""
+    mac: str
+    """The VM's ``macAddress`` of the NIC (normalized: lower case, ``:``)."""
+    port: str
+    """The OVN logical switch port (the NAD's ``args.cni.ovnPort``)."""
+    vnf: str
+    node: str
+
+    @property
+    def where(self) -> str:
+        return f"VirtualMachine {self.namespace}/{self.vm} NIC {self.nic}"
+
+    @property
+    def side(self) -> str:
+        """``in`` or ``out`` (from the port name), else the NIC's name."""
+        return self.port.rsplit("_", 1)[-1] if self.port.endswith(("_in", "_out")) else self.nic
+
+
+@dataclass(frozen=True, slots=True)
+class Skip:
+    """A NIC (or a pod's NICs) the binder left alone, and why."""
+
+    reason: str
+    """One of :data:`SKIP_REASONS`."""
+    subject: str
+    """What it concerns: ``VirtualMachine ns/vm NIC data-in``, ``pod ns/name``, a port."""
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.subject}: {self.detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Set (``iface_id`` a port name) or remove (``None``) one Interface's ``iface-id``."""
+
+    interface: str
+    """The Interface's UUID."""
+    name: str
+    iface_id: str | None
+    was: str | None
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """A NIC found on its OVS interface (bound once the plan's writes are done)."""
+
+    nic: VnfNic
+    interface: OvsInterface
+
+
+@dataclass(frozen=True)
+class BindPlan:
+    """What one binder pass decided for its node."""
+
+    writes: tuple[Write, ...] = ()
+    bound: tuple[Bound, ...] = ()
+    skipped: tuple[Skip, ...] = ()
+    waiting: tuple[VnfNic, ...] = ()
+    """NICs of our running VMs whose pod or OVS interface is not there (yet)."""
+    nics: tuple[VnfNic, ...] = ()
+    """Every data NIC of our VMs on the node."""
+    node_ports: dict[str, VnfNic] = field(default_factory=dict)
+    """OVN port -> its NIC, for the ports claimed once."""
+
+
+def normalize_mac(mac: Any) -> str:
+    return str(mac).strip().lower().replace("-", ":")
+
+
+def is_node_vnf_port(name: str, node: str) -> bool:
+    """Whether ``name`` is a VNF data port of ``node``: ``nf_<vnf>_<node>_[b_]<in|out>``
+    (``reconciler.core.model.naming.vnf_port``; a VnfDeployment name has no ``_``)."""
+    return re.fullmatch(rf"nf_[a-z0-9-]+_{re.escape(node)}_(?:b_)?(?:in|out)", name) is not None
+
+
+def parse_network_status(raw: str) -> list[dict[str, Any]]:
+    """The entries of a ``network-status`` annotation; raises ``ValueError`` saying what is
+    wrong when it is not a JSON list of objects with a string ``name``."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise ValueError(f"a JSON {type(data).__name__}, not a list")
+    for i, entry in enumerate(data):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise ValueError(f"entry {i} is not an object with a name")
+    return data
+
+
+PORTS_ANNOTATION = "osc.io/ports"
+"""On each VM the compiler writes (``in=<port>,out=<port>``): the OVN port of each data NIC,
+the same value it writes into the NIC's NAD as ``args.cni.ovnPort`` (one compile writes both).
+The binder reads it from the VM so that it needs no read of NADs."""
+
+
+def _ports_of(vm: KubeObject) -> dict[str, str]:
+    """``osc.io/ports`` of one of our VMs as ``{side: port}``; raises ``ValueError``."""
+    raw = str(((vm.body.get("metadata") or {}).get("annotations") or {}).get(PORTS_ANNOTATION, ""))
+    ports = dict(p.split("=", 1) for p in raw.split(",") if "=" in p)
+    if not ports or not all(ports.values()):
+        raise ValueError(f"its {PORTS_ANNOTATION} annotation ({raw!r}) names no OVN port")
+    return ports
+
+
+def vnf_nics(node: str, vms: Iterable[KubeObject]) -> tuple[list[VnfNic], list[Skip]]:
+    """The data NICs (``data-<side>``, a Multus network) of our VMs on ``node`` (their
+    ``osc.io/node`` label), each with the OVN port the VM's ``osc.io/ports`` names for its
+    side; a VM without a readable annotation is skipped."""
+    nics: list[VnfNic] = []
+    skipped: list[Skip] = []
+    for vm in sorted(vms, key=lambda o: (o.namespace, o.name)):
+        labels = (vm.body.get("metadata") or {}).get("labels") or {}
+        if vm.kind != "VirtualMachine" or labels.get(own.NODE_LABEL) != node:
+            continue
+        where = f"VirtualMachine {vm.namespace}/{vm.name}"
+        try:
+            ports = _ports_of(vm)
+        except ValueError as exc:
+            skipped.append(Skip("vm-unreadable", where, str(exc)))
+            continue
+        spec = ((vm.body.get("spec") or {}).get("template") or {}).get("spec") or {}
+        interfaces = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
+        networks = {n.get("name"): n for n in spec.get("networks") or [] if isinstance(n, dict)}
+        for iface in interfaces:
+            name = str(iface.get("name") or "")
+            side = name.removeprefix("data-")
+            multus = (networks.get(name) or {}).get("multus") or {}
+            target = str(multus.get("networkName") or "")
+            if not name.startswith("data-") or side not in ports or not target:
+                continue
+            ns, _, nad = target.rpartition("/")
+            nics.append(VnfNic(
+                namespace=vm.namespace, vm=vm.name, nic=name, network=f"{ns or vm.namespace}/{nad}",
+                mac=normalize_mac(iface.get("macAddress") or ""), port=ports[side],
+                vnf=str(labels.get(own.VNF_LABEL, "")), node=node,
+            ))  # fmt: skip
+    return nics, skipped
+
+
+def plan_bindings(
+    node: str,
+    vms: Sequence[KubeObject],
+    pods: Sequence[LauncherPod],
+    interfaces: Sequence[OvsInterface],
+) -> BindPlan:
+    """One pass of the binder of ``node`` (see the module docstring)."""
+    nics, skipped = vnf_nics(node, vms)
+    by_port: dict[str, list[VnfNic]] = defaultdict(list)
+    for nic in nics:
+        by_port[nic.port].append(nic)
+    claimed_twice = {port for port, held in by_port.items() if len(held) > 1}
+    for port in sorted(claimed_twice):
+        names = ", ".join(n.where for n in by_port[port])
+        for nic in by_port[port]:
+            skipped.append(Skip("port-claimed-twice", nic.where,
+                                f"OVN port {port} is claimed by {names}"))  # fmt: skip
+    node_ports = {port: held[0] for port, held in by_port.items() if len(held) == 1}
+
+    current: dict[tuple[str, str], list[LauncherPod]] = defaultdict(list)
+    for pod in pods:
+        if pod.node == node and not pod.terminating:
+            current[(pod.namespace, pod.vmi)].append(pod)
+    by_pod_iface: dict[tuple[str, str], list[OvsInterface]] = defaultdict(list)
+    for iface in interfaces:
+        uid = iface.port_ids.get(CONT_POD_UID)
+        if uid:
+            by_pod_iface[(uid, iface.port_ids.get(CONT_IFACE, ""))].append(iface)
+
+    desired: dict[str, tuple[str, VnfNic]] = {}  # interface uuid -> (port, nic)
+    bound: list[Bound] = []
+    waiting: list[VnfNic] = []
+    left_alone: set[str] = set()  # pod UIDs whose interfaces we must not touch
+    nics_by_vm: dict[tuple[str, str], list[VnfNic]] = defaultdict(list)
+    for nic in nics:
+        if nic.port in node_ports:
+            nics_by_vm[(nic.namespace, nic.vm)].append(nic)
+    for (namespace, vm), vm_nics in sorted(nics_by_vm.items()):
+        launchers = current.get((namespace, vm), [])
+        if not launchers:
+            waiting.extend(vm_nics)
+            continue
+        if len(launchers) > 1:
+            left_alone.update(p.uid for p in launchers)
+            names = ", ".join(f"{p.namespace}/{p.name}" for p in launchers)
+            detail = f"{len(launchers)} live virt-launcher pods on {node}: {names}"
+            skipped.append(Skip("launcher-pods-ambiguous", f"VirtualMachine {namespace}/{vm}",
+                                detail))  # fmt: skip
+            continue
+        pod = launchers[0]
+        subject = f"pod {pod.namespace}/{pod.name}"
+        if pod.network_status is None:
+            if pod.running:  # its CNI ADD is over, yet Multus reported nothing
+                left_alone.add(pod.uid)
+                skipped.append(Skip("network-status-missing", subject,
+                                    f"has no {NETWORK_STATUS} annotation"))  # fmt: skip
+            else:
+                waiting.extend(vm_nics)
+            continue
+        try:
+            entries = parse_network_status(pod.network_status)
+        except ValueError as exc:
+            left_alone.add(pod.uid)
+            skipped.append(Skip("network-status-malformed", subject,
+                                f"its {NETWORK_STATUS} annotation is {exc}"))  # fmt: skip
+            continue
+        for nic in vm_nics:
+            found = [e for e in entries if e.get("name") == nic.network]
+            if not found:
+                if pod.running:
+                    left_alone.add(pod.uid)
+                    skipped.append(Skip("network-status-missing", nic.where,
+                                        f"{subject}'s {NETWORK_STATUS} has no entry for "
+                                        f"{nic.network}"))  # fmt: skip
+                else:
+                    waiting.append(nic)
+                continue
+            if len(found) > 1:
+                left_alone.add(pod.uid)
+                names = ", ".join(str(e.get("interface")) for e in found)
+                skipped.append(Skip("port-claimed-twice", nic.where,
+                                    f"{subject} has {len(found)} interfaces ({names}) on "
+                                    f"{nic.network}, for one OVN port {nic.port}"))  # fmt: skip
+                continue
+            entry = found[0]
+            mac = normalize_mac(entry.get("mac") or "")
+            if mac != nic.mac:
+                left_alone.add(pod.uid)
+                detail = (
+                    f"{subject} reports MAC {mac or '(none)'} on {entry.get('interface')}, "
+                    f"the VM says {nic.mac}"
+                )
+                skipped.append(Skip("mac-mismatch", nic.where, detail))
+                continue
+            candidates = by_pod_iface.get((pod.uid, str(entry.get("interface") or "")), [])
+            if not candidates:
+                waiting.append(nic)
+                continue
+            if len(candidates) > 1:
+                left_alone.add(pod.uid)
+                names = ", ".join(i.name for i in candidates)
+                skipped.append(Skip("port-claimed-twice", nic.where,
+                                    f"{len(candidates)} OVS interfaces ({names}) are "
+                                    f"{subject}'s {entry.get('interface')}"))  # fmt: skip
+                continue
+            iface = candidates[0]
+            desired[iface.uuid] = (nic.port, nic)
+            bound.append(Bound(nic, iface))
+
+    iface_names = {i.uuid: i.name for i in interfaces}
+    holders = {port: iface_names[uuid] for uuid, (port, _nic) in desired.items()}
+    writes: list[Write] = []
+    for iface in sorted(interfaces, key=lambda i: i.name):
+        want = desired.get(iface.uuid)
+        if want is not None:
+            port, nic = want
+            if iface.iface_id != port:
+                writes.append(Write(iface.uuid, iface.name, port, iface.iface_id,
+                                    f"{nic.where} -> {port}"))  # fmt: skip
+            continue
+        uid = iface.port_ids.get(CONT_POD_UID)
+        if not uid or iface.iface_id is None or not is_node_vnf_port(iface.iface_id, node):
+            continue  # not an ovs-cni NIC on one of this node's VNF ports: never ours to touch
+        port = iface.iface_id
+        if port in holders:
+            why = f"OVN port {port} belongs on {holders[port]}, this is a stale interface"
+        elif uid in left_alone:
+            continue  # the pod's NICs are in doubt (skipped above): leave them as they are
+        elif port in node_ports and any(
+            p.uid == uid for p in current.get((node_ports[port].namespace, node_ports[port].vm), [])
+        ):
+            continue  # the VM's current pod, not matched yet (waiting): leave it
+        elif port in by_port:
+            why = f"OVN port {port} is no longer this interface's: its pod {uid} was replaced"
+        else:
+            why = f"OVN port {port} has no VM any more"
+        writes.append(Write(iface.uuid, iface.name, None, port, why))
+    return BindPlan(
+        writes=tuple(writes),
+        bound=tuple(bound),
+        skipped=tuple(skipped),
+        waiting=tuple(waiting),
+        nics=tuple(nics),
+        node_ports=node_ports,
+    )
