@@ -17,6 +17,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 | ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
+| ``--ovs-db`` | ``OSC_OVS_DB`` (the node binder: the node's Open_vSwitch database) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
 ``apply`` 0 = applied and converged (or nothing to do), 1 = error or not converged."""
@@ -222,6 +223,62 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
             help="central owner: the VNF VirtualMachines and NADs of every node and the "
             "security-manager notifications; no OVN access at all (no --ovn-nb)",
         )
+
+
+def add_ovs_args(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The node binder's flags: where the node's Open_vSwitch database is, and its pace."""
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "node binder (released ovs-cni sets no iface-id: see docs/operations.md)"
+    )
+    default = env("OSC_OVS_DB") or ("unix:/var/run/openvswitch/db.sock" if required else None)
+    group.add_argument(
+        "--ovs-db", default=default, metavar="URL",
+        help="the node's Open_vSwitch database, unix:PATH or ssl:HOST:PORT (env OSC_OVS_DB"
+        + ("; default unix:/var/run/openvswitch/db.sock)" if required else
+           "): with --node, also bind this node's VNF NICs (the node binder)"),
+    )  # fmt: skip
+    group.add_argument(
+        "--ovs-private-key", default=env("OSC_OVS_PRIVATE_KEY"), metavar="FILE",
+        help="client key for an ssl: --ovs-db (env OSC_OVS_PRIVATE_KEY)",
+    )  # fmt: skip
+    group.add_argument(
+        "--ovs-certificate", default=env("OSC_OVS_CERTIFICATE"), metavar="FILE",
+        help="client certificate for an ssl: --ovs-db (env OSC_OVS_CERTIFICATE)",
+    )  # fmt: skip
+    group.add_argument(
+        "--ovs-ca-cert", default=env("OSC_OVS_CA_CERT"), metavar="FILE",
+        help="CA of the Open_vSwitch DB's certificate (env OSC_OVS_CA_CERT)",
+    )  # fmt: skip
+    group.add_argument(
+        "--bind-resync", type=float, default=60.0, metavar="SECONDS",
+        help="the binder lists the node's VMs and pods again and re-checks every interface at "
+        "least this often (default 60)",
+    )  # fmt: skip
+    group.add_argument(
+        "--stats-interval", type=float, default=10.0, metavar="SECONDS",
+        help="how often the binder samples the VNF NICs' OVS counters and publishes its state "
+        "(default 10)",
+    )  # fmt: skip
+
+
+def ovs_db(args: argparse.Namespace) -> Any:
+    """The Open_vSwitch DB adapter from the flags (not connected yet)."""
+    from reconciler.adapters.ovn.vswitch import OvsDb
+
+    remote = str(args.ovs_db)
+    if remote.startswith("ssl:"):
+        missing = [flag for attr, flag in (("ovs_private_key", "--ovs-private-key"),
+                   ("ovs_certificate", "--ovs-certificate"), ("ovs_ca_cert", "--ovs-ca-cert"))
+                   if not getattr(args, attr)]  # fmt: skip
+        if missing:
+            raise UserError(f"--ovs-db {remote} is a TLS remote: also give {', '.join(missing)}")
+    elif not remote.startswith(("unix:", "tcp:")):
+        raise UserError(f"--ovs-db {remote!r}: use unix:PATH or ssl:HOST:PORT")
+    return OvsDb(
+        remote, private_key=args.ovs_private_key, certificate=args.ovs_certificate,
+        ca_cert=args.ovs_ca_cert, timeout=float(getattr(args, "ovn_timeout", 10.0) or 10.0),
+    )  # fmt: skip
 
 
 def scope_of(args: argparse.Namespace) -> Scope:

@@ -15,6 +15,7 @@ from reconciler.cli.common import (
     Command,
     add_compile_args,
     add_connection_args,
+    add_ovs_args,
     add_scope_args,
     add_source_args,
     cache_dir,
@@ -43,6 +44,7 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_compile_args(parser)
     add_scope_args(parser)
+    add_ovs_args(parser, required=False)
     env = os.environ.get
     parser.add_argument(
         "--status-namespace",
@@ -189,6 +191,16 @@ def run_run(args: argparse.Namespace) -> int:
     )
     metrics = Metrics({"node": args.node} if args.node else None)
     publisher = _publisher(args, scope)
+    binder = None
+    if args.ovs_db:
+        if not args.node:
+            raise UserError(
+                f"--ovs-db {args.ovs_db}: the binder binds one node's VNF NICs: give --node too "
+                "(a node agent), or run `osc-gitops bind --node NODE` beside a central run"
+            )
+        from reconciler.cli.bind import make_binder
+
+        binder = make_binder(args, args.node, metrics)
     with contextlib.ExitStack() as connected:
         try:
             kube, ovn = connected.enter_context(connections(args, scope=scope))
@@ -216,7 +228,16 @@ def run_run(args: argparse.Namespace) -> int:
         if stopping.is_set():
             return EXIT_OK
         if args.once:
-            return loop.run_once()
+            code = loop.run_once()
+            if binder is not None:
+                code = max(code, binder.run_once())
+            return code
+        binder_thread = None
+        if binder is not None:
+            binder_thread = threading.Thread(
+                target=binder.run, args=(stopping,), daemon=True, name="binder"
+            )
+            binder_thread.start()
         server = None
         if args.metrics_addr != "off":
             try:
@@ -229,6 +250,9 @@ def run_run(args: argparse.Namespace) -> int:
         try:
             return loop.run(install_signals=True)
         finally:
+            stopping.set()
+            if binder_thread is not None:
+                binder_thread.join(timeout=10)
             if server is not None:
                 server.stop()
 
@@ -316,6 +340,9 @@ COMMAND = Command(
         "  osc-gitops run policies/ --once --ovn-nb tcp:10.0.0.5:6641   # CronJob\n"
         "  osc-gitops run --repo URL --in-cluster --kubernetes-only --leader-elect\n"
         '  osc-gitops run --repo URL --in-cluster --node "$OSC_NODE_NAME" \\\n'
-        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock          # interconnect: one per node"
+        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock          # interconnect: one per node\n"
+        '  osc-gitops run --repo URL --in-cluster --node "$OSC_NODE_NAME" \\\n'
+        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock --ovs-db unix:/var/run/openvswitch/db.sock"
+        "   # and bind the node's VNF NICs (ovs-cni <= v0.39.0)"
     ),
 )

@@ -19,7 +19,16 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
+from reconciler.core.compiling.nic_binding import Write
+from reconciler.core.model.observed import (
+    KubeObject,
+    LauncherPod,
+    NetworkPolicy,
+    Node,
+    OvnState,
+    OvsInterface,
+    Pod,
+)
 from reconciler.core.model.plan import Change
 
 WatchCallback = Callable[[str, dict[str, Any]], None]
@@ -103,6 +112,58 @@ class OvnProvider(OvnReader, OvnWriter, Protocol):
     """The OVN Northbound as the engine uses it."""
 
     def close(self) -> None: ...
+
+
+class NodeVmProvider(Protocol):
+    """What the node binder reads from Kubernetes: one node's VNF VMs of ours and its
+    virt-launcher pods (``reconciler.adapters.kube.node_vms.NodeVms``)."""
+
+    def read(self) -> tuple[Sequence[KubeObject], Sequence[LauncherPod]]: ...
+    def relist(self) -> None:
+        """Refresh from the API (the periodic resync)."""
+        ...
+
+    def start(self, stop: threading.Event, on_change: Callable[[], None]) -> None:
+        """Follow both in watches until ``stop``, calling ``on_change()`` after each event."""
+        ...
+
+
+class InterfaceCounters(Protocol):
+    """One OVS Interface's counters (``Interface.statistics``)."""
+
+    @property
+    def iface_id(self) -> str | None: ...
+    @property
+    def counters(self) -> dict[str, int]: ...
+
+
+class OvsProvider(Protocol):
+    """A node's Open_vSwitch database as the binder uses it
+    (``reconciler.adapters.ovn.vswitch.OvsDb``). Errors are ``EndpointError``s naming it."""
+
+    remote: str
+
+    @property
+    def connected(self) -> bool: ...
+    def connect(self) -> None: ...
+    def close(self) -> None: ...
+    def interfaces(self) -> Sequence[OvsInterface]:
+        """Every Interface of a port ovs-cni made (its Port's ``external_ids`` with it)."""
+        ...
+
+    def wait(self, seconds: float) -> bool:
+        """Follow the database for up to ``seconds`` (or until :meth:`wake`); True when
+        something changed."""
+        ...
+
+    def wake(self) -> None: ...
+    def write(self, writes: Sequence[Write]) -> None:
+        """Set or remove ``iface-id`` only, in one transaction."""
+        ...
+
+    def statistics(self) -> Mapping[str, InterfaceCounters]:
+        """Counters of every Interface with an ``iface-id``, by Interface name."""
+        ...
 
 
 class LeaseProvider(Protocol):
