@@ -12,7 +12,8 @@ import argparse
 import json
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from reconciler.cli.common import (
     EXIT_OK,
@@ -63,6 +64,11 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
         "explain and status --all-nodes; default osc-gitops-agents)",
     )  # fmt: skip
     parser.add_argument(
+        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
+        help="where its status file goes (<DIR>/status/<instance>.node.<node>.json, read by "
+        "`osc-gitops status --node NODE`; default ~/.cache/osc-gitops)",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-publish", action="store_true",
         help="do not publish the state into a Lease (no Kubernetes write at all)",
     )  # fmt: skip
@@ -111,6 +117,23 @@ def make_binder(args: argparse.Namespace, node: str, metrics: Metrics | None = N
     )  # fmt: skip
 
 
+def _status_file(args: argparse.Namespace, node: str) -> Callable[[dict[str, Any]], None]:
+    """Writes the binder's state into the status file ``osc-gitops status --node`` reads."""
+    from reconciler.cli.common import cache_dir
+    from reconciler.engine.reporting import status
+
+    path = status.status_path(cache_dir(args), f"{args.instance}.node.{node}")
+
+    def write(record: dict[str, Any]) -> None:
+        st = status.Status(
+            instance=args.instance, result="bound" if record.get("ok") else "error",
+            message=str(record.get("error") or ""), binder=record,
+        )  # fmt: skip
+        status.write(path, st)
+
+    return write
+
+
 def run_bind(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -128,6 +151,7 @@ def run_bind(args: argparse.Namespace) -> int:
     node = str(args.node)
     metrics = Metrics({"node": node})
     binder = make_binder(args, node, metrics)
+    binder.sinks.append(_status_file(args, node))
     if args.once:
         return binder.run_once()
     server = None

@@ -225,6 +225,8 @@ def run_run(args: argparse.Namespace) -> int:
             config, source, reader, ovn, lease=lease, reporter=PrometheusReporter(metrics),
             notify=post_json, publisher=publisher, stopping=stopping,
         )  # fmt: skip
+        if binder is not None:
+            binder.sinks.append(loop.status_book.binder)
         if stopping.is_set():
             return EXIT_OK
         if args.once:

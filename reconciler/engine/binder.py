@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from reconciler.core.compiling.nic_binding import BindPlan, is_node_vnf_port, plan_bindings
+from reconciler.core.model import naming
 from reconciler.core.views.traffic import CounterHistory, instance_traffic
 from reconciler.engine.providers import NodeVmProvider, OvsProvider, StatusPublisher
 from reconciler.engine.reporting.logs import LOGGER
@@ -56,14 +57,14 @@ __all__ = [
 ]
 
 BINDER_FORMAT_VERSION = 1
-BINDER_LEASE_PREFIX = "osc-gitops-binder-"
+BINDER_LEASE_PREFIX = naming.BINDER_LEASE_PREFIX
 PODS_TALKING_MAX = 500
 """At most this many pods (the busiest) are listed as having talked in the published record."""
 
 
 def binder_lease_name(node: str) -> str:
     """``osc-gitops-binder-<node>``: where the binder of ``node`` publishes its state."""
-    return f"{BINDER_LEASE_PREFIX}{node}"
+    return naming.binder_lease(node)
 
 
 class BinderReporter(Protocol):
@@ -100,6 +101,8 @@ class BinderConfig:
     """Seconds between two samples of the OVS counters (and publishes of the state)."""
     backoff_max: float = 30.0
     watch: bool = True
+    window: float = 60.0
+    """Seconds "traffic crossed it lately" looks back (the last minute)."""
 
 
 @dataclass
@@ -128,9 +131,12 @@ class Binder:
         self.reporter: BinderReporter = reporter or NoopBinderReporter()
         self.publisher = publisher
         self.clock = clock
+        self.sinks: list[Callable[[dict[str, Any]], None]] = []
+        """Called with :meth:`record` whenever it is published (a status file, the node agent's
+        status book)."""
         self.state = _State()
-        self._vnf_history = CounterHistory()
-        self._pod_history = CounterHistory()
+        self._vnf_history = CounterHistory(config.window)
+        self._pod_history = CounterHistory(config.window)
         self._kube_dirty = threading.Event()
         self._lock = threading.Lock()
 
@@ -255,10 +261,16 @@ class Binder:
             }
 
     def publish(self) -> None:
+        record = self.record()
+        for sink in self.sinks:
+            try:
+                sink(record)
+            except OSError as exc:
+                log.warning("binder cannot record its state", extra={"error": str(exc)})
         if self.publisher is None:
             return
         try:
-            self.publisher.publish(self.record())
+            self.publisher.publish(record)
         except OscError as exc:
             log.warning("binder cannot publish its status",
                         extra={"error": str(exc), "where": self.publisher.where})  # fmt: skip
