@@ -229,11 +229,17 @@ def _record_apply(
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
     ended. A status that cannot be written is a warning: the apply stands."""
-    from reconciler.core.transitions.health import health_meta, vnf_health
+    from reconciler.core.transitions.health import (
+        health_meta,
+        unbound_meta,
+        unbound_ports,
+        vnf_health,
+    )
     from reconciler.engine.reporting import status
 
     path = status.status_path(cache_dir(args), status_name(args))
     instances = health_meta(vnf_health(observed)) if observed is not None else []
+    unbound = unbound_meta(unbound_ports(observed)) if observed is not None else []
     try:
         status.record_apply(
             path,
@@ -244,6 +250,7 @@ def _record_apply(
             ref=args.ref if args.repo else None,
             vnf_instances=instances,
             transitions=transitions,
+            unbound=unbound,
         )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)

@@ -254,6 +254,11 @@ class Reporter(Protocol):
         (ours and everyone else's; at most 255 each). Empty when the NB has no such tables."""
         ...
 
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        """Data ports of running VNF VMs that OVN has not bound, counted by ``(vnf, node)``
+        (``reconciler.core.transitions.health.unbound_ports``); empty when none."""
+        ...
+
     def transitions(
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:
@@ -295,6 +300,9 @@ class NoopReporter:
         pass
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
+        pass
+
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
         pass
 
     def transitions(

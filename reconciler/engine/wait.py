@@ -8,6 +8,8 @@ until
 - no steering is held (``reconciler.core.transitions.gating``),
 - no rolling update is under way (``reconciler.core.transitions.rollout``), and
 - every VNF instance OVN can judge (a health check, a function group) is healthy,
+- no data port of a running VNF VM is unbound (``health.unbound_ports``: a VM whose ports OVN
+  never binds would otherwise only show as "probe failing"),
 
 or the timeout passes. Between passes it waits on the NB (``OvnNorthbound.watch_health``),
 never longer than a second (a VM's status or a change nobody announces is seen then).
@@ -25,7 +27,7 @@ from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
 from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.core.transitions.gating import member_health
-from reconciler.core.transitions.health import HEALTHY
+from reconciler.core.transitions.health import HEALTHY, unbound_ports
 from reconciler.core.transitions.rollout import why_unready
 from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
 from reconciler.engine.providers import KubeProvider, OvnProvider
@@ -55,9 +57,13 @@ def unready(report: TransitionReport, observed: Observed) -> list[str]:
     count healthy (and why: VM not running, probe failing), each held binding, each rollout."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
+    unbound = unbound_ports(observed)
     for member in member_health(observed).values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
+    for port in unbound:
+        lines.append(f"{port.vm.partition('/')[2]}: port {port.port} ({port.side}) not bound: "
+                     f"{port.cause}")  # fmt: skip
     for hold in report.held:
         lines.append(f"Binding/{hold['binding']} on {hold['node']}: held, {hold['reason']}")
     for rollout in report.rollouts:

@@ -466,6 +466,9 @@ class RecordingReporter:
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
         self.events.append(("nf_ids_used", dict(used)))
 
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        self.events.append(("unbound_ports", dict(unbound)))
+
     def transitions(
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:

@@ -85,6 +85,7 @@ SKIP_REASONS: tuple[str, ...] = (
     "port-claimed-twice",
     "vm-unreadable",
     "launcher-pods-ambiguous",
+    "pod-uid-missing",
 )
 """Why a NIC was left alone (the ``reason`` label of the binder's skip metrics)."""
 
@@ -265,8 +266,8 @@ def plan_bindings(
             current[(pod.namespace, pod.vmi)].append(pod)
     by_pod_iface: dict[tuple[str, str], list[OvsInterface]] = defaultdict(list)
     for iface in interfaces:
-        uid = iface.port_ids.get(CONT_POD_UID)
-        if uid:
+        if CONT_POD_UID in iface.port_ids:
+            uid = iface.port_ids[CONT_POD_UID]
             by_pod_iface[(uid, iface.port_ids.get(CONT_IFACE, ""))].append(iface)
 
     desired: dict[str, tuple[str, VnfNic]] = {}  # interface uuid -> (port, nic)
@@ -334,8 +335,18 @@ def plan_bindings(
                 )
                 skipped.append(Skip("mac-mismatch", nic.where, detail))
                 continue
-            candidates = by_pod_iface.get((pod.uid, str(entry.get("interface") or "")), [])
+            cont_iface = str(entry.get("interface") or "")
+            candidates = by_pod_iface.get((pod.uid, cont_iface), [])
             if not candidates:
+                anonymous = by_pod_iface.get(("", cont_iface), [])
+                if anonymous:  # ovs-cni got no K8S_POD_UID: which pod's is it?
+                    names = ", ".join(i.name for i in anonymous)
+                    skipped.append(Skip("pod-uid-missing", nic.where, (
+                        f"OVS interface(s) {names} carry contIface={cont_iface} but an empty "
+                        "contPodUid: the container runtime passed no K8S_POD_UID to the CNI "
+                        "(containerd < 1.5, CRI-O < 1.20), so they cannot be told apart"
+                    )))  # fmt: skip
+                    continue
                 waiting.append(nic)
                 continue
             if len(candidates) > 1:
@@ -360,23 +371,24 @@ def plan_bindings(
                 writes.append(Write(iface.uuid, iface.name, port, iface.iface_id,
                                     f"{nic.where} -> {port}"))  # fmt: skip
             continue
-        uid = iface.port_ids.get(CONT_POD_UID)
-        if not uid or iface.iface_id is None or not is_node_vnf_port(iface.iface_id, node):
+        pod_uid = iface.port_ids.get(CONT_POD_UID)
+        if not pod_uid or iface.iface_id is None or not is_node_vnf_port(iface.iface_id, node):
             continue  # not an ovs-cni NIC on one of this node's VNF ports: never ours to touch
-        port = iface.iface_id
-        if port in holders:
-            why = f"OVN port {port} belongs on {holders[port]}, this is a stale interface"
-        elif uid in left_alone:
+        held = iface.iface_id
+        if held in holders:
+            why = f"OVN port {held} belongs on {holders[held]}, this is a stale interface"
+        elif pod_uid in left_alone:
             continue  # the pod's NICs are in doubt (skipped above): leave them as they are
-        elif port in node_ports and any(
-            p.uid == uid for p in current.get((node_ports[port].namespace, node_ports[port].vm), [])
+        elif held in node_ports and any(
+            p.uid == pod_uid
+            for p in current.get((node_ports[held].namespace, node_ports[held].vm), [])
         ):
             continue  # the VM's current pod, not matched yet (waiting): leave it
-        elif port in by_port:
-            why = f"OVN port {port} is no longer this interface's: its pod {uid} was replaced"
+        elif held in by_port:
+            why = f"OVN port {held} is no longer this interface's: its pod {pod_uid} was replaced"
         else:
-            why = f"OVN port {port} has no VM any more"
-        writes.append(Write(iface.uuid, iface.name, None, port, why))
+            why = f"OVN port {held} has no VM any more"
+        writes.append(Write(iface.uuid, iface.name, None, held, why))
     return BindPlan(
         writes=tuple(writes),
         bound=tuple(bound),

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SNAPSHOT_FORMAT_VERSION = 1
-REPORT_ONLY_FIELDS: frozenset[str] = frozenset()
+REPORT_ONLY_FIELDS: frozenset[str] = frozenset({"ports_up"})
 """``Observed`` fields read for reports only, never by compile or the diff (none since a chain
 that may fail open reads its hops' health, ``nf_active``: the incremental planner compiles
 again only when a group compile read changes, ``TargetBuilder.health_read``)."""
@@ -192,6 +192,10 @@ class OvnState:
     nf_active: dict[str, str | None] = field(default_factory=dict)
     """Our Network_Function_Groups by name -> the Network_Function northd made active
     (``network_function_active``), ``None`` when it found none healthy."""
+    ports_up: dict[str, bool] = field(default_factory=dict)
+    """Our Logical_Switch_Ports by name -> whether northd reports them ``up`` (bound on a
+    chassis whose ovn-controller installed them); a port northd has not judged (no northd, an
+    NB without the column) is not in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +223,10 @@ class Observed:
     reports (VNF instance health), and by compile only for the hops of a chain that may fail
     open (``reconciler.core.steering.chains.paths``): a change of any other group never
     changes a plan, and the incremental planner follows only the groups compile read."""
+    ports_up: dict[str, bool] = field(default_factory=dict)
+    """What northd reports about our Logical_Switch_Ports (``OvnState.ports_up``): read for
+    reports only (a VNF VM whose ports OVN has not bound, ``reconciler.core.transitions.
+    health.unbound_ports``), never by compile or the diff."""
     observed_at: float | None = None
     """When this was read (epoch seconds, wall clock: it is compared with moments recorded in
     OVN by other processes). Compile judges the grace period of emptied (group, node) pairs
@@ -256,5 +264,6 @@ class Observed:
             else OvnCapabilities(schema_version="", network_function=False),
             nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
             nf_active=dict(data.get("nf_active", {})),
+            ports_up={str(k): bool(v) for k, v in data.get("ports_up", {}).items()},
             observed_at=data.get("observed_at"),
         )

@@ -27,13 +27,17 @@ __all__ = [
     "HEALTHY",
     "NF_ID_TABLES",
     "NOT_HEALTHY",
+    "UNBOUND_CAUSE",
     "UNKNOWN",
     "Health",
     "InstanceHealth",
+    "UnboundPort",
     "health_meta",
     "id_budget",
     "live_id_budget",
     "plan_report",
+    "unbound_meta",
+    "unbound_ports",
     "vnf_health",
     "why_not_healthy",
 ]
@@ -206,3 +210,64 @@ def plan_report(target: Target, observed: Observed) -> dict[str, Any]:
     if budget:
         report["nf_ids"] = budget
     return report
+
+
+UNBOUND_CAUSE = (
+    "OVN has not bound it (its Logical_Switch_Port is not up): nothing set "
+    "external_ids:iface-id={port} on the NIC's OVS interface on {node}. ovs-cni up to v0.39.0 "
+    "never does (it reads the OVN port only from CNI_ARGS); run the node binder there "
+    "(`osc-gitops bind`, or the node agent's `run --ovs-db`)"
+)
+"""Why a data port of a running VNF VM is unbound, as far as the NB can tell (``explain``
+adds what the node's binder reports)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UnboundPort:
+    """A data port of a running VNF VM that OVN has not bound."""
+
+    vnf: str
+    node: str
+    vm: str
+    """``<namespace>/<name>`` of the VirtualMachine."""
+    port: str
+    side: str
+    cause: str
+
+    def line(self) -> str:
+        return (
+            f"VnfDeployment/{self.vnf} on {self.node}: port {self.port} ({self.side}) of "
+            f"VirtualMachine {self.vm}, which runs, is not bound: {self.cause}"
+        )
+
+
+def unbound_ports(observed: Observed) -> list[UnboundPort]:
+    """Every data port (``osc.io/ports`` of our VMs) whose VM runs (KubeVirt's
+    ``printableStatus`` ``Running``) and whose LSP northd does not report ``up``. A port the NB
+    does not hold (yet), or an NB without the ``up`` column, tells nothing: not listed."""
+    if not observed.ports_up:
+        return []
+    out = []
+    for obj in observed.kube_objects:
+        if obj.kind != "VirtualMachine" or obj.status.get("printableStatus") != "Running":
+            continue
+        meta = obj.body.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        raw = str((meta.get("annotations") or {}).get("osc.io/ports", ""))
+        for pair in raw.split(","):
+            side, _, port = pair.partition("=")
+            if not port or observed.ports_up.get(port, True):
+                continue
+            node = str(labels.get(own.NODE_LABEL, ""))
+            out.append(UnboundPort(
+                vnf=str(labels.get(own.VNF_LABEL, "")), node=node,
+                vm=f"{obj.namespace}/{obj.name}", port=port, side=side,
+                cause=UNBOUND_CAUSE.format(port=port, node=node),
+            ))  # fmt: skip
+    return sorted(out, key=lambda u: (u.vnf, u.node, u.vm, u.port))
+
+
+def unbound_meta(unbound: Iterable[UnboundPort]) -> list[dict[str, Any]]:
+    """The plan's ``meta["unbound"]`` and the status file's ``unbound``: one
+    ``{vnf, node, vm, port, side, cause}`` per port."""
+    return [asdict(u) for u in unbound]

@@ -23,6 +23,7 @@ the pod is rerouted at the destination's node; shadowing there is judged on the 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -41,7 +42,21 @@ from reconciler.core.planning.full import CompiledPlan
 from reconciler.core.steering import common, services
 from reconciler.core.steering.base import directions
 from reconciler.core.transitions.gating import HELD_META, held_idents
-from reconciler.core.transitions.health import HEALTHY, UNKNOWN, Health, InstanceHealth, vnf_health
+from reconciler.core.transitions.health import (
+    HEALTHY,
+    UNKNOWN,
+    Health,
+    InstanceHealth,
+    UnboundPort,
+    unbound_ports,
+    vnf_health,
+)
+from reconciler.core.views.traffic import (
+    SILENT,
+    BinderReport,
+    instance_traffic_line,
+    unbound_cause,
+)
 from reconciler.errors import UserError
 
 __all__ = [
@@ -116,6 +131,14 @@ class HopView:
     vm_state: RowState | None
     health: Health
     health_detail: str
+    unbound: tuple[str, ...] = ()
+    """Its VM's data ports OVN has not bound, one line each with the cause (what the node's
+    binder reports: ``reconciler.core.views.traffic.unbound_cause``)."""
+    traffic: str = ""
+    """Whether traffic crossed the instance in the last minute, for humans (empty: no VM)."""
+    traffic_verdict: str = ""
+    """``crossed``, ``quiet``, ``silent-while-pods-talked`` or ``unknown``
+    (``reconciler.core.views.traffic.verdict``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,9 +234,17 @@ class Explanation:
 
 
 def explain_pod(
-    desired: Desired, observed: Observed, planned: CompiledPlan, namespace: str, name: str
+    desired: Desired,
+    observed: Observed,
+    planned: CompiledPlan,
+    namespace: str,
+    name: str,
+    binders: Mapping[str, BinderReport] | None = None,
 ) -> Explanation:
-    """Explain how ``namespace/name`` is steered; raises :class:`PodNotFound`."""
+    """Explain how ``namespace/name`` is steered; raises :class:`PodNotFound`.
+
+    ``binders``: what each node's binder published, by node (``None``: not read; then an
+    unbound port's cause cannot say whether a binder runs, and traffic is unknown)."""
     pod = _find_pod(observed.pods, namespace, name)
     port = _pod_port(observed.pod_ports, pod)
     node = port.switch if port is not None else pod.node
@@ -253,10 +284,19 @@ def explain_pod(
         (str(h["binding"]), str(h["node"])): str(h["reason"])
         for h in planned.plan.meta.get(HELD_META) or ()
     }
+    unbound = unbound_ports(observed)
+    steered = members_by_group_and_node(desired, observed.pods, observed.pod_ports, bound_groups)
     views: list[BindingView] = []
     for binding in bindings:
         spec = binding.spec
-        hops = [_hop(desired, vnf, node, instances, health, vm_states) for vnf in spec.vnfs]
+        pods = [p.name for p in steered.get(spec.securityGroup, {}).get(node or "", [])]
+        hops = [
+            _with_binder(
+                _hop(desired, vnf, node, instances, health, vm_states), node, unbound, binders,
+                pods,
+            )
+            for vnf in spec.vnfs
+        ]  # fmt: skip
         reason = ""
         if spec.securityGroup not in member_of:
             reason = "the pod has no OVN port of its own yet"
@@ -303,6 +343,11 @@ def explain_pod(
         desired, observed, pod, node, views, backend.name, instance, planned.target
     )
     status = _status(groups, views, rows, held_idents(planned.plan))
+    for view in views:
+        for hop in view.hops:
+            warnings.extend(f"VNF {hop.vnf} on {view.node}: {line}" for line in hop.unbound)
+            if hop.traffic_verdict == SILENT:
+                warnings.append(f"VNF {hop.vnf} on {view.node}: {hop.traffic}")
     for view in views:
         if view.held:
             warnings.append(
@@ -395,6 +440,27 @@ def _hop(
         health=inst_health.health if inst_health else UNKNOWN,
         health_detail=inst_health.detail if inst_health else "no VNF instance on the pod's node",
     )
+
+
+def _with_binder(
+    hop: HopView,
+    node: str | None,
+    unbound: Sequence[UnboundPort],
+    binders: Mapping[str, BinderReport] | None,
+    pods: Sequence[str],
+) -> HopView:
+    """The hop with its VM's unbound ports (and why) and the traffic through it."""
+    if hop.instance is None or node is None:
+        return hop
+    report = binders.get(node, BinderReport(node)) if binders is not None else None
+    lines = tuple(
+        f"port {u.port} ({u.side}) of VirtualMachine {u.vm} is not bound: "
+        + unbound_cause(u.port, node, u.vm, report)
+        for u in unbound
+        if u.vm == hop.instance
+    )
+    verdict, text = instance_traffic_line(report, hop.instance.partition("/")[2], pods)
+    return dataclasses.replace(hop, unbound=lines, traffic=text, traffic_verdict=verdict)
 
 
 def _worst(states: Iterable[RowState | None]) -> RowState | None:

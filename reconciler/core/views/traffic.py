@@ -69,31 +69,28 @@ class CounterHistory:
         while len(self.samples) > 2 and self.samples[1][0] <= at - self.window:
             self.samples.popleft()
 
-    def delta(self, key: str, at: float | None = None) -> int | None:
+    def delta(self, key: str) -> int | None:
         """Packets counted for ``key`` over the last window: the newest sample minus the
-        newest one at least ``window`` old (``None`` without such a sample, or when the key
-        is new in the window: an interface that appeared counts from its first sample)."""
+        newest one at least ``window`` old (an interface that appeared within the window
+        counts from zero). With less than a window of history, what the samples so far show
+        when it is more than nothing (a lower bound: enough to say "crossed", never "nothing
+        crossed"); ``None`` when it cannot say."""
         if not self.samples:
             return None
         now, newest = self.samples[-1]
         if key not in newest:
             return None
-        base = None
+        complete, base = False, None
         for when, totals in self.samples:
-            if when <= now - self.window:
-                base = totals
-            else:
+            if when > now - self.window:
                 break
-        if base is None:
-            first_when, first = self.samples[0]
-            if key in first and first_when < now and len(self.samples) > 1:
-                # The history is younger than the window: a lower bound, good enough to say
-                # "crossed" (never to say "nothing crossed").
-                return max(0, newest[key] - first[key]) or None
+            complete, base = True, totals.get(key)
+        if complete:
+            return max(0, newest[key] - (base or 0))
+        first = next(((w, t[key]) for w, t in self.samples if key in t), None)
+        if first is None or first[0] >= now:
             return None
-        if key not in base:
-            return max(0, newest[key]) or None
-        return max(0, newest[key] - base[key])
+        return max(0, newest[key] - first[1]) or None
 
 
 @dataclass(frozen=True)
@@ -164,3 +161,92 @@ def verdict_text(
             f"received {pods_talked} packets: their traffic does not reach the VNF"
         )
     return "traffic unknown (no binder counts it, or less than a minute of samples)"
+
+
+@dataclass(frozen=True)
+class BinderReport:
+    """What a node's binder published (its Lease ``osc-gitops-binder-<node>``), as ``explain``
+    reads it: the record (``reconciler.engine.binder.Binder.record``) when there is one, and
+    whether its heartbeat is fresh."""
+
+    node: str
+    record: Mapping[str, Any] | None = None
+    fresh: bool = False
+    problem: str = ""
+    """Why nothing can be said (the Leases could not be read), empty otherwise."""
+
+
+NO_BINDER = (
+    "the CNI did not set iface-id: ovs-cni older than commit 42291151 (v0.39.0, the latest "
+    "release, and every release before it) reads the OVN port only from CNI_ARGS, which "
+    "Multus and KubeVirt never fill with it, and no binder runs on {node}"
+)
+
+
+def unbound_cause(port: str, node: str, vm: str, binder: BinderReport | None) -> str:
+    """Why OVN has not bound ``port`` of VM ``vm`` (``namespace/name``) on ``node``, from what
+    the node's binder reports (``None``: its Leases were not read)."""
+    if binder is None:
+        return (
+            "the CNI did not set iface-id (ovs-cni up to v0.39.0 never does); whether a binder "
+            f"runs on {node} was not looked up"
+        )
+    if binder.problem:
+        return (
+            f"the CNI did not set iface-id (ovs-cni up to v0.39.0 never does); whether a binder "
+            f"runs on {node} is unknown: {binder.problem}"
+        )
+    record = binder.record
+    if record is None or not binder.fresh:
+        why = NO_BINDER.format(node=node)
+        if record is not None:
+            why += f" (its Lease {node} stopped being renewed)"
+        return why
+    if not record.get("ok"):
+        return f"the binder on {node} fails: {record.get('error')}"
+    namespace, _, name = vm.partition("/")
+    for skip in record.get("skipped") or ():
+        subject = str(skip.get("subject", ""))
+        if (
+            subject == f"VirtualMachine {vm}"
+            or subject.startswith(f"VirtualMachine {vm} ")
+            or subject.startswith(f"pod {namespace}/virt-launcher-{name}-")
+        ):
+            return f"the binder on {node} skipped it ({skip.get('reason')}): {skip.get('detail')}"
+    for bound in record.get("bound") or ():
+        if bound.get("port") == port:
+            return (
+                f"the binder on {node} set iface-id={port} on OVS interface "
+                f"{bound.get('interface')}, but OVN has not bound it yet: see ovn-controller "
+                f"on {node} (its log, the chassis' registration in the Southbound DB)"
+            )
+    for waiting in record.get("waiting") or ():
+        if waiting.get("port") == port:
+            return (
+                f"the binder on {node} waits: no OVS interface (or virt-launcher pod) for its "
+                f"NIC {waiting.get('nic')} yet: has the VM's virt-launcher pod started and its "
+                "CNI run?"
+            )
+    return (
+        f"the binder on {node} does not know the NIC yet (its VM or pod is newer than its last "
+        "pass)"
+    )
+
+
+def instance_traffic_line(
+    binder: BinderReport | None, instance: str, pods: Sequence[str]
+) -> tuple[str, str]:
+    """``(verdict, text)`` for one VNF instance (its VM name) from its node's binder record,
+    ``pods`` being the LSPs of the pods steered through it there."""
+    record = binder.record if binder is not None and binder.fresh else None
+    if record is None:
+        return UNKNOWN, "traffic unknown (no binder counts it on this node)"
+    traffic = next((t for t in record.get("traffic") or () if t.get("instance") == instance), None)
+    if traffic is None:
+        return UNKNOWN, "traffic unknown (the binder does not count this instance)"
+    crossed = traffic.get("crossed_last_minute")
+    talking = record.get("pods_talking") or {}
+    who = [p for p in pods if talking.get(p)]
+    pods_talked = sum(int(talking[p]) for p in who) if talking is not None else None
+    kind = verdict(crossed, pods_talked)
+    return kind, verdict_text(kind, crossed, pods_talked, who)

@@ -411,6 +411,9 @@ class PrometheusReporter:
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
         self.metrics.set_nf_ids(used)
 
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        self.metrics.set_unbound(unbound)
+
     def transitions(
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:

@@ -251,3 +251,16 @@ def test_parse_network_status() -> None:
     assert parse_network_status('[{"name": "a/b", "interface": "net1"}]')[0]["interface"] == "net1"
     with pytest.raises(ValueError, match="not JSON"):
         parse_network_status("[")
+
+
+def test_an_interface_without_pod_uid_is_named_not_guessed() -> None:
+    """Multus passes K8S_POD_UID only when the runtime gave it (containerd >= 1.5, CRI-O >=
+    1.20): ovs-cni then writes an empty contPodUid, and every VNF VM's data-in is pod<hash of
+    "data-in">, so the interface could be any VM's."""
+    vms = world()
+    ifaces = [iface("veth1", "", "pod1a"), iface("veth2", "pod-1", "pod2b")]
+    plan = plan_bindings(NODE, vms, [launcher(vms)], ifaces)
+    assert writes(plan) == {"veth2": OUT}
+    assert [(s.reason, s.subject) for s in plan.skipped] == [
+        ("pod-uid-missing", "VirtualMachine security/firewall-node-1 NIC data-in"),
+    ]  # fmt: skip

@@ -224,3 +224,19 @@ def test_traffic_crossed_is_judged_on_the_out_port_over_a_minute() -> None:
     record = binder.record()
     assert record["traffic"][0]["crossed_last_minute"] == 12
     assert record["traffic"][0]["ports"]["out"]["tx_packets"] == 12
+
+
+def test_history_younger_than_a_minute_says_crossed_never_nothing() -> None:
+    from reconciler.core.views.traffic import CounterHistory
+
+    history = CounterHistory()
+    history.add(0.0, {})  # before the interface existed
+    history.add(1.0, {"p": 0})
+    history.add(2.0, {"p": 0})
+    assert history.delta("p") is None, "no traffic yet, but less than a minute seen"
+    history.add(3.0, {"p": 5})
+    assert history.delta("p") == 5
+    history.add(70.0, {"p": 5})
+    assert history.delta("p") == 0, "a whole minute without traffic"
+    history.add(80.0, {"p": 9})
+    assert history.delta("p") == 4
