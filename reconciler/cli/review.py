@@ -44,7 +44,7 @@ def protection_of(
     args: argparse.Namespace, plan: Any, desired: Any, observed: Any
 ) -> tuple[Any, dict[str, str], Any]:
     """The protection changes of ``plan`` (``None``: unknown), their basis
-    (``meta["protection_basis"]``), and the manifests compared with (``--base`` only)."""
+    (``Plan.protection``), and the manifests compared with (``--base`` only)."""
     from reconciler.cli.common import load_manifests
     from reconciler.core.views.protection import live_changes, protection_changes
 
@@ -105,6 +105,7 @@ def annotate(
     its warnings (``all_pods``/``all_nodes``: whether ``observed`` holds the whole cluster's,
     see ``typo_warnings``), and the bindings of each changed group (for the pull-request
     diagram)."""
+    from reconciler.core.model.facts import Finding, Protection, ProtectionBasis
     from reconciler.core.views.protection import to_json
     from reconciler.core.views.typos import typo_warnings
     from reconciler.render.mermaid import group_bindings
@@ -121,13 +122,17 @@ def annotate(
             binding = desired.bindings.get(name) or (before.bindings.get(name) if before else None)
             if binding is not None:
                 groups.add(binding.spec.securityGroup)
-    meta = {
-        **plan.meta,
-        "protection_changes": to_json(changes) if changes is not None else None,
-        "protection_basis": basis,
-        "group_bindings": group_bindings(desired, groups),
-    }
-    return replace(plan, warnings=(*warnings, *plan.warnings), meta=meta)
+    protection = Protection(
+        tuple(to_json(changes)) if changes is not None else None,
+        ProtectionBasis(basis["source"], basis["detail"]),
+    )
+    typos = tuple(Finding("typo", "", None, text) for text in warnings)
+    return replace(
+        plan,
+        findings=(*typos, *plan.findings),
+        protection=protection,
+        group_bindings=group_bindings(desired, groups),
+    )
 
 
 def merged_zones(snapshot_data: dict[str, Any]) -> Any:

@@ -264,7 +264,7 @@ class Reporter(Protocol):
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
         seconds it has waited (``reconciler.core.transitions.gating``), and the rolling updates
-        under way (the plan's ``meta["rollout"]`` entries,
+        under way (the plan's ``rollouts``,
         ``reconciler.core.transitions.rollout``)."""
         ...
 

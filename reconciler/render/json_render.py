@@ -62,6 +62,10 @@ restart: ``{vnf, summary ("VnfDeployment/fw: 1 of 3 nodes updated ..."), nodes_u
 nodes_total, halted (why, or null), max_unavailable, deadline, window, instances_per_node, vms:
 [{key, node, slot, function, outdated, released, template, phase, since, rolling_to, halted,
 peer}]}``; VM template updates not ``released`` are held back (not in ``changes``).
+``meta.unbound`` (absent when none): the data ports of running VNF VMs that OVN has not bound
+(the LSP's ``up`` is not true: ``reconciler.core.transitions.health.unbound_ports``), one entry
+per port: ``{vnf, node, vm ("namespace/name"), port (the LSP), side ("in"|"out"), cause}``.
+Such an instance never passes its health check, so the steering onto it stays held.
 """
 
 from __future__ import annotations
@@ -69,6 +73,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.ownership import CHAIN
 from reconciler.core.model.plan import Change, Plan
 
@@ -76,11 +81,12 @@ FORMAT_VERSION = "1"
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    meta = {k: v for k, v in plan.meta.items() if k != "protection_changes"}
+    meta = plan.meta
+    changes = meta.pop("protection_changes", None)
     return {
         "format_version": FORMAT_VERSION,
         "meta": meta,
-        "protection_changes": plan.meta.get("protection_changes"),
+        "protection_changes": changes,
         "changes": [
             {
                 "action": c.action,
@@ -115,8 +121,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
     """The :class:`Plan` a :func:`plan_to_dict` dict describes (a saved plan shown again:
     ``osc-gitops show FILE``), so every renderer prints it as it printed the original."""
     meta = dict(data.get("meta") or {})
-    if data.get("protection_changes") is not None or "protection_basis" in meta:
-        meta["protection_changes"] = data.get("protection_changes")
+    if data.get("protection_changes") is not None:
+        meta["protection_changes"] = data["protection_changes"]
     changes = tuple(
         Change(
             action=change["action"],
@@ -130,7 +136,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         )
         for change in data.get("changes") or ()
     )
-    return Plan(changes, tuple(data.get("warnings") or ()), meta)
+    findings = tuple(Finding("note", "", None, str(w)) for w in data.get("warnings") or ())
+    return Plan(changes, findings).with_meta(meta)
 
 
 def render_json(plan: Plan) -> str:

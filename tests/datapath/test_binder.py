@@ -80,6 +80,15 @@ def test_released_ovs_cni_without_a_binder_is_never_silent(env: Path) -> None:
         assert "not ready after 3 s" in err
         assert f"port {IN1} (in) not bound" in err
 
+        code, out, _err = run_cli(["plan", *conn, "-o", "json"])
+        assert code == 0, "nothing to change: the steering is held, the ports are unbound"
+        unbound = json.loads(out)["meta"]["unbound"]
+        assert {(u["vm"], u["port"], u["side"]) for u in unbound} >= {(FW1, IN1, "in")}
+        code, out, _err = run_cli(["plan", *conn])
+        assert code == 0 and "Unbound VNF ports" in out and f"port {IN1} (in)" in out
+        code, out, _err = run_cli(["plan", *conn, "-o", "markdown"])
+        assert "**Unbound VNF ports**" in out and f"`{IN1}` (in)" in out
+
         code, out, _err = run_cli(["status"])
         assert code == 1
         assert f"port {IN1} on node-1" in out and "Unbound VNF ports" in out

@@ -34,7 +34,7 @@ sees them.
 
 Two pure halves: :func:`hold_updates` turns a plan into the plan of this moment (held updates
 out, released ones in, drained functions out of their groups) and describes every rollout in
-``meta["rollout"]``; :func:`next_steps` decides, from that description, the live state and the
+:attr:`Plan.rollouts`; :func:`next_steps` decides, from that description, the live state and the
 time, which annotations to write and which VMs to restart (``reconciler.engine.rollout`` does
 it). Neither does I/O.
 """
@@ -45,7 +45,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -53,6 +53,7 @@ from reconciler.core.compiling.diff import diff, live_state
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, VnfDeployment
+from reconciler.core.model.facts import Finding, VmRollout, VnfRollout
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import Resource, Target
@@ -64,7 +65,6 @@ __all__ = [
     "DRAINING",
     "PHASE",
     "RESTARTING",
-    "ROLLOUT_META",
     "Step",
     "Steps",
     "detection_window",
@@ -86,8 +86,6 @@ DRAINING, RESTARTING, BOOTING = "draining", "restarting", "booting"
 Phase = Literal["draining", "restarting", "booting"]
 _DRAINED = (DRAINING, RESTARTING, BOOTING)
 _RELEASED = (RESTARTING, BOOTING)
-ROLLOUT_META = "rollout"
-"""The plan's ``meta`` key: one entry per VnfDeployment with a rollout under way."""
 _VM = "VirtualMachine"
 _NFG = "Network_Function_Group"
 
@@ -128,81 +126,6 @@ def detection_window(vnf: VnfDeployment) -> float:
 # ------------------------------------------------------------------------------- the plan side
 
 
-@dataclass(frozen=True, slots=True)
-class VmRollout:
-    """One VirtualMachine of a VnfDeployment with a rollout under way."""
-
-    key: str
-    """``namespace/name``."""
-    node: str
-    slot: str
-    function: str
-    """Its Network_Function (what is drained from the node's steering groups)."""
-    outdated: bool
-    """Its live template differs from the manifests' (it needs a restart)."""
-    released: bool = False
-    """This plan writes its new template (it is ``restarting``)."""
-    template: str = ""
-    """The :func:`template_hash` it is being rolled to (of the manifests)."""
-    phase: str | None = None
-    since: str | None = None
-    rolling_to: str | None = None
-    """``TEMPLATE`` as annotated."""
-    halted: str | None = None
-    peer: str | None = None
-    """The other function of its node (``instancesPerNode: 2``), which carries the traffic
-    while this one is restarted."""
-
-    @property
-    def name(self) -> str:
-        return self.key.partition("/")[2]
-
-
-@dataclass(frozen=True, slots=True)
-class VnfRollout:
-    """A VnfDeployment whose VMs are being rolled (``meta["rollout"]`` entry)."""
-
-    vnf: str
-    max_unavailable: int
-    deadline: float
-    window: float
-    instances_per_node: int
-    nodes_total: int
-    vms: tuple[VmRollout, ...] = ()
-
-    @property
-    def nodes_updated(self) -> int:
-        pending = {vm.node for vm in self.vms if vm.outdated or vm.phase}
-        return self.nodes_total - len(pending)
-
-    @property
-    def halted(self) -> str | None:
-        return next((vm.halted for vm in self.vms if vm.halted), None)
-
-    @property
-    def summary(self) -> str:
-        """``VnfDeployment/firewall: 1 of 3 nodes updated`` and what happens now."""
-        text = f"VnfDeployment/{self.vnf}: {self.nodes_updated} of {self.nodes_total} nodes updated"
-        halted = self.halted
-        if halted:
-            return f"{text}; halted: {halted}"
-        busy = [f"{vm.name} {vm.phase}" for vm in self.vms if vm.phase]
-        return f"{text} ({', '.join(busy)})" if busy else text
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["nodes_updated"] = self.nodes_updated
-        data["halted"] = self.halted
-        data["summary"] = self.summary
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VnfRollout:
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "vms"}
-        vms = tuple(VmRollout(**vm) for vm in data.get("vms") or ())
-        return cls(**fields, vms=vms)
-
-
 def _vm_identity(obj_labels: Mapping[str, Any], key: str) -> tuple[str, str, str] | None:
     """``(vnf, node, slot)`` of one of our VMs (its labels and name)."""
     vnf, node = obj_labels.get(own.VNF_LABEL), obj_labels.get(own.NODE_LABEL)
@@ -220,9 +143,9 @@ def _labels(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     """The plan of this moment of every rollout (see the module docstring): template updates of
     VMs not yet ``restarting`` are left out, the functions of VMs being rolled on a
-    two-instance node are taken out of the node's steering groups, and ``meta["rollout"]``
+    two-instance node are taken out of the node's steering groups, and :attr:`Plan.rollouts`
     describes each VnfDeployment whose VMs are outdated or being rolled."""
-    owner = str(plan.meta.get("instance") or own.DEFAULT_INSTANCE)
+    owner = plan.instance or own.DEFAULT_INSTANCE
     live_vms = {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM}
     outdated: dict[str, Change] = {}
     for change in plan.changes:
@@ -288,14 +211,13 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
         _vnf_rollout(desired.vnfs[vnf], sorted(vm_list, key=lambda v: (v.node, v.slot)), vm_labels)
         for vnf, vm_list in sorted(vms.items())
     ]
-    meta = {**plan.meta, ROLLOUT_META: [r.to_json() for r in rollouts]}
     changes.sort(key=lambda c: c.sort_key)
-    warnings = (*plan.warnings, *_chain_warnings(desired, vms))
-    return replace(plan, changes=tuple(changes), meta=meta, warnings=warnings)
+    findings = (*plan.findings, *_chain_warnings(desired, vms))
+    return replace(plan, changes=tuple(changes), rollouts=tuple(rollouts), findings=findings)
 
 
-def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[str]:
-    """A chain (issue 21) is wired through the first instance of each hop only: a standby
+def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[Finding]:
+    """A chain is wired through the first instance of each hop only: a standby
     serves the VNF's own bindings, not the chain, so restarting the first instance interrupts
     the chain on that node whatever ``instancesPerNode`` is; the plan says so."""
     out = []
@@ -304,12 +226,13 @@ def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> lis
             continue  # one instance: every binding through it is interrupted, as documented
         for name, binding in sorted(desired.bindings.items()):
             if binding.spec.is_chain and vnf in binding.spec.vnfs:
-                out.append(
+                text = (
                     f"VnfDeployment {vnf}: its rolling update interrupts Binding {name}'s chain "
                     f"{binding.spec.vnf_text} on each node while the first instance there "
                     f"restarts (a chain crosses the first instance of each hop only; the "
                     "standby takes over the VNF's own bindings): its failure policy acts meanwhile"
                 )
+                out.append(Finding("transition", f"VnfDeployment/{vnf}", None, text))
     return out
 
 
@@ -326,7 +249,8 @@ def _unrolled(plan: Plan, outdated: Mapping[str, Change]) -> Plan:
         "(Network Function steering, not --kubernetes-only): restart them one node at a time "
         "(virtctl restart)"
     )
-    return replace(plan, warnings=(*plan.warnings, warning))
+    finding = Finding("transition", f"VnfDeployment/{vnfs[0]}", None, warning)
+    return replace(plan, findings=(*plan.findings, finding))
 
 
 def _vnf_rollout(
@@ -401,11 +325,6 @@ def _touched(
         if fields and _drained_of(fields, drained):
             out.add(key)
     return out
-
-
-def rollouts_of(plan: Plan) -> list[VnfRollout]:
-    """The rollouts a plan describes (``meta["rollout"]``)."""
-    return [VnfRollout.from_json(r) for r in plan.meta.get(ROLLOUT_META) or ()]
 
 
 # ------------------------------------------------------------------------------ the engine side

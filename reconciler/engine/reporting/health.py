@@ -14,13 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reconciler.core.model.observed import Observed
-from reconciler.core.transitions.health import (
-    health_meta,
-    live_id_budget,
-    unbound_meta,
-    unbound_ports,
-    vnf_health,
-)
+from reconciler.core.transitions.health import live_id_budget, unbound_ports, vnf_health
 from reconciler.engine.providers import Reporter
 
 
@@ -64,5 +58,5 @@ class OvnHealthReport:
             counts[(port.vnf, port.node)] = counts.get((port.vnf, port.node), 0) + 1
         self.reporter.unbound_ports(counts)
         if self.sink is not None:
-            self.sink.vnf_health(health_meta(health))
-            self.sink.unbound(unbound_meta(unbound))
+            self.sink.vnf_health([h.to_json() for h in health.values()])
+            self.sink.unbound([u.to_json() for u in unbound])
