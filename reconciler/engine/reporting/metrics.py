@@ -308,7 +308,7 @@ class BinderMetrics:
             f"{PREFIX}_binder_skipped_nics",
             "VNF NICs (or pods) the binder leaves alone after its last pass, by reason "
             "(network-status-missing, network-status-malformed, mac-mismatch, "
-            "port-claimed-twice, vm-unreadable, launcher-pods-ambiguous).",
+            "port-claimed-twice, pod-uid-missing, vm-unreadable, launcher-pods-ambiguous).",
             ["reason"],
             registry=r,
         )
