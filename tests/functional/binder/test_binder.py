@@ -243,3 +243,30 @@ def _until(check, timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("not reached in time")
         time.sleep(0.02)
+
+
+def test_a_binder_killed_mid_pass_and_started_again_converges(node_world: NodeWorld):
+    """SIGKILL while the NICs appear (before, during or after its one transaction), then
+    `bind --once`: every NIC bound, nothing else touched."""
+    w = node_world
+    w.apply()
+    before = w.interfaces()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "reconciler.cli", "bind", "--node", NODE, "--ovs-db",
+         w.ovs.remote, "--kubeconfig", w.kubeconfig, "--no-publish", "--metrics-addr", "off"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)  # connected and watching
+        w.cni.sync()
+        time.sleep(0.01)
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert w.bind().code == 0
+    after = w.interfaces()
+    nics = w.nic_ifaces()
+    assert {after[i]["external_ids"].get("iface-id") for i in nics.values()} == {IN, OUT}
+    assert {n: r for n, r in after.items() if n not in nics.values()} == {
+        n: r for n, r in before.items() if n not in nics.values()
+    }

@@ -240,3 +240,30 @@ def test_history_younger_than_a_minute_says_crossed_never_nothing() -> None:
     assert history.delta("p") == 0, "a whole minute without traffic"
     history.add(80.0, {"p": 9})
     assert history.delta("p") == 4
+
+
+def test_skips_are_counted_once_each_and_shown_while_they_last() -> None:
+    from reconciler.engine.reporting.metrics import Metrics
+
+    objs = vms()
+    pod = launcher(objs)
+    status = json.loads(pod.network_status or "[]")
+    status[0]["mac"] = "02:00:00:00:00:99"  # Multus reports another MAC on data-in
+    bad = dataclasses.replace(pod, network_status=json.dumps(status))
+    ovs = FakeOvs(rows={"u-v1": ovs_cni("v1", "pod-1", "podin"),
+                        "u-v2": ovs_cni("v2", "pod-1", "podout")})  # fmt: skip
+    metrics = Metrics({"node": NODE})
+    kube = FakeVms(objs, [bad])
+    binder = Binder(BinderConfig(node=NODE, instance="osc-gitops"), kube, ovs,
+                    reporter=metrics.binder())  # fmt: skip
+    binder.pass_once()
+    binder.pass_once()
+    text = metrics.exposition().decode()
+    assert 'osc_gitops_binder_skips_total{node="node-1",reason="mac-mismatch"} 1.0' in text
+    assert 'osc_gitops_binder_skipped_nics{node="node-1",reason="mac-mismatch"} 1.0' in text
+    assert [s["reason"] for s in binder.record()["skipped"]] == ["mac-mismatch"]
+    kube.pods = [pod]  # fixed
+    binder.pass_once()
+    text = metrics.exposition().decode()
+    assert 'osc_gitops_binder_skipped_nics{node="node-1",reason="mac-mismatch"} 0.0' in text
+    assert ovs.rows["u-v1"].iface_id == IN
