@@ -300,21 +300,24 @@ class KubeVirt:
             self._reconcile_launchers()
 
     def _reconcile_launchers(self) -> None:
-        """One virt-launcher pod per live VMI; a pod whose VMI is gone goes too."""
+        """One virt-launcher pod per live VMI; a pod whose VMI is gone goes too (one look at
+        every pod and VMI per pass)."""
         server = self.server
         pod_type = server.resource_type("Pod")
         live = {o["metadata"]["uid"]: o for o in server.objects(VMI_KIND)}
+        housed: set[str] = set()
         for pod in server.objects("Pod"):
             labels = pod["metadata"].get("labels") or {}
             if labels.get(LAUNCHER_LABEL) != "virt-launcher":
                 continue
             if labels.get(CREATED_BY) not in live:
                 server.delete(pod_type, pod["metadata"]["namespace"], pod["metadata"]["name"])
-        for vmi in live.values():
-            if (vmi.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            else:
+                housed.add(str(labels[CREATED_BY]))
+        for uid, vmi in live.items():
+            if uid in housed or (vmi.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue
-            if not launcher_pods_of(server, vmi):
-                server.create(pod_type, vmi["metadata"]["namespace"], self._launcher_of(vmi))
+            server.create(pod_type, vmi["metadata"]["namespace"], self._launcher_of(vmi))
 
     def _launcher_of(self, vmi: dict[str, Any]) -> dict[str, Any]:
         meta = vmi["metadata"]
