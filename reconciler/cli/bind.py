@@ -12,23 +12,16 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from reconciler.cli.common import (
     EXIT_OK,
     Command,
     add_ovs_args,
-    kube_settings,
-    ovs_db,
+    binder_status_file,
+    make_binder,
     scope_of,
 )
 from reconciler.errors import UserError
-
-if TYPE_CHECKING:
-    from reconciler.engine.binder import Binder
-    from reconciler.engine.providers import StatusPublisher
-    from reconciler.engine.reporting.metrics import Metrics
 
 
 def configure_bind(parser: argparse.ArgumentParser) -> None:
@@ -86,54 +79,6 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def binder_publisher(args: argparse.Namespace, node: str) -> StatusPublisher | None:
-    """The binder's status Lease ``osc-gitops-binder-<node>`` (none with ``--no-publish``)."""
-    if getattr(args, "no_publish", False):
-        return None
-    from reconciler.adapters.kube.status_lease import StatusLease
-    from reconciler.engine.binder import binder_lease_name
-
-    identity = os.environ.get("POD_NAME") or f"binder-{os.getpid()}"
-    duration = max(30.0, 3 * float(args.stats_interval))
-    return StatusLease.for_settings(
-        kube_settings(args), args.status_namespace, binder_lease_name(node),
-        identity=identity, duration=duration, owner_node=node,
-    )  # fmt: skip
-
-
-def make_binder(args: argparse.Namespace, node: str, metrics: Metrics | None = None) -> Binder:
-    """The binder of ``node`` from the flags (shared by ``bind`` and ``run --ovs-db``)."""
-    from reconciler.adapters.kube.node_vms import NodeVms
-    from reconciler.engine.binder import Binder, BinderConfig
-
-    config = BinderConfig(
-        node=node, instance=args.instance, resync=float(args.bind_resync),
-        stats_interval=float(args.stats_interval),
-    )  # fmt: skip
-    reporter = metrics.binder() if metrics is not None else None
-    return Binder(
-        config, NodeVms(kube_settings(args), node, args.instance), ovs_db(args),
-        reporter=reporter, publisher=binder_publisher(args, node),
-    )  # fmt: skip
-
-
-def _status_file(args: argparse.Namespace, node: str) -> Callable[[dict[str, Any]], None]:
-    """Writes the binder's state into the status file ``osc-gitops status --node`` reads."""
-    from reconciler.cli.common import cache_dir
-    from reconciler.engine.reporting import status
-
-    path = status.status_path(cache_dir(args), f"{args.instance}.node.{node}")
-
-    def write(record: dict[str, Any]) -> None:
-        st = status.Status(
-            instance=args.instance, result="bound" if record.get("ok") else "error",
-            message=str(record.get("error") or ""), binder=record,
-        )  # fmt: skip
-        status.write(path, st)
-
-    return write
-
-
 def run_bind(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -151,7 +96,7 @@ def run_bind(args: argparse.Namespace) -> int:
     node = str(args.node)
     metrics = Metrics({"node": node})
     binder = make_binder(args, node, metrics)
-    binder.sinks.append(_status_file(args, node))
+    binder.sinks.append(binder_status_file(args, node))
     if args.once:
         return binder.run_once()
     server = None

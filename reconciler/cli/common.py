@@ -39,7 +39,9 @@ from reconciler.errors import UserError
 if TYPE_CHECKING:
     from reconciler.adapters.kube.client import KubeCluster
     from reconciler.core.planning.slicing import Scope
-    from reconciler.engine.providers import OvnProvider
+    from reconciler.engine.binder import Binder
+    from reconciler.engine.providers import OvnProvider, StatusPublisher
+    from reconciler.engine.reporting.metrics import Metrics
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -279,6 +281,54 @@ def ovs_db(args: argparse.Namespace) -> Any:
         remote, private_key=args.ovs_private_key, certificate=args.ovs_certificate,
         ca_cert=args.ovs_ca_cert, timeout=float(getattr(args, "ovn_timeout", 10.0) or 10.0),
     )  # fmt: skip
+
+
+def binder_publisher(args: argparse.Namespace, node: str) -> StatusPublisher | None:
+    """The binder's status Lease ``osc-gitops-binder-<node>`` (none with ``--no-publish``)."""
+    if getattr(args, "no_publish", False):
+        return None
+    from reconciler.adapters.kube.status_lease import StatusLease
+    from reconciler.engine.binder import binder_lease_name
+
+    identity = os.environ.get("POD_NAME") or f"binder-{os.getpid()}"
+    duration = max(30.0, 3 * float(args.stats_interval))
+    return StatusLease.for_settings(
+        kube_settings(args), args.status_namespace, binder_lease_name(node),
+        identity=identity, duration=duration, owner_node=node,
+    )  # fmt: skip
+
+
+def make_binder(args: argparse.Namespace, node: str, metrics: Metrics | None = None) -> Binder:
+    """The binder of ``node`` from the flags (shared by ``bind`` and ``run --ovs-db``)."""
+    from reconciler.adapters.kube.node_vms import NodeVms
+    from reconciler.engine.binder import Binder, BinderConfig
+
+    config = BinderConfig(
+        node=node, instance=args.instance, resync=float(args.bind_resync),
+        stats_interval=float(args.stats_interval),
+    )  # fmt: skip
+    reporter = metrics.binder() if metrics is not None else None
+    return Binder(
+        config, NodeVms(kube_settings(args), node, args.instance), ovs_db(args),
+        reporter=reporter, publisher=binder_publisher(args, node),
+    )  # fmt: skip
+
+
+def binder_status_file(args: argparse.Namespace, node: str) -> Callable[[dict[str, Any]], None]:
+    """Writes the binder's state into the status file ``osc-gitops status --node`` reads."""
+    from reconciler.cli.common import cache_dir
+    from reconciler.engine.reporting import status
+
+    path = status.status_path(cache_dir(args), f"{args.instance}.node.{node}")
+
+    def write(record: dict[str, Any]) -> None:
+        st = status.Status(
+            instance=args.instance, result="bound" if record.get("ok") else "error",
+            message=str(record.get("error") or ""), binder=record,
+        )  # fmt: skip
+        status.write(path, st)
+
+    return write
 
 
 def scope_of(args: argparse.Namespace) -> Scope:

@@ -23,6 +23,7 @@ from reconciler.cli.common import (
     connections,
     git_source,
     kube_settings,
+    make_binder,
     scope_of,
 )
 from reconciler.errors import OscError, UserError
@@ -198,8 +199,6 @@ def run_run(args: argparse.Namespace) -> int:
                 f"--ovs-db {args.ovs_db}: the binder binds one node's VNF NICs: give --node too "
                 "(a node agent), or run `osc-gitops bind --node NODE` beside a central run"
             )
-        from reconciler.cli.bind import make_binder
-
         binder = make_binder(args, args.node, metrics)
     with contextlib.ExitStack() as connected:
         try:

@@ -249,151 +249,178 @@ def plan_bindings(
 ) -> BindPlan:
     """One pass of the binder of ``node`` (see the module docstring)."""
     nics, skipped = vnf_nics(node, vms)
-    by_port: dict[str, list[VnfNic]] = defaultdict(list)
-    for nic in nics:
-        by_port[nic.port].append(nic)
-    claimed_twice = {port for port, held in by_port.items() if len(held) > 1}
-    for port in sorted(claimed_twice):
-        names = ", ".join(n.where for n in by_port[port])
-        for nic in by_port[port]:
-            skipped.append(Skip("port-claimed-twice", nic.where,
-                                f"OVN port {port} is claimed by {names}"))  # fmt: skip
-    node_ports = {port: held[0] for port, held in by_port.items() if len(held) == 1}
-
-    current: dict[tuple[str, str], list[LauncherPod]] = defaultdict(list)
+    found = _Pass(node, interfaces, skipped)
+    node_ports = found.claims(nics)
     for pod in pods:
         if pod.node == node and not pod.terminating:
-            current[(pod.namespace, pod.vmi)].append(pod)
-    by_pod_iface: dict[tuple[str, str], list[OvsInterface]] = defaultdict(list)
-    for iface in interfaces:
-        if CONT_POD_UID in iface.port_ids:
-            uid = iface.port_ids[CONT_POD_UID]
-            by_pod_iface[(uid, iface.port_ids.get(CONT_IFACE, ""))].append(iface)
-
-    desired: dict[str, tuple[str, VnfNic]] = {}  # interface uuid -> (port, nic)
-    bound: list[Bound] = []
-    waiting: list[VnfNic] = []
-    left_alone: set[str] = set()  # pod UIDs whose interfaces we must not touch
+            found.current[(pod.namespace, pod.vmi)].append(pod)
     nics_by_vm: dict[tuple[str, str], list[VnfNic]] = defaultdict(list)
     for nic in nics:
         if nic.port in node_ports:
             nics_by_vm[(nic.namespace, nic.vm)].append(nic)
     for (namespace, vm), vm_nics in sorted(nics_by_vm.items()):
-        launchers = current.get((namespace, vm), [])
+        found.match_vm(namespace, vm, vm_nics)
+    return BindPlan(
+        writes=tuple(found.writes(node_ports)),
+        bound=tuple(found.bound),
+        skipped=tuple(found.skipped),
+        waiting=tuple(found.waiting),
+        nics=tuple(nics),
+        node_ports=node_ports,
+    )
+
+
+class _Pass:
+    """What one pass finds, NIC by NIC (:func:`plan_bindings` drives it)."""
+
+    def __init__(self, node: str, interfaces: Sequence[OvsInterface], skipped: list[Skip]):
+        self.node = node
+        self.interfaces = interfaces
+        self.skipped = skipped
+        self.by_port: dict[str, list[VnfNic]] = defaultdict(list)
+        self.current: dict[tuple[str, str], list[LauncherPod]] = defaultdict(list)
+        """The live virt-launcher pods of the node by (namespace, VMI name)."""
+        self.by_pod_iface: dict[tuple[str, str], list[OvsInterface]] = defaultdict(list)
+        """ovs-cni's interfaces by (contPodUid, contIface)."""
+        for iface in interfaces:
+            if CONT_POD_UID in iface.port_ids:
+                key = (iface.port_ids[CONT_POD_UID], iface.port_ids.get(CONT_IFACE, ""))
+                self.by_pod_iface[key].append(iface)
+        self.desired: dict[str, tuple[str, VnfNic]] = {}
+        """Interface UUID -> (the OVN port it must carry, its NIC)."""
+        self.bound: list[Bound] = []
+        self.waiting: list[VnfNic] = []
+        self.left_alone: set[str] = set()
+        """Pod UIDs whose interfaces are in doubt: never written."""
+
+    def skip(self, reason: str, subject: str, detail: str, pod: str | None = None) -> None:
+        self.skipped.append(Skip(reason, subject, detail))
+        if pod is not None:
+            self.left_alone.add(pod)
+
+    def claims(self, nics: Sequence[VnfNic]) -> dict[str, VnfNic]:
+        """OVN port -> its NIC, for the ports one NIC claims (the others are skipped)."""
+        for nic in nics:
+            self.by_port[nic.port].append(nic)
+        for port, held in sorted(self.by_port.items()):
+            if len(held) > 1:
+                names = ", ".join(n.where for n in held)
+                for nic in held:
+                    self.skip("port-claimed-twice", nic.where,
+                              f"OVN port {port} is claimed by {names}")  # fmt: skip
+        return {port: held[0] for port, held in self.by_port.items() if len(held) == 1}
+
+    def match_vm(self, namespace: str, vm: str, vm_nics: list[VnfNic]) -> None:
+        """Each NIC of one VM on its OVS interface, through its virt-launcher pod."""
+        launchers = self.current.get((namespace, vm), [])
         if not launchers:
-            waiting.extend(vm_nics)
-            continue
+            self.waiting.extend(vm_nics)
+            return
         if len(launchers) > 1:
-            left_alone.update(p.uid for p in launchers)
+            self.left_alone.update(p.uid for p in launchers)
             names = ", ".join(f"{p.namespace}/{p.name}" for p in launchers)
-            detail = f"{len(launchers)} live virt-launcher pods on {node}: {names}"
-            skipped.append(Skip("launcher-pods-ambiguous", f"VirtualMachine {namespace}/{vm}",
-                                detail))  # fmt: skip
-            continue
+            detail = f"{len(launchers)} live virt-launcher pods on {self.node}: {names}"
+            self.skip("launcher-pods-ambiguous", f"VirtualMachine {namespace}/{vm}", detail)
+            return
         pod = launchers[0]
         subject = f"pod {pod.namespace}/{pod.name}"
         if pod.network_status is None:
             if pod.running:  # its CNI ADD is over, yet Multus reported nothing
-                left_alone.add(pod.uid)
-                skipped.append(Skip("network-status-missing", subject,
-                                    f"has no {NETWORK_STATUS} annotation"))  # fmt: skip
+                self.skip("network-status-missing", subject,
+                          f"has no {NETWORK_STATUS} annotation", pod.uid)  # fmt: skip
             else:
-                waiting.extend(vm_nics)
-            continue
+                self.waiting.extend(vm_nics)
+            return
         try:
             entries = parse_network_status(pod.network_status)
         except ValueError as exc:
-            left_alone.add(pod.uid)
-            skipped.append(Skip("network-status-malformed", subject,
-                                f"its {NETWORK_STATUS} annotation is {exc}"))  # fmt: skip
-            continue
+            self.skip("network-status-malformed", subject,
+                      f"its {NETWORK_STATUS} annotation is {exc}", pod.uid)  # fmt: skip
+            return
         for nic in vm_nics:
-            found = [e for e in entries if e.get("name") == nic.network]
-            if not found:
-                if pod.running:
-                    left_alone.add(pod.uid)
-                    skipped.append(Skip("network-status-missing", nic.where,
-                                        f"{subject}'s {NETWORK_STATUS} has no entry for "
-                                        f"{nic.network}"))  # fmt: skip
-                else:
-                    waiting.append(nic)
-                continue
-            if len(found) > 1:
-                left_alone.add(pod.uid)
-                names = ", ".join(str(e.get("interface")) for e in found)
-                skipped.append(Skip("port-claimed-twice", nic.where,
-                                    f"{subject} has {len(found)} interfaces ({names}) on "
-                                    f"{nic.network}, for one OVN port {nic.port}"))  # fmt: skip
-                continue
-            entry = found[0]
-            mac = normalize_mac(entry.get("mac") or "")
-            if mac != nic.mac:
-                left_alone.add(pod.uid)
-                detail = (
-                    f"{subject} reports MAC {mac or '(none)'} on {entry.get('interface')}, "
-                    f"the VM says {nic.mac}"
-                )
-                skipped.append(Skip("mac-mismatch", nic.where, detail))
-                continue
-            cont_iface = str(entry.get("interface") or "")
-            candidates = by_pod_iface.get((pod.uid, cont_iface), [])
-            if not candidates:
-                anonymous = by_pod_iface.get(("", cont_iface), [])
-                if anonymous:  # ovs-cni got no K8S_POD_UID: which pod's is it?
-                    names = ", ".join(i.name for i in anonymous)
-                    skipped.append(Skip("pod-uid-missing", nic.where, (
-                        f"OVS interface(s) {names} carry contIface={cont_iface} but an empty "
-                        "contPodUid: the container runtime passed no K8S_POD_UID to the CNI "
-                        "(containerd < 1.5, CRI-O < 1.20), so they cannot be told apart"
-                    )))  # fmt: skip
-                    continue
-                waiting.append(nic)
-                continue
-            if len(candidates) > 1:
-                left_alone.add(pod.uid)
-                names = ", ".join(i.name for i in candidates)
-                skipped.append(Skip("port-claimed-twice", nic.where,
-                                    f"{len(candidates)} OVS interfaces ({names}) are "
-                                    f"{subject}'s {entry.get('interface')}"))  # fmt: skip
-                continue
-            iface = candidates[0]
-            desired[iface.uuid] = (nic.port, nic)
-            bound.append(Bound(nic, iface))
+            self.match_nic(nic, pod, subject, entries)
 
-    iface_names = {i.uuid: i.name for i in interfaces}
-    holders = {port: iface_names[uuid] for uuid, (port, _nic) in desired.items()}
-    writes: list[Write] = []
-    for iface in sorted(interfaces, key=lambda i: i.name):
-        want = desired.get(iface.uuid)
-        if want is not None:
-            port, nic = want
-            if iface.iface_id != port:
-                writes.append(Write(iface.uuid, iface.name, port, iface.iface_id,
-                                    f"{nic.where} -> {port}"))  # fmt: skip
-            continue
-        pod_uid = iface.port_ids.get(CONT_POD_UID)
-        if not pod_uid or iface.iface_id is None or not is_node_vnf_port(iface.iface_id, node):
-            continue  # not an ovs-cni NIC on one of this node's VNF ports: never ours to touch
-        held = iface.iface_id
-        if held in holders:
-            why = f"OVN port {held} belongs on {holders[held]}, this is a stale interface"
-        elif pod_uid in left_alone:
-            continue  # the pod's NICs are in doubt (skipped above): leave them as they are
-        elif held in node_ports and any(
-            p.uid == pod_uid
-            for p in current.get((node_ports[held].namespace, node_ports[held].vm), [])
-        ):
-            continue  # the VM's current pod, not matched yet (waiting): leave it
-        elif held in by_port:
-            why = f"OVN port {held} is no longer this interface's: its pod {pod_uid} was replaced"
+    def match_nic(
+        self, nic: VnfNic, pod: LauncherPod, subject: str, entries: list[dict[str, Any]]
+    ) -> None:
+        """One NIC: its ``network-status`` entry, its MAC, its OVS interface."""
+        found = [e for e in entries if e.get("name") == nic.network]
+        if not found:
+            if not pod.running:
+                self.waiting.append(nic)
+                return
+            detail = f"{subject}'s {NETWORK_STATUS} has no entry for {nic.network}"
+            self.skip("network-status-missing", nic.where, detail, pod.uid)
+            return
+        if len(found) > 1:
+            names = ", ".join(str(e.get("interface")) for e in found)
+            self.skip("port-claimed-twice", nic.where,
+                      f"{subject} has {len(found)} interfaces ({names}) on {nic.network}, for "
+                      f"one OVN port {nic.port}", pod.uid)  # fmt: skip
+            return
+        entry = found[0]
+        mac = normalize_mac(entry.get("mac") or "")
+        if mac != nic.mac:
+            self.skip("mac-mismatch", nic.where,
+                      f"{subject} reports MAC {mac or '(none)'} on {entry.get('interface')}, "
+                      f"the VM says {nic.mac}", pod.uid)  # fmt: skip
+            return
+        cont_iface = str(entry.get("interface") or "")
+        candidates = self.by_pod_iface.get((pod.uid, cont_iface), [])
+        anonymous = self.by_pod_iface.get(("", cont_iface), [])
+        if not candidates and anonymous:  # ovs-cni got no K8S_POD_UID: which pod's is it?
+            names = ", ".join(i.name for i in anonymous)
+            self.skip("pod-uid-missing", nic.where,
+                      f"OVS interface(s) {names} carry contIface={cont_iface} but an empty "
+                      "contPodUid: the container runtime passed no K8S_POD_UID to the CNI "
+                      "(containerd < 1.5, CRI-O < 1.20), so they cannot be told apart")  # fmt: skip
+        elif not candidates:
+            self.waiting.append(nic)
+        elif len(candidates) > 1:
+            names = ", ".join(i.name for i in candidates)
+            self.skip("port-claimed-twice", nic.where,
+                      f"{len(candidates)} OVS interfaces ({names}) are {subject}'s "
+                      f"{cont_iface}", pod.uid)  # fmt: skip
         else:
-            why = f"OVN port {held} has no VM any more"
-        writes.append(Write(iface.uuid, iface.name, None, held, why))
-    return BindPlan(
-        writes=tuple(writes),
-        bound=tuple(bound),
-        skipped=tuple(skipped),
-        waiting=tuple(waiting),
-        nics=tuple(nics),
-        node_ports=node_ports,
-    )
+            self.desired[candidates[0].uuid] = (nic.port, nic)
+            self.bound.append(Bound(nic, candidates[0]))
+
+    def writes(self, node_ports: dict[str, VnfNic]) -> list[Write]:
+        """The ``iface-id`` to set where a NIC was found, and to take away from an ovs-cni
+        interface that carries one of this node's VNF ports but is no longer its NIC."""
+        names = {i.uuid: i.name for i in self.interfaces}
+        holders = {port: names[uuid] for uuid, (port, _nic) in self.desired.items()}
+        writes: list[Write] = []
+        for iface in sorted(self.interfaces, key=lambda i: i.name):
+            want = self.desired.get(iface.uuid)
+            if want is not None:
+                port, nic = want
+                if iface.iface_id != port:
+                    writes.append(Write(iface.uuid, iface.name, port, iface.iface_id,
+                                        f"{nic.where} -> {port}"))  # fmt: skip
+                continue
+            why = self._stale(iface, holders, node_ports)
+            if why:
+                writes.append(Write(iface.uuid, iface.name, None, iface.iface_id, why))
+        return writes
+
+    def _stale(
+        self, iface: OvsInterface, holders: dict[str, str], node_ports: dict[str, VnfNic]
+    ) -> str:
+        """Why ``iface``'s ``iface-id`` must go ("" when it stays, or is none of ours)."""
+        pod_uid = iface.port_ids.get(CONT_POD_UID)
+        held = iface.iface_id
+        if not pod_uid or held is None or not is_node_vnf_port(held, self.node):
+            return ""  # not an ovs-cni NIC on one of this node's VNF ports: never ours to touch
+        if held in holders:
+            return f"OVN port {held} belongs on {holders[held]}, this is a stale interface"
+        if pod_uid in self.left_alone:
+            return ""  # the pod's NICs are in doubt (skipped): leave them as they are
+        nic = node_ports.get(held)
+        if nic is not None and any(
+            p.uid == pod_uid for p in self.current.get((nic.namespace, nic.vm), [])
+        ):
+            return ""  # the VM's current pod, not matched yet (waiting): leave it
+        if held in self.by_port:
+            return f"OVN port {held} is no longer this interface's: its pod {pod_uid} was replaced"
+        return f"OVN port {held} has no VM any more"
