@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Any
 
@@ -23,15 +22,15 @@ from reconciler.cli.common import (
     compile_options,
     connections,
     load_source,
+    parse_pod,
     print_json,
+    read_snapshot,
 )
 from reconciler.cli.trace import add_trace_args
-from reconciler.errors import UserError
 
 EXIT_NOT_STEERED = 3
 """Selected but not (yet) steered as declared: rows missing or different, or no VNF instance on
 the pod's node (2 is ``plan``'s "changes"; 3 keeps the two apart in scripts)."""
-_POD_REF = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")
 
 
 def configure_explain(parser: argparse.ArgumentParser) -> None:
@@ -40,12 +39,9 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_compile_args(parser, health=False)
     parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
+        "-o", "--output", choices=("text", "json"), default="text",
         help="text (for humans) or json (the contract in reconciler/render/explain.py)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--observed",
         metavar="FILE",
@@ -87,18 +83,7 @@ def binder_reports(args: argparse.Namespace, nodes: list[str]) -> dict[str, Any]
     return reports
 
 
-def parse_pod(ref: str) -> tuple[str, str]:
-    """``NAMESPACE/POD`` -> ``(namespace, pod)``, in Kubernetes name syntax."""
-    match = _POD_REF.fullmatch(ref)
-    if match is None or len(match.group(1)) > 63 or len(match.group(3)) > 253:
-        raise UserError(
-            f"{ref!r} is not NAMESPACE/POD (a namespace and a pod name, e.g. shop/web-7)"
-        )
-    return match.group(1), match.group(3)
-
-
 def run_explain(args: argparse.Namespace) -> int:
-    from reconciler.cli.plan import read_snapshot
     from reconciler.core.planning.full import compile_plan
     from reconciler.core.views.explain import explain_pod
     from reconciler.engine.pipeline import observe

@@ -256,7 +256,7 @@ class Reporter(Protocol):
 
     def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
         """Data ports of running VNF VMs that OVN has not bound, counted by ``(vnf, node)``
-        (``reconciler.core.transitions.health.unbound_ports``); empty when none."""
+        (``reconciler.core.steering.port_binding.unbound_ports``); empty when none."""
         ...
 
     def transitions(

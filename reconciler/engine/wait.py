@@ -5,10 +5,10 @@ pipeline again whenever something that could let the apply go further changed (n
 a function group's active function, a rollout step was written, a rollout's time limit came)
 until
 
-- no steering is held (``reconciler.core.transitions.gating``),
-- no rolling update is under way (``reconciler.core.transitions.rollout``), and
-- every VNF instance OVN can judge (a health check, a function group) is healthy,
-- no data port of a running VNF VM is unbound (``health.unbound_ports``: a VM whose ports OVN
+- no steering is held (``reconciler.core.transitions.hold``),
+- no rolling update is under way (``reconciler.core.transitions.rollout``),
+- every VNF instance OVN can judge (a health check, a function group) is healthy, and
+- no data port of a running VNF VM is unbound (``HealthIndex.unbound``: a VM whose ports OVN
   never binds would otherwise only show as "probe failing"),
 
 or the timeout passes. Between passes it waits on the NB (``OvnNorthbound.watch_health``),
@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import HEALTHY
 from reconciler.core.model.observed import Observed
 from reconciler.core.planning.incremental import IncrementalPlanner
-from reconciler.core.transitions.gating import member_health
-from reconciler.core.transitions.health import HEALTHY, unbound_ports
+from reconciler.core.steering import HealthIndex
 from reconciler.core.transitions.rollout import why_unready
 from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
 from reconciler.engine.providers import KubeProvider, OvnProvider
@@ -54,14 +54,15 @@ class WaitOutcome:
 
 def unready(report: TransitionReport, observed: Observed) -> list[str]:
     """Everything that keeps an apply from being done, for humans: each VNF VM OVN does not
-    count healthy (and why: VM not running, probe failing), each held binding, each rollout."""
+    count healthy (and why: VM not running, probe failing), each data port OVN has not bound,
+    each held binding, each rollout."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
-    unbound = unbound_ports(observed)
-    for member in member_health(observed).values():
+    health = HealthIndex(observed)
+    for member in health.members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
-    for port in unbound:
+    for port in health.unbound:
         lines.append(f"{port.vm.partition('/')[2]}: port {port.port} ({port.side}) not bound: "
                      f"{port.cause}")  # fmt: skip
     for hold in report.held:

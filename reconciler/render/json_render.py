@@ -16,7 +16,7 @@
 ```
 ``kind`` is an OVN table or a Kubernetes kind; ``name`` is the row's name / ``osc.io/key`` or
 ``namespace/name``. Fields are added, never renamed or removed, within a format version.
-A row that wires a service chain (issue 21: its function, groups, child ports and link
+A row that wires a service chain (its function, groups, child ports and link
 switches) has ``resource.chain``, the chain's VNFs in order (``["ngfw", "ids"]``, from its
 ``external_ids:osc.io/chain``); an ACL steering into a chain names the chain's group in
 ``network_function_group`` (``osc.chain2_exit.ngfw.ids.node_1.fail_close``).
@@ -63,7 +63,7 @@ nodes_total, halted (why, or null), max_unavailable, deadline, window, instances
 [{key, node, slot, function, outdated, released, template, phase, since, rolling_to, halted,
 peer}]}``; VM template updates not ``released`` are held back (not in ``changes``).
 ``meta.unbound`` (absent when none): the data ports of running VNF VMs that OVN has not bound
-(the LSP's ``up`` is not true: ``reconciler.core.transitions.health.unbound_ports``), one entry
+(the LSP's ``up`` is not true: ``reconciler.core.steering.port_binding.unbound_ports``), one entry
 per port: ``{vnf, node, vm ("namespace/name"), port (the LSP), side ("in"|"out"), cause}``.
 Such an instance never passes its health check, so the steering onto it stays held.
 """

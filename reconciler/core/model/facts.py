@@ -121,7 +121,7 @@ class InstanceHealth:
 @dataclass(frozen=True, slots=True)
 class UnboundPort:
     """A data port of a running VNF VM that OVN has not bound (the plan's ``unbound``,
-    ``reconciler.core.transitions.health.unbound_ports``): its LSP is not ``up``, so the
+    ``reconciler.core.steering.port_binding.unbound_ports``): its LSP is not ``up``, so the
     instance never passes its health check and the steering onto it stays held."""
 
     vnf: str

@@ -225,8 +225,8 @@ class Observed:
     changes a plan, and the incremental planner follows only the groups compile read."""
     ports_up: dict[str, bool] = field(default_factory=dict)
     """What northd reports about our Logical_Switch_Ports (``OvnState.ports_up``): read for
-    reports only (a VNF VM whose ports OVN has not bound, ``reconciler.core.transitions.
-    health.unbound_ports``), never by compile or the diff."""
+    reports only (a VNF VM whose ports OVN has not bound, ``reconciler.core.steering.
+    port_binding.unbound_ports``), never by compile or the diff."""
     observed_at: float | None = None
     """When this was read (epoch seconds, wall clock: it is compared with moments recorded in
     OVN by other processes). Compile judges the grace period of emptied (group, node) pairs

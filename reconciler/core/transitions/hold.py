@@ -6,8 +6,9 @@ protected packet is lost on the way there:
 1. :func:`reconciler.core.transitions.rollout.hold_updates`: a VM whose template changed keeps it
    until the rollout selects the VM; functions of VMs being rolled on a two-instance node are
    drained from their steering groups;
-2. :func:`reconciler.core.transitions.gating.gate`: steering switched onto a function group
-   northd has not reported active waits (per binding and node).
+2. ``SteeringBackend.hold_unready`` (``reconciler.core.steering.network_function.gating``):
+   steering switched onto a function group northd has not reported active waits (per binding
+   and node).
 
 Both the full planner (``reconciler.core.planning.full.compile_plan``) and the warm loop's
 incremental planner (``reconciler.core.planning.incremental``) apply it to the plan they made, the
@@ -22,19 +23,33 @@ from dataclasses import replace
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
-from reconciler.core.transitions.gating import gate, held_idents
+from reconciler.core.steering import HealthIndex, SteeringBackend
 from reconciler.core.transitions.rollout import hold_updates
 
 __all__ = [
     "apply_transitions",
+    "held_idents",
     "only_progress",
     "with_health_of",
 ]
 
 
-def apply_transitions(plan: Plan, desired: Desired, observed: Observed) -> Plan:
-    """``plan`` as it may be applied now (see the module docstring)."""
-    return gate(hold_updates(plan, desired, observed), observed)
+def apply_transitions(
+    plan: Plan,
+    desired: Desired,
+    observed: Observed,
+    backend: SteeringBackend,
+    health: HealthIndex | None = None,
+) -> Plan:
+    """``plan`` as it may be applied now (see the module docstring), with ``health`` the
+    plan's health index (made here when the caller has none)."""
+    index = health if health is not None else HealthIndex(observed)
+    return backend.hold_unready(hold_updates(plan, desired, observed, backend), observed, index)
+
+
+def held_idents(plan: Plan) -> set[tuple[str, str]]:
+    """The changes ``plan`` holds back (:attr:`Plan.held`)."""
+    return {ident for hold in plan.held for ident in hold.changes}
 
 
 def only_progress(first: Plan, second: Plan) -> bool:

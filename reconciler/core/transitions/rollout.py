@@ -53,12 +53,11 @@ from reconciler.core.compiling.diff import diff, live_state
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, VnfDeployment
-from reconciler.core.model.facts import Finding, VmRollout, VnfRollout
+from reconciler.core.model.facts import HEALTHY, Finding, VmRollout, VnfRollout
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Change, Plan
-from reconciler.core.model.target import Resource, Target
-from reconciler.core.transitions.gating import MemberHealth, member_health
-from reconciler.core.transitions.health import HEALTHY
+from reconciler.core.model.target import Target
+from reconciler.core.steering import HealthIndex, MemberHealth, SteeringBackend
 
 __all__ = [
     "BOOTING",
@@ -87,7 +86,6 @@ Phase = Literal["draining", "restarting", "booting"]
 _DRAINED = (DRAINING, RESTARTING, BOOTING)
 _RELEASED = (RESTARTING, BOOTING)
 _VM = "VirtualMachine"
-_NFG = "Network_Function_Group"
 
 
 def template_hash(template: Any) -> str:
@@ -140,7 +138,9 @@ def _labels(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((body or {}).get("metadata") or {}).get("labels") or {}
 
 
-def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
+def hold_updates(
+    plan: Plan, desired: Desired, observed: Observed, backend: SteeringBackend
+) -> Plan:
     """The plan of this moment of every rollout (see the module docstring): template updates of
     VMs not yet ``restarting`` are left out, the functions of VMs being rolled on a
     two-instance node are taken out of the node's steering groups, and :attr:`Plan.rollouts`
@@ -206,7 +206,7 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     vm_labels = [_labels(o.body) for k, o in live_vms.items() if k not in gone]
     vm_labels += [_labels(c.after) for c in plan.changes if c.kind == _VM and c.action == "create"]
     if drained:
-        changes = _drain(changes, drained, observed)
+        changes = _drain(changes, drained, observed, backend)
     rollouts = [
         _vnf_rollout(desired.vnfs[vnf], sorted(vm_list, key=lambda v: (v.node, v.slot)), vm_labels)
         for vnf, vm_list in sorted(vms.items())
@@ -272,58 +272,19 @@ def _vnf_rollout(
 
 
 def _drain(
-    changes: list[Change], drained: Mapping[tuple[str, str], set[str]], observed: Observed
-) -> list[Change]:
-    """``changes`` with the drained functions out of their nodes' steering groups (the groups'
-    target: the plan's ``after``, else the live row; probe groups keep their one function). A
-    group is never left empty: with both functions drained (should not happen) it keeps them."""
-    planned = {c.key: c for c in changes if c.kind == _NFG}
-    live = {r.key: r for r in observed.ovn_rows if r.table == _NFG}
-    out = [c for c in changes if not (c.kind == _NFG and c.key in _touched(planned, live, drained))]
-    for key in sorted(_touched(planned, live, drained)):
-        change = planned.get(key)
-        if change is not None and change.action == "delete":
-            out.append(change)
-            continue
-        fields = (
-            dict(change.after) if change is not None and change.after else dict(live[key].fields)
-        )
-        gone = _drained_of(fields, drained)
-        members = [nf for nf in fields.get("network_function") or () if nf not in gone]
-        if members:
-            fields["network_function"] = members
-        ext = fields.get("external_ids") or {}
-        node = ext.get(own.NODE)
-        origin = str(ext.get(own.RESOURCE, change.origin if change else ""))
-        target = Target.of([Resource(_NFG, key, origin, node, fields)])
-        current = live_state([live[key]], ()) if key in live else {}
-        out.extend(diff(target, current).changes)
-    return out
-
-
-def _drained_of(fields: Mapping[str, Any], drained: Mapping[tuple[str, str], set[str]]) -> set[str]:
-    members = {str(nf) for nf in fields.get("network_function") or ()}
-    return {nf for nfs in drained.values() for nf in nfs if nf in members}
-
-
-def _touched(
-    planned: Mapping[str, Change],
-    live: Mapping[str, Any],
+    changes: list[Change],
     drained: Mapping[tuple[str, str], set[str]],
-) -> set[str]:
-    """Steering groups (not probe groups) that hold a drained function, planned or live."""
-    out: set[str] = set()
-    for key in planned.keys() | live.keys():
-        if naming.is_probe_group(key):
-            continue
-        change = planned.get(key)
-        fields = (
-            change.after
-            if change is not None and change.after
-            else (live[key].fields if key in live else None)
-        )
-        if fields and _drained_of(fields, drained):
-            out.add(key)
+    observed: Observed,
+    backend: SteeringBackend,
+) -> list[Change]:
+    """``changes`` with the drained functions out of their nodes' steering groups (which rows
+    those are is the backend's business: ``SteeringBackend.drain``)."""
+    found = backend.drain(changes, drained, observed)
+    out = [c for c in changes if (c.kind, c.key) not in found.touched]
+    out.extend(found.kept)
+    for resource, live in found.rows:
+        current = live_state([live], ()) if live is not None else {}
+        out.extend(diff(Target.of([resource]), current).changes)
     return out
 
 
@@ -352,15 +313,21 @@ class Steps:
     """What each rollout waits for now, for humans (``--wait`` progress, status)."""
 
 
-def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -> Steps:
+def next_steps(
+    rollouts: Iterable[VnfRollout],
+    observed: Observed,
+    now: float,
+    health: HealthIndex | None = None,
+) -> Steps:
     """What to write now for each rollout (module docstring, steps 2-5), from the plan's
     description of it, the live state after that plan was applied (``observed``: VM
     annotations, northd's ``network_function_active``) and the wall-clock time ``now`` (the
-    ``SINCE`` annotations are wall-clock times: the state outlives the process)."""
-    health = member_health(observed)
+    ``SINCE`` annotations are wall-clock times: the state outlives the process; ``health``: its
+    health index, when the caller has one)."""
+    index = health if health is not None else HealthIndex(observed)
+    members = index.members
     live = {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM}
-    groups = _steering_groups(observed)
-    active = {nf for g, nf in observed.nf_active.items() if g in groups and nf}
+    active = set(index.active_functions)
     steps: list[Step] = []
     waiting: list[str] = []
     rechecks: list[float] = []
@@ -376,8 +343,8 @@ def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -
             busy.add(vm.node)
             since = parse_time(state.get(SINCE)) or now
             elapsed = now - since
-            member = health.get(vm.function)
-            step, wait = _advance(rollout, vm, phase, state, member, obj, groups, observed, now)
+            member = members.get(vm.function)
+            step, wait = _advance(rollout, vm, phase, state, member, obj, index, now)
             if step is not None:
                 steps.extend(step)
                 continue
@@ -398,7 +365,7 @@ def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -
         if halted:
             waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
             continue
-        steps.extend(_select(rollout, busy, live, health, active, now, waiting))
+        steps.extend(_select(rollout, busy, live, members, active, now, waiting))
     return Steps(tuple(steps), min(rechecks) if rechecks else None, tuple(waiting))
 
 
@@ -409,8 +376,7 @@ def _advance(
     state: Mapping[str, str],
     member: MemberHealth | None,
     obj: KubeObject,
-    groups: Mapping[str, tuple[str, str, list[str]]],
-    observed: Observed,
+    health: HealthIndex,
     now: float,
 ) -> tuple[list[Step] | None, str]:
     """The steps that move one VM being rolled to its next phase, or why it waits."""
@@ -419,7 +385,7 @@ def _advance(
         # The manifests changed again while it rolled (e.g. the fix of a halted rollout).
         return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "new template")], ""
     if phase == DRAINING:
-        if _drained(vm, rollout.vnf, groups, observed):
+        if health.drained(vm.function, rollout.vnf, vm.node):
             return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "drained")], ""
         return None, "draining (northd has not moved its traffic to the other instance yet)"
     if phase == RESTARTING:
@@ -482,35 +448,6 @@ def why_unready(member: MemberHealth | None, obj: KubeObject | None) -> str:
     if member.health == HEALTHY or not member.checkable:
         return "waiting out the health check's detection time"
     return member.detail or "probe failing"
-
-
-def _steering_groups(observed: Observed) -> dict[str, tuple[str, str, list[str]]]:
-    """Live steering groups of ours (not probe groups) -> (vnf, node, functions)."""
-    out: dict[str, tuple[str, str, list[str]]] = {}
-    for row in observed.ovn_rows:
-        name = str(row.fields.get("name", row.key))
-        if row.table != _NFG or naming.is_probe_group(name):
-            continue
-        ids = row.fields.get("external_ids") or {}
-        kind, _, vnf = str(ids.get(own.RESOURCE, "")).partition("/")
-        node = ids.get(own.NODE)
-        if kind == "VnfDeployment" and isinstance(node, str):
-            members = [str(nf) for nf in row.fields.get("network_function") or ()]
-            out[name] = (vnf, node, members)
-    return out
-
-
-def _drained(
-    vm: VmRollout, vnf: str, groups: Mapping[str, tuple[str, str, list[str]]], observed: Observed
-) -> bool:
-    """No live steering group of its node holds the VM's function, and northd no longer names
-    it active anywhere (it rewrote ``network_function_active``: the traffic moved)."""
-    for name, (group_vnf, node, members) in groups.items():
-        if group_vnf != vnf or node != vm.node:
-            continue
-        if vm.function in members or observed.nf_active.get(name) == vm.function:
-            return False
-    return True
 
 
 def _select(

@@ -5,8 +5,8 @@ An operator must see a dead firewall before a user reports it, so the loop expor
 (``osc_gitops_vnf_instance_healthy``, ``osc_gitops_nf_ids_used``, and the data ports of running
 VNF VMs OVN has not bound, ``osc_gitops_unbound_vnf_ports``: ``reporting.metrics``) and
 writes it into the status file behind ``osc-gitops status``. Both are derived from the read the
-pass ended with (``reconciler.core.transitions.health``); reading health never writes anything and
-never re-plans. Passes in which none of its inputs changed report nothing new.
+pass ended with (one ``reconciler.core.steering.HealthIndex``); reading health never writes
+anything and never re-plans. Passes in which none of its inputs changed report nothing new.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reconciler.core.model.observed import Observed
-from reconciler.core.transitions.health import live_id_budget, unbound_ports, vnf_health
+from reconciler.core.steering import HealthIndex, live_id_budget
 from reconciler.engine.providers import Reporter
 
 
@@ -49,10 +49,11 @@ class OvnHealthReport:
         ):
             return
         self._inputs = inputs
-        health = vnf_health(observed)
+        index = HealthIndex(observed)
+        health = index.instances()
         self.reporter.vnf_health({where: h.healthy for where, h in health.items()})
         self.reporter.nf_ids_used(live_id_budget(observed))
-        unbound = unbound_ports(observed)
+        unbound = index.unbound
         counts: dict[tuple[str, str], int] = {}
         for port in unbound:
             counts[(port.vnf, port.node)] = counts.get((port.vnf, port.node), 0) + 1

@@ -63,7 +63,7 @@ class Status:
     (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""
     unbound: list[dict[str, Any]] = field(default_factory=list)
     """Data ports of running VNF VMs that OVN has not bound after the last pass:
-    ``{vnf, node, vm, port, side, cause}`` (``reconciler.core.transitions.health``).
+    ``{vnf, node, vm, port, side, cause}`` (``reconciler.core.steering.HealthIndex.unbound``).
     ``osc-gitops status`` exits 1 while there are any."""
     binder: dict[str, Any] | None = None
     """The node binder's last state when it runs in this process (``run --node --ovs-db``,

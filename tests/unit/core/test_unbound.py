@@ -1,13 +1,15 @@
-"""Unbound VNF ports (``reconciler.core.transitions.health.unbound_ports``) and why they are
-unbound, from what the node's binder published (``reconciler.core.views.traffic``)."""
+"""Unbound VNF ports (``reconciler.core.steering.port_binding``, read through the health index:
+``HealthIndex.unbound``) and why they are unbound, from what the node's binder published
+(``reconciler.core.views.traffic``)."""
 
 from __future__ import annotations
 
 import dataclasses
 
 from reconciler.core.compiling.compile import compile_target
+from reconciler.core.model.facts import UnboundPort
 from reconciler.core.model.observed import KubeObject, Observed
-from reconciler.core.transitions.health import unbound_ports
+from reconciler.core.steering import HealthIndex
 from reconciler.core.views.traffic import BinderReport, unbound_cause
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
@@ -27,6 +29,10 @@ def observed(up: dict[str, bool], printable: str = "Running") -> Observed:
         if r.kind == "VirtualMachine"
     )  # fmt: skip
     return dataclasses.replace(base, kube_objects=vms, ports_up=up)
+
+
+def unbound_ports(observed: Observed) -> list[UnboundPort]:
+    return list(HealthIndex(observed).unbound)
 
 
 def test_a_running_vm_whose_port_is_not_up_is_unbound() -> None:
