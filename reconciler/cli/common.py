@@ -16,6 +16,8 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 | ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
+| ``--notify-timeout`` | ``OSC_NOTIFY_TIMEOUT`` |
+| ``--notify-max-members`` | ``OSC_NOTIFY_MAX_MEMBERS`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 | ``--ovs-db`` | ``OSC_OVS_DB`` (the node binder: the node's Open_vSwitch database) |
 
@@ -31,7 +33,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +181,26 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
     )  # fmt: skip
+    from reconciler.core.steering.base import DEFAULT_JOIN_SUBNETS, DEFAULT_TRANSIT_SUBNETS
+
+    node = parser.add_argument_group(
+        "node traffic (left out of steering unless a Binding says steerNodeTraffic: true)",
+        "Kubelet probes from the node's management port (its subnet's .2, from "
+        "k8s.ovn.org/node-subnets) and traffic from or to OVN-Kubernetes' join and transit "
+        "subnets are not steered. Give these when your OVN-Kubernetes uses other subnets.",
+    )
+    node.add_argument(
+        "--ovn-join-subnets",
+        default=env("OSC_OVN_JOIN_SUBNETS", ",".join(DEFAULT_JOIN_SUBNETS)),
+        metavar="CIDR[,CIDR]",
+        help=f"OVN-Kubernetes' join subnets (default {','.join(DEFAULT_JOIN_SUBNETS)})",
+    )
+    node.add_argument(
+        "--ovn-transit-subnets",
+        default=env("OSC_OVN_TRANSIT_SUBNETS", ",".join(DEFAULT_TRANSIT_SUBNETS)),
+        metavar="CIDR[,CIDR]",
+        help=f"OVN-Kubernetes' transit subnets (default {','.join(DEFAULT_TRANSIT_SUBNETS)})",
+    )
     if not health:
         return
     probe = parser.add_argument_group(
@@ -195,6 +217,73 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         "--svc-monitor-ip-dst", default=env("OSC_SVC_MONITOR_IP_DST"), metavar="ADDRESS",
         help=f"destination address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP_DST})",
     )  # fmt: skip
+
+
+def _positive(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+        return value
+
+    return parse
+
+
+def add_notify_args(parser: argparse.ArgumentParser) -> None:
+    """How the security managers are told (``VnfDeployment.spec.securityManager``)."""
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "security managers",
+        "Each VnfDeployment's securityManager gets deployed/removed events and, per Binding and "
+        "node, the SecurityGroup's members (schemas/security-manager-notification.json), "
+        "beside the reconcile: a manager that is down, slow or failing never holds it up; "
+        "what fails is retried with backoff and shown in metrics and osc-gitops status.",
+    )
+    group.add_argument(
+        "--notify-timeout",
+        type=_positive(float),
+        default=env("OSC_NOTIFY_TIMEOUT", "5"),
+        metavar="SECONDS",
+        help="how long one POST may take (env OSC_NOTIFY_TIMEOUT; default 5); apply and run "
+        "--once try each manager once before they exit, for at most twice as long",
+    )
+    group.add_argument(
+        "--notify-max-members",
+        type=_positive(int),
+        default=env("OSC_NOTIFY_MAX_MEMBERS", "1000"),
+        metavar="N",
+        help="members per message: a longer list goes in parts of one sequence (env "
+        "OSC_NOTIFY_MAX_MEMBERS; default 1000)",
+    )
+
+
+def told_path(args: argparse.Namespace, name: str) -> Path:
+    """Where a one-shot run (``apply``, ``run --once``) keeps what it told the security managers,
+    so the next run sends only what changed: ``<cache-dir>/notify/<name>-<cluster>.json``, the
+    cluster being a hash of the Kubernetes and OVN endpoints given (two clusters reconciled from
+    one machine never share it). Without the file (a CronJob's fresh ``emptyDir``) everything is
+    sent again, which a manager absorbs (``sequence``, ``digest``)."""
+    import hashlib
+
+    where = "|".join(
+        str(getattr(args, attr, None) or "")
+        for attr in ("kubeconfig", "context", "in_cluster", "ovn_nb")
+    )
+    digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+    return cache_dir(args) / "notify" / f"{name}-{digest}.json"
+
+
+def outbox_for(args: argparse.Namespace, reporter: Any = None) -> Any:
+    """The security managers' outbox the flags describe (``reconciler.engine.notifications``),
+    posting through ``reconciler.adapters.notify``."""
+    from reconciler.adapters.notify import JsonPoster
+    from reconciler.engine.notifications import NotifySettings, Outbox
+
+    settings = NotifySettings(timeout=args.notify_timeout, max_members=args.notify_max_members)
+    return Outbox(JsonPoster(settings.timeout), settings, reporter=reporter)
 
 
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
@@ -214,7 +303,8 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
         group.add_argument(
             "--kubernetes-only", action="store_true",
             help="central owner: the VNF VirtualMachines and NADs of every node and the "
-            "security-manager notifications; no OVN access at all (no --ovn-nb)",
+            "security managers' deployed/removed events (the node agents tell them the "
+            "members); no OVN access at all (no --ovn-nb)",
         )  # fmt: skip
 
 
@@ -353,6 +443,7 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     grace = float(getattr(args, "empty_grace", DEFAULT_EMPTY_GRACE))
     if not 0 <= grace < float("inf"):
         raise UserError(f"--empty-grace {grace:g} must be a number of seconds, 0 or more")
+    infra = _infra_subnets(args)
     options = CompileOptions(
         instance=args.instance,
         steering=args.steering,
@@ -360,8 +451,37 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
         empty_grace=grace,
     )
+    if "join_subnets" in infra:
+        options = replace(options, join_subnets=infra["join_subnets"])
+    if "transit_subnets" in infra:
+        options = replace(options, transit_subnets=infra["transit_subnets"])
     check_options(options)  # refuse a bad address now, before connecting anywhere
     return options
+
+
+def _infra_subnets(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """``--ovn-join-subnets``/``--ovn-transit-subnets`` as checked networks, by the
+    ``CompileOptions`` field they set (only those given)."""
+    import ipaddress
+
+    infra: dict[str, tuple[str, ...]] = {}
+    for flag, field in (("join", "join_subnets"), ("transit", "transit_subnets")):
+        raw = getattr(args, f"ovn_{flag}_subnets", None)
+        if raw is None:
+            continue
+        networks: list[str] = []
+        for value in (v.strip() for v in str(raw).split(",")):
+            if not value:
+                continue
+            try:
+                networks.append(str(ipaddress.ip_network(value, strict=False)))
+            except ValueError:
+                raise UserError(
+                    f"--ovn-{flag}-subnets: {value!r} is not an IP network (CIDR, e.g. "
+                    "100.64.0.0/16)"
+                ) from None
+        infra[field] = tuple(networks)
+    return infra
 
 
 @contextlib.contextmanager

@@ -74,6 +74,7 @@ from reconciler.core.planning.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_sli
 from reconciler.engine import gc_tuning
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.guard import LoopGuard
+from reconciler.engine.notifications import Outbox, load_told, save_told
 from reconciler.engine.pipeline import Pipeline
 from reconciler.engine.providers import (
     KubeProvider,
@@ -126,6 +127,10 @@ class LoopConfig:
     (OVN-Kubernetes writes the port a few ms after the pod event; our IDL follows it)."""
     scope: Scope = field(default_factory=CentralScope)
     """What this loop reconciles: everything, one node's OVN slice, or the Kubernetes side."""
+    told_file: Path | None = None
+    """``run --once``: where it keeps what it told the security managers between runs
+    (``reconciler.engine.notifications.Outbox.told``); the long-running loop tells everything
+    once at start and keeps the rest in memory."""
 
     @property
     def instance(self) -> str:
@@ -200,6 +205,7 @@ class Loop:
         lease: LeaseProvider | None = None,
         reporter: Reporter | None = None,
         notify: Notifier | None = None,
+        outbox: Outbox | None = None,
         publisher: StatusPublisher | None = None,
         stopping: threading.Event | None = None,
         clock: Clock = time.monotonic,
@@ -228,7 +234,11 @@ class Loop:
             notify=notify,
             allow_empty=config.allow_empty,
             scope=config.scope,
+            notices=outbox,
         )
+        self.outbox = outbox
+        """The security managers' notifications (delivered by its own threads; its state goes
+        into the status after each pass, its attempts into the metrics as they happen)."""
         self.lag = OvnLagRetry(config.lag_retries, self.request)
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
@@ -402,6 +412,8 @@ class Loop:
             self.reporter.reconciled(self.applied_revision)
         if result.result == "standby":
             return
+        if self.outbox is not None:
+            self.status_book.security_managers(self.outbox.status())
         sources = self.sources
         self.status_book.record(
             result.result,
@@ -483,7 +495,19 @@ class Loop:
             if not self.lease.held():
                 log.info("another replica holds the lease; nothing to do")
                 return EXIT_OK
+        if self.outbox is not None and self.config.told_file is not None:
+            self.outbox.remember(load_told(self.config.told_file))
         result = self.reconcile_pass(ONCE)
+        if self.outbox is not None:  # one pass, then the process exits: deliver what it told
+            self.outbox.flush(2 * self.outbox.settings.timeout, retry=False)
+            if self.config.told_file is not None:
+                try:
+                    save_told(self.config.told_file, self.outbox.told())
+                except OSError as exc:
+                    log.warning("cannot write what the security managers were told",
+                                extra={"error": str(exc)})  # fmt: skip
+            self.status_book.security_managers(self.outbox.status(), save=True)
+            self.outbox.close()
         failed = bool(
             not result.ok or self.sources.latest_refused or self.sources.source_error is not None
         )
@@ -567,6 +591,8 @@ class Loop:
                 self.lease.release()
             for thread in self._threads:
                 thread.join(timeout=5)
+            if self.outbox is not None:
+                self.outbox.close()
             log.info("stopped", extra={"passes": self.passes, "applies": self.applies})
         return EXIT_OK
 

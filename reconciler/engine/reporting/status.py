@@ -69,6 +69,10 @@ class Status:
     """The node binder's last state when it runs in this process (``run --node --ovs-db``,
     ``bind``): what it bound and skipped, and the traffic per VNF instance
     (``reconciler.engine.binder``)."""
+    security_managers: list[dict[str, Any]] = field(default_factory=list)
+    """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
+    failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
+    notifications.Outbox.status``; ``up`` false: its last delivery failed and is retried)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -148,6 +152,7 @@ def render_text(status: Status) -> str:
     lines.extend(transition_lines(status))
     lines.extend(unbound_lines(status))
     lines.extend(binder_lines(status))
+    lines.extend(manager_lines(status))
     return "\n".join(lines) + "\n"
 
 
@@ -194,6 +199,28 @@ def binder_lines(status: Status) -> list[str]:
     return lines
 
 
+def manager_lines(status: Status) -> list[str]:
+    """``status``'s security managers, for humans."""
+    if not status.security_managers:
+        return []
+    lines = ["Security managers (notifications: deployed, removed, members):"]
+    for m in status.security_managers:
+        state = {True: "up", False: "FAILING", None: "not tried yet"}[m.get("up")]
+        line = (
+            f"  {m['manager']}: {state}, {m.get('delivered', 0)} delivered, "
+            f"{m.get('pending', 0)} pending"
+        )
+        if m.get("rejected"):
+            line += f", {m['rejected']} refused by it"
+        if m.get("up") is False:
+            line += f", failing since {m.get('failing_since')}, retried"
+            if m.get("retry_in") is not None:
+                line += f" in {m['retry_in']:.1f} s"
+            line += f": {m.get('last_error', '')}"
+        lines.append(line)
+    return lines
+
+
 def transition_lines(status: Status) -> list[str]:
     """``status``'s held steering and rolling updates, for humans."""
     lines: list[str] = []
@@ -227,6 +254,7 @@ def record_apply(
     vnf_instances: list[dict[str, Any]] | None = None,
     transitions: dict[str, Any] | None = None,
     unbound: list[dict[str, Any]] | None = None,
+    security_managers: list[dict[str, Any]] | None = None,
 ) -> None:
     """After ``osc-gitops apply`` converged: the live state matches ``revision``, and its VNF
     instances were as ``vnf_instances`` says (none given: none known). Raises ``OSError`` when
@@ -246,6 +274,7 @@ def record_apply(
     st.held = list((transitions or {}).get("held") or [])
     st.rollouts = list((transitions or {}).get("rollouts") or [])
     st.unbound = list(unbound or [])
+    st.security_managers = list(security_managers or [])
     write(path, st)
 
 
@@ -284,6 +313,15 @@ class StatusBook:
         """Held steering and rolling updates after a pass (written with its outcome)."""
         self.status.held = list(report.get("held") or [])
         self.status.rollouts = list(report.get("rollouts") or [])
+
+    def security_managers(self, managers: list[dict[str, Any]], *, save: bool = False) -> None:
+        """The security managers' state (written with the pass's outcome, or now: ``save``)."""
+        self.status.security_managers = managers
+        if save and self.path is not None:
+            try:
+                write(self.path, self.status)
+            except OSError as exc:
+                log.warning("cannot write status file", extra={"error": str(exc)})
 
     def refused(self, revision: str | None, errors: list[str]) -> None:
         """A revision's manifests are invalid: shown until a pass says otherwise."""

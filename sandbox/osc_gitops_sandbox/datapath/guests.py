@@ -19,15 +19,19 @@ each in one place:
    :data:`~osc_gitops_sandbox.ovn.ovs_cni.NEWER` (ovs-cni main: ``iface-id`` from the NAD's
    ``args.cni.ovnPort``). Then Multus' ``network-status`` goes on the virt-launcher pod (unless
    ``KubeVirt.multus_status`` is off);
-2. **the guest's forwarding program** (:func:`start_program`, the one place it is started;
-   :func:`forwarding` switches it on and off): a *bridge* for Network Function ports (no
-   address; the two NICs in a Linux bridge, a bump in the wire) or a *router* for a
-   router-policy port (an address; one NIC, ``ip_forward=1``), chosen by the OVN ports the
-   reconciler wrote. A guest **boots** for ``boot delay`` seconds before its program forwards,
-   then the VMI gets ``AgentConnected`` (what the QEMU guest agent reports once the OS is
-   up). The delay is the VM's annotation
-   :data:`~osc_gitops_sandbox.kubeapi.kubevirt.BOOT_DELAY_ANNOTATION` (on the VM or its
-   template), else the data path's default (:attr:`VirtHandler.boot_delay`, 0);
+2. **the guest's forwarding program** (:func:`start_program`, the one place it is chosen
+   and started; every guest runs a :class:`ForwardingProgram`, whose ``forward`` switches it
+   on and off: :func:`forwarding`). The OVN ports the reconciler wrote choose the kind: a
+   *router* for a router-policy port (an address; one NIC, ``ip_forward=1``,
+   :class:`RouterProgram`), a *bump in the wire* for Network Function ports (no address; two
+   NICs). Which program a two-NIC guest runs is the data path's choice
+   (:data:`GuestPrograms`, ``VirtHandler.programs``): the Linux bridge
+   (:class:`BridgeProgram`) unless it hands one (Suricata inline,
+   :mod:`osc_gitops_sandbox.datapath.suricata`, for a VM whose image names Suricata). A guest
+   **boots** for ``boot delay`` seconds before its program forwards, then the VMI gets
+   ``AgentConnected`` (what the QEMU guest agent reports once the OS is up). The delay is the
+   VM's annotation :data:`~osc_gitops_sandbox.kubeapi.kubevirt.BOOT_DELAY_ANNOTATION` (on the
+   VM or its template), else the data path's default (:attr:`VirtHandler.boot_delay`, 0);
 3. **the VMI's status**: ``Running`` with its interfaces once plugged.
 
 A VMI that is deleted or replaced (a restart: same name, new UID) takes its guest down: the
@@ -44,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,12 +67,23 @@ from osc_gitops_sandbox.kubeapi.kubevirt import (
     launcher_pods_of,
     multus_networks,
     network_status,
-    vmi_node,
 )
+from osc_gitops_sandbox.kubeapi.placement import pinned_node
 from osc_gitops_sandbox.lifecycle import Worker
 from osc_gitops_sandbox.ovn import ovs_cni, ovsdb_rpc
 
-__all__ = ["PORTS_ANNOTATION", "GuestHost", "VirtHandler", "Vnf", "forwarding", "start_program"]
+__all__ = [
+    "PORTS_ANNOTATION",
+    "BridgeProgram",
+    "ForwardingProgram",
+    "GuestHost",
+    "GuestPrograms",
+    "RouterProgram",
+    "VirtHandler",
+    "Vnf",
+    "forwarding",
+    "start_program",
+]
 
 PORTS_ANNOTATION = "osc.io/ports"
 VNF_BRIDGE = "br0"
@@ -86,6 +101,38 @@ FINAL_PHASES = ("Succeeded", "Failed")
 
 def ovs_cni_versions() -> tuple[str, ...]:
     return ovs_cni.VERSIONS
+
+
+class ForwardingProgram(Protocol):
+    """What a guest runs on its NICs: between data-in and data-out of a two-NIC guest (a bump
+    in the wire: unchanged headers), IP forwarding on the one NIC of a router guest. It
+    forwards while it runs."""
+
+    name: str
+
+    @property
+    def running(self) -> bool:
+        """Whether it forwards now."""
+        ...
+
+    def start(self, forward: bool) -> None:
+        """Set up in the guest's namespace (its NICs are plugged); forward at once if
+        ``forward``, else once :meth:`forward` says so (the guest boots)."""
+        ...
+
+    def forward(self, enabled: bool) -> None:
+        """Pass traffic on, or stop (a dead VNF that swallows packets)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+GuestPrograms = Callable[
+    [Mapping[str, Any], Mapping[str, Any], str, str, Sequence[str]], ForwardingProgram | None
+]
+"""``programs(vm, vmi, netns, node, nics)``: the program a two-NIC guest of ``vm`` runs between
+its ``nics`` (data-in, data-out: the pod-side interface names KubeVirt gives them), ``None`` for
+the Linux bridge."""
 
 
 @dataclass
@@ -110,9 +157,12 @@ class Vnf:
     """Whether the guest finished booting (forwarding is then only what
     :meth:`VirtHandler.set_forwarding` says)."""
     started_at: float = field(default_factory=time.monotonic)
+    program: ForwardingProgram | None = None
+    """What the guest runs (:func:`start_program`): the Linux bridge, Suricata, a router."""
 
     @property
     def bridge(self) -> bool:
+        """A two-NIC bump in the wire (the Linux bridge or a program between the NICs)."""
         return self.out_endpoint is not None
 
     @property
@@ -145,6 +195,8 @@ class Vnf:
         return sum(c.counts()[1] for c in self.counters)
 
     def close(self) -> None:
+        if self.program is not None:
+            self.program.close()
         for counter in self.counters:
             counter.close()
         for endpoint in self.endpoints:
@@ -173,48 +225,106 @@ class GuestHost(Protocol):
     def unplug(self, *endpoints: Endpoint) -> None: ...
 
 
-def start_program(kind: str, netns: str, nics: list[str], *, running: bool) -> None:
-    """Start the guest's forwarding program: THE place a VNF guest's own software is started
-    (a real VNF's image; here the kernel). ``kind``: ``bridge`` (``nics`` = data-in, data-out
-    bridged as a bump in the wire) or ``router`` (``nics`` = its one NIC, IP forwarding, set up
-    by the namespace's sysctls). ``running``: forward at once, else it is still booting and
-    :func:`forwarding` switches it on later."""
+@dataclass
+class BridgeProgram:
+    """The Linux bridge between a two-NIC guest's data-in and data-out (a bump in the wire):
+    the default program of a Network Function guest. Down, it drops every frame."""
+
+    netns: str
+    nics: tuple[str, str]
+    name: str = "bridge"
+    running: bool = False
+
+    def start(self, forward: bool) -> None:
+        first, second = self.nics
+        ip("-n", self.netns, "-batch", "-", stdin="\n".join([
+            # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
+            # reports of its own into both NF ports, which counts as forwarded traffic.
+            f"link add {VNF_BRIDGE} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
+            f"link set {VNF_BRIDGE} multicast off",
+            f"link set {first} master {VNF_BRIDGE}",
+            f"link set {second} master {VNF_BRIDGE}",
+            # A wire, not a learning switch: a pod's MAC arrives on data-out for traffic
+            # towards it and on data-in for traffic from it (and, between two members of
+            # one group, on both sides), so a learned entry would make the bridge drop a
+            # frame "back out of the port it came in on".
+            f"link set {first} type bridge_slave learning off flood on",
+            f"link set {second} type bridge_slave learning off flood on",
+            *([f"link set {VNF_BRIDGE} up"] if forward else []),  # else: booting
+        ]))  # fmt: skip
+        self.running = forward
+
+    def forward(self, enabled: bool) -> None:
+        ip("-n", self.netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
+        self.running = enabled
+
+    def close(self) -> None:
+        """Nothing to stop: the bridge goes with the guest's namespace."""
+
+
+@dataclass
+class RouterProgram:
+    """IP forwarding on a router guest's one NIC (router-policy steering). Set up by the
+    namespace's sysctls (:data:`ROUTER_GUEST_SYSCTLS`, ``ip_forward=0`` while booting)."""
+
+    netns: str
+    nic: str
+    name: str = "router"
+    running: bool = False
+
+    def start(self, forward: bool) -> None:
+        self.running = forward  # the namespace was made with ip_forward as ``forward``
+
+    def forward(self, enabled: bool) -> None:
+        sysctl(self.netns, f"net.ipv4.ip_forward={1 if enabled else 0}")
+        if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
+            sysctl(
+                self.netns, "net.ipv4.conf.all.send_redirects=0",
+                f"net.ipv4.conf.{self.nic}.send_redirects=0",
+                "net.ipv4.conf.all.rp_filter=0", f"net.ipv4.conf.{self.nic}.rp_filter=0",
+            )  # fmt: skip
+        self.running = enabled
+
+    def close(self) -> None:
+        """Nothing to stop: forwarding goes with the guest's namespace."""
+
+
+def start_program(
+    kind: str, netns: str, nics: Sequence[str], *, running: bool,
+    programs: GuestPrograms | None = None, vm: Mapping[str, Any] | None = None,
+    vmi: Mapping[str, Any] | None = None, node: str = "",
+) -> ForwardingProgram:  # fmt: skip
+    """Choose and start the guest's forwarding program: THE place a VNF guest's own software is
+    started (a real VNF's image; here the kernel or Suricata). ``kind``: ``router`` (``nics``
+    = its one NIC: :class:`RouterProgram`) or ``bridge`` (``nics`` = data-in, data-out: what
+    ``programs`` hands for ``vm``/``vmi`` on ``node``, else :class:`BridgeProgram`).
+    ``running``: forward at once, else it is still booting and :func:`forwarding` switches it
+    on later. A program that fails to start is closed."""
+    program: ForwardingProgram | None = None
     if kind == "router":
-        return  # sysctls of the namespace (ip_forward=0 while booting): see _start_guest
-    if kind != "bridge":
+        program = RouterProgram(netns, nics[0])
+    elif kind == "bridge":
+        first, second = nics
+        if programs is not None:
+            program = programs(vm or {}, vmi or {}, netns, node, (first, second))
+        if program is None:
+            program = BridgeProgram(netns, (first, second))
+    else:
         raise DatapathError(f"unknown guest program {kind!r}")
-    first, second = nics
-    ip("-n", netns, "-batch", "-", stdin="\n".join([
-        # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
-        # reports of its own into both NF ports, which counts as forwarded traffic.
-        f"link add {VNF_BRIDGE} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
-        f"link set {VNF_BRIDGE} multicast off",
-        f"link set {first} master {VNF_BRIDGE}",
-        f"link set {second} master {VNF_BRIDGE}",
-        # A wire, not a learning switch: a pod's MAC arrives on data-out for traffic
-        # towards it and on data-in for traffic from it (and, between two members of
-        # one group, on both sides), so a learned entry would make the bridge drop a
-        # frame "back out of the port it came in on".
-        f"link set {first} type bridge_slave learning off flood on",
-        f"link set {second} type bridge_slave learning off flood on",
-        *([f"link set {VNF_BRIDGE} up"] if running else []),  # else: booting
-    ]))  # fmt: skip
+    try:
+        program.start(forward=running)
+    except BaseException:
+        program.close()
+        raise
+    return program
 
 
 def forwarding(vnf: Vnf, enabled: bool) -> None:
-    """Let the guest pass traffic on or not: the bridge of a bridge guest (down: frames are
-    dropped), IP forwarding of a router guest."""
-    netns = vnf.endpoint.netns
-    if vnf.bridge:
-        ip("-n", netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
-        return
-    sysctl(netns, f"net.ipv4.ip_forward={1 if enabled else 0}")
-    if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
-        nic = vnf.endpoint.ifname
-        sysctl(
-            netns, "net.ipv4.conf.all.send_redirects=0", f"net.ipv4.conf.{nic}.send_redirects=0",
-            "net.ipv4.conf.all.rp_filter=0", f"net.ipv4.conf.{nic}.rp_filter=0",
-        )  # fmt: skip
+    """Let the guest pass traffic on or not (its program's ``forward``: the bridge down drops
+    frames, a stopped Suricata forwards nothing, a router stops IP forwarding)."""
+    if vnf.program is None:
+        raise DatapathError(f"VNF {vnf.namespace}/{vnf.vm} runs no forwarding program")
+    vnf.program.forward(enabled)
 
 
 class VirtHandler:
@@ -222,9 +332,11 @@ class VirtHandler:
 
     def __init__(
         self, host: GuestHost, kube: Any, kubevirt: KubeVirt, *, boot_delay: float = 0.0,
-        ovs_cni: str = ovs_cni.RELEASED,
+        ovs_cni: str = ovs_cni.RELEASED, programs: GuestPrograms | None = None,
     ) -> None:  # fmt: skip
         self.host = host
+        self.programs = programs
+        """Which forwarding program a two-NIC guest runs (``None``: always the bridge)."""
         self.kube = kube
         self.kubevirt = kubevirt
         self.boot_delay = boot_delay
@@ -374,14 +486,15 @@ class VirtHandler:
     def _start_guest(self, vm: dict[str, Any], vmi: dict[str, Any]) -> Vnf:
         """Play virt-handler for one VMI: its NICs (:meth:`_plug_nics`), then its forwarding
         program (:func:`start_program`): a router guest when its ``data-in`` port has an
-        address (router-policy), else a bridge guest on ``data-in`` + ``data-out`` (Network
-        Function). Forwarding starts when the boot delay is over."""
+        address (router-policy), else a two-NIC guest on ``data-in`` + ``data-out`` (Network
+        Function: the bridge, or what :attr:`programs` hands). Forwarding starts when the
+        boot delay is over."""
         meta = vm["metadata"]
         where = f"VirtualMachine {meta['namespace']}/{meta['name']}"
         spec = vmi.get("spec") or {}
-        node = vmi_node(vmi)
+        node = pinned_node(spec)
         if not node:
-            raise DatapathError(f"{where} is pinned to no node")
+            raise DatapathError(f"{where} is pinned to no node (node affinity on metadata.name)")
         ports = dict(
             p.split("=", 1) for p in meta["annotations"][PORTS_ANNOTATION].split(",") if "=" in p
         )
@@ -403,10 +516,12 @@ class VirtHandler:
         counters: list[FrameCounter] = []
         try:
             nics = self._plug_nics(vm, vmi, launcher, node, netns, sides, ports, address, where)
-            kind = "router" if address else "bridge"
-            start_program(kind, netns, [e.ifname for e in nics], running=delay <= 0)
-            if not address:
+            if not address:  # before the program: it may forward at once
                 counters += [FrameCounter(netns, e.ifname) for e in nics]
+            program = start_program(
+                "router" if address else "bridge", netns, [e.ifname for e in nics],
+                running=delay <= 0, programs=self.programs, vm=vm, vmi=vmi, node=node,
+            )  # fmt: skip
         except BaseException:
             for counter in counters:  # an open packet socket would keep the namespace alive
                 counter.close()
@@ -415,7 +530,7 @@ class VirtHandler:
         return Vnf(
             meta["namespace"], meta["name"], meta["uid"], nics[0],
             nics[1] if len(nics) > 1 else None, counters,
-            vmi_uid=vmi_uid, boots_at=boots_at, booted=booted,
+            vmi_uid=vmi_uid, boots_at=boots_at, booted=booted, program=program,
         )  # fmt: skip
 
     def _plug_nics(

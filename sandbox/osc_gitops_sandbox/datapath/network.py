@@ -39,8 +39,10 @@ What it plugs, the way OVN-Kubernetes + KubeVirt + ovs-cni would:
   OVN ports, as it would in a cluster. For router-policy steering the
   guest routes: ``data-in`` only, the IP of the LSP row the reconciler wrote, ``ip_forward=1``.
   For Network Function steering (OVN 26.03) it bridges ``data-in`` and ``data-out`` (Linux
-  bridge, STP off, no address), as a bump-in-the-wire VNF does. Turning forwarding (or the
-  bridge) off simulates a dead VNF. :meth:`Datapath.sync_vnfs` waits until the guests caught up.
+  bridge, STP off, no address), as a bump-in-the-wire VNF does; a VM whose image names Suricata
+  runs Suricata 8 inline between the two NICs instead (IPS mode, :attr:`Datapath.suricata`,
+  :mod:`osc_gitops_sandbox.datapath.suricata`). Turning forwarding (the bridge, Suricata) off
+  simulates a dead VNF. :meth:`Datapath.sync_vnfs` waits until the guests caught up.
 
 Every namespace has IPv6 off and every veth TX checksum offload off (TCP through the userspace
 datapath's conntrack needs it; see :mod:`osc_gitops_sandbox.datapath.netns`).
@@ -82,7 +84,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osc_gitops_sandbox.datapath.chassis import UNDERLAY_NETWORK, Chassis, Underlay
-from osc_gitops_sandbox.datapath.guests import VirtHandler, Vnf
+from osc_gitops_sandbox.datapath.guests import GuestPrograms, VirtHandler, Vnf
 from osc_gitops_sandbox.datapath.netns import (
     NETNS_PREFIX,
     DatapathError,
@@ -210,7 +212,9 @@ class Datapath(Lifecycle):
         self, cluster: Any, workdir: str | os.PathLike[str] | None = None, *,
         timeout: float = 15, boot_delay: float = 0.0, chassis_per_node: bool | None = None,
         ovs_cni: str | None = None, binder: bool | None = None, instance: str = "osc-gitops",
+        programs: GuestPrograms | None = None,
     ) -> None:  # fmt: skip
+        from osc_gitops_sandbox.datapath.suricata import SuricataPrograms
         from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
         self.cluster = cluster
@@ -242,9 +246,13 @@ class Datapath(Lifecycle):
         """Whether the product's node binder runs on every node (default; env
         ``OSC_DATAPATH_BINDER=0`` turns it off)."""
         self.instance = instance
+        self.suricata = SuricataPrograms(self.workdir / "sg")
+        """The Suricata guests' rules and address groups (a VM whose image names Suricata runs
+        Suricata between its NICs, :mod:`osc_gitops_sandbox.datapath.suricata`)."""
         self._handler = VirtHandler(
-            self, cluster.kube, kubevirt, boot_delay=boot_delay, ovs_cni=self.ovs_cni
-        )
+            self, cluster.kube, kubevirt, boot_delay=boot_delay, ovs_cni=self.ovs_cni,
+            programs=programs if programs is not None else self.suricata,
+        )  # fmt: skip
         self._count = itertools.count(1)
         self._binders: dict[str, Any] = {}
         self._binder_stop: Any = None
@@ -517,6 +525,21 @@ class Datapath(Lifecycle):
         except BaseException:
             delete_netns(netns)
             raise
+
+    def plug_management_port(self, node: str) -> Endpoint:
+        """The node's management port (``ovn-k8s-mp0``, the subnet's ``.2``, where kubelet
+        probes its pods from) as OVN-Kubernetes sets it up in the node's NB
+        (:func:`~osc_gitops_sandbox.ovn.netpol.add_management_port`), plugged as a namespace
+        of its own standing for the host."""
+        from osc_gitops_sandbox.ovn.netpol import add_management_port
+
+        subnet = self._subnet(node)
+        address = subnet.network_address + 2
+        mac = "0a:58:" + ":".join(f"{b:02x}" for b in address.packed[-4:])
+        lsp = add_management_port(self.nb_remote_of(node), node, mac, str(address))
+        endpoint = self.plug(f"mp-{node}", lsp, mac, str(address), node)
+        self.wait_ports_up([lsp])
+        return endpoint
 
     def unplug(self, *endpoints: Endpoint) -> None:
         for endpoint in endpoints:

@@ -65,6 +65,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from osc_gitops_sandbox.kubeapi.kubevirt_webhook import mutate_vm
+from osc_gitops_sandbox.kubeapi.placement import pinned_node
 from osc_gitops_sandbox.kubeapi.server import ApiError, KubeApiServer
 from osc_gitops_sandbox.lifecycle import Worker
 
@@ -83,7 +85,6 @@ __all__ = [
     "network_status",
     "pod_interface_name",
     "restart_path",
-    "vmi_node",
 ]
 
 SUBRESOURCES_GROUP = "subresources.kubevirt.io"
@@ -162,28 +163,6 @@ def network_status(vmi: Mapping[str, Any], macs: Mapping[str, str] | None = None
     return json.dumps(entries, indent=1)
 
 
-def vmi_node(vmi: Mapping[str, Any]) -> str | None:
-    """Where the VMI runs: ``status.nodeName``, else what its spec pins it to (the
-    ``kubernetes.io/hostname`` node selector, or a required node affinity on
-    ``metadata.name``, as DaemonSets pin pods)."""
-    node = (vmi.get("status") or {}).get("nodeName")
-    if node:
-        return str(node)
-    spec = vmi.get("spec") or {}
-    node = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
-    if node:
-        return str(node)
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})  # fmt: skip
-    for term in required.get("nodeSelectorTerms") or []:
-        for field in term.get("matchFields") or []:
-            if field.get("key") == "metadata.name" and field.get("operator") == "In":
-                values = field.get("values") or []
-                if values:
-                    return str(values[0])
-    return None
-
-
 def launcher_pods_of(server: Any, vmi: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The virt-launcher pods of one VMI (by its ``kubevirt.io/created-by`` label)."""
     meta = vmi.get("metadata") or {}
@@ -253,6 +232,7 @@ class KubeVirt:
         """Whether Multus writes ``network-status`` on virt-launcher pods (without a data
         path: at once; with one: the data path's CNI does)."""
         self._controller = Worker("kubevirt-controller", self.reconcile)
+        server.add_mutator(VM_KIND, mutate_vm)  # virt-api's mutating webhook
         server.subscribe((VM_KIND, VMI_KIND), self._changed)
         server.add_extension(self)
 
@@ -333,7 +313,7 @@ class KubeVirt:
         }  # fmt: skip
         if not self.external_handler and self.multus_status:
             annotations[NETWORK_STATUS] = network_status(vmi)
-        node = vmi_node(vmi)
+        node = pinned_node(vmi.get("spec") or {})  # where the scheduler puts it
         spec: dict[str, Any] = {
             "containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher"}],
             "restartPolicy": "Never",
@@ -389,7 +369,7 @@ class KubeVirt:
         template = (vm.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
         spec = copy.deepcopy(template_spec(vm))
-        node = vmi_node({"spec": spec})
+        node = pinned_node(spec)
         phase = "Scheduled" if self.external_handler else "Running"
         status: dict[str, Any] = {"phase": phase, "conditions": []}
         if node:
