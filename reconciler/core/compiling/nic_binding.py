@@ -207,14 +207,19 @@ def _ports_of(vm: KubeObject) -> dict[str, str]:
 
 
 def vnf_nics(node: str, vms: Iterable[KubeObject]) -> tuple[list[VnfNic], list[Skip]]:
-    """The data NICs (``data-<side>``, a Multus network) of our VMs on ``node`` (their
-    ``osc.io/node`` label), each with the OVN port the VM's ``osc.io/ports`` names for its
-    side; a VM without a readable annotation is skipped."""
+    """The data NICs (``data-<side>``, a Multus network) of our VMs on ``node`` (the full
+    node name of ``osc.io/node-name`` where the ``osc.io/node`` label had to be shortened, else
+    the label: ``ownership.node_of``), each with the OVN port the VM's ``osc.io/ports`` names
+    for its side; a VM without a readable annotation is skipped."""
     nics: list[VnfNic] = []
     skipped: list[Skip] = []
     for vm in sorted(vms, key=lambda o: (o.namespace, o.name)):
-        labels = (vm.body.get("metadata") or {}).get("labels") or {}
-        if vm.kind != "VirtualMachine" or labels.get(own.NODE_LABEL) != node:
+        meta = vm.body.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if (
+            vm.kind != "VirtualMachine"
+            or own.node_of(labels, meta.get("annotations") or {}) != node
+        ):
             continue
         where = f"VirtualMachine {vm.namespace}/{vm.name}"
         try:

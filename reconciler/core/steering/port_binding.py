@@ -46,7 +46,7 @@ def unbound_ports(observed: Observed) -> list[UnboundPort]:
             side, _, port = pair.partition("=")
             if not port or observed.ports_up.get(port, True):
                 continue
-            node = str(labels.get(own.NODE_LABEL, ""))
+            node = own.node_of(labels, meta.get("annotations") or {}) or ""
             out.append(UnboundPort(
                 vnf=str(labels.get(own.VNF_LABEL, "")), node=node,
                 vm=f"{obj.namespace}/{obj.name}", port=port, side=side,

@@ -264,3 +264,40 @@ def test_an_interface_without_pod_uid_is_named_not_guessed() -> None:
     assert [(s.reason, s.subject) for s in plan.skipped] == [
         ("pod-uid-missing", "VirtualMachine security/firewall-node-1 NIC data-in"),
     ]  # fmt: skip
+
+
+def test_a_node_name_too_long_for_a_label_is_matched_by_its_annotation() -> None:
+    """Node names may have 253 characters, label values 63: the compiler shortens the VM's
+    ``osc.io/node`` label and writes the full name in ``osc.io/node-name``. The binder of that
+    node must find its VMs by the full name (and another node sharing the label's first
+    characters must not)."""
+    long_node = ".".join(["node-1", "a" * 63, "b" * 63, "c" * 60])
+    twin = long_node[:-1] + "d"  # the same first 52 characters, so the same label head
+    target = compile_target(
+        desired(sg("web", "app=web"), vnf("firewall"), binding("b", "web", "firewall", 10)),
+        cluster([("shop", "web-1", long_node, {"app": "web"})], nodes=(long_node, twin)),
+    )
+    vms = [
+        KubeObject(r.kind, *r.key.split("/", 1), body=r.fields)
+        for r in target.resources.values()
+        if r.kind == "VirtualMachine"
+    ]
+    (vm,) = [
+        v for v in vms if v.body["metadata"]["annotations"].get("osc.io/node-name") == long_node
+    ]
+    assert vm.body["metadata"]["labels"]["osc.io/node"] != long_node  # shortened
+    spec = vm.body["spec"]["template"]["spec"]
+    nads = {n["name"]: n["multus"]["networkName"] for n in spec["networks"] if "multus" in n}
+    entries = [{"name": f"security/{nads[nic]}" if "/" not in nads[nic] else nads[nic],
+                "interface": iface_name, "mac": mac_of(vms, vm.name, nic)}
+               for nic, iface_name in (("data-in", "pod1a"), ("data-out", "pod2b"))]  # fmt: skip
+    pod = LauncherPod("security", f"virt-launcher-{vm.name[:40]}-abcde", "pod-1", long_node,
+                      vm.name, json.dumps(entries))  # fmt: skip
+    ports = dict(
+        p.split("=") for p in vm.body["metadata"]["annotations"]["osc.io/ports"].split(",")
+    )
+    ifaces = [iface("veth1", "pod-1", "pod1a"), iface("veth2", "pod-1", "pod2b")]
+    plan = plan_bindings(long_node, vms, [pod], ifaces)
+    assert writes(plan) == {"veth1": ports["in"], "veth2": ports["out"]}
+    assert not plan.skipped and {n.node for n in plan.nics} == {long_node}
+    assert plan_bindings(twin, [vm], [], []).nics == ()

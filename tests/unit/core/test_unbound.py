@@ -64,3 +64,22 @@ def test_the_cause_says_what_the_binder_reports() -> None:
     assert "Permission denied" in failing
     unread = unbound_cause(IN, "node-1", VM, BinderReport("node-1", problem="403 Forbidden"))
     assert "unknown: 403 Forbidden" in unread
+
+
+def test_an_unbound_port_names_the_full_node_of_a_shortened_label() -> None:
+    long_node = ".".join(["node-1", "a" * 63, "b" * 63, "c" * 60])
+    base = cluster([("shop", "web-1", long_node, {"app": "web"})], nodes=(long_node,))
+    target = compile_target(
+        desired(sg("web", "app=web"), vnf("firewall"), binding("b", "web", "firewall", 10)), base
+    )
+    vms = tuple(
+        KubeObject(r.kind, *r.key.split("/", 1), body=r.fields,
+                   status={"printableStatus": "Running"})
+        for r in target.resources.values()
+        if r.kind == "VirtualMachine"
+    )  # fmt: skip
+    (vm,) = vms
+    port = dict(p.split("=") for p in vm.body["metadata"]["annotations"]["osc.io/ports"].split(","))
+    found = unbound_ports(dataclasses.replace(base, kube_objects=vms, ports_up={port["in"]: False}))
+    assert [(u.node, u.port) for u in found] == [(long_node, port["in"])]
+    assert f"OVS interface on {long_node}. " in found[0].cause
