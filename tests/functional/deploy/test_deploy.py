@@ -36,11 +36,6 @@ from tests.support.paths import POLICIES, REPO
 SA = ("osc-gitops", "osc-gitops")  # namespace, name
 
 
-def kustomize_dir(folder: str) -> list[dict[str, Any]]:
-    """``kubectl kustomize deploy/FOLDER`` (``binder``, ``monitoring``)."""
-    return kustomize(f"../{folder}")
-
-
 def kustomize(overlay: str) -> list[dict[str, Any]]:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
@@ -325,6 +320,10 @@ def verbs_on(
 def test_interconnect_overlay_renders_agents_and_a_kubernetes_only_owner() -> None:
     rendered = interconnect()
     docs, agent_pod, central_pod = rendered["docs"], rendered["agent_pod"], rendered["central_pod"]
+    # the agents bind their nodes' VNF NICs themselves (--ovs-db): no bind-only DaemonSet here
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "DaemonSet"] == [
+        rendered["agent"]["metadata"]["name"]
+    ]
     namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
     assert namespaces[CENTRAL_NS]["metadata"]["labels"][
         "pod-security.kubernetes.io/enforce"] == "restricted"  # fmt: skip
@@ -378,16 +377,22 @@ def test_interconnect_agents_mount_the_zone_socket_where_ovn_kubernetes_puts_it(
     assert f"--ovs-db=unix:{OVNK_POD_RUN_DIR}/db.sock" in container["args"]
 
 
-def test_the_bind_only_daemonset_mounts_the_ovs_socket_as_ovs_cni_does_and_reads_only() -> None:
-    """deploy/binder (beside a central-NB reconciler): hostPath /var/run/openvswitch (ovs-cni's
-    own DaemonSet's volume), read-only, uid 0 without any capability; RBAC: reads of pods,
-    VMs and nodes, and its own status Lease; its admission policy names only that Lease."""
-    docs = kustomize_dir("binder")
+@pytest.mark.parametrize("overlay", ["central-nb/deployment", "central-nb/cronjob"])
+def test_the_bind_only_daemonset_mounts_the_ovs_socket_as_ovs_cni_does_and_reads_only(
+    overlay: str,
+) -> None:
+    """The central-NB overlays run the node binder on every node (deploy/components/
+    node-binder; the interconnect agents bind themselves): hostPath /var/run/openvswitch
+    (ovs-cni's own DaemonSet's volume), read-only, uid 0 without any capability; the overlay's
+    image; RBAC: reads of pods, VMs and nodes, and its own status Lease; its admission policy
+    names only that Lease."""
+    docs = kustomize(overlay)
     (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
     pod = daemonset["spec"]["template"]["spec"]
     assert (daemonset["metadata"]["namespace"], pod["serviceAccountName"]) == BINDER_SA
     (container,) = pod["containers"]
     assert container["args"][0] == "bind"
+    assert container["image"] == "ghcr.io/example/osc-gitops:0.1.0"  # the overlay's knob
     assert "--ovs-db=unix:/var/run/openvswitch/db.sock" in container["args"]
     (volume,) = [v for v in pod["volumes"] if "hostPath" in v]
     assert volume["hostPath"]["path"] == "/var/run/openvswitch"
@@ -614,7 +619,7 @@ def test_interconnect_rbac_covers_every_api_call_each_role_makes(tmp_path: Path)
         verbs = {(resource, verb) for _, resource, verb, _ in calls}
         for pair in needed:
             assert pair in verbs, f"the {name} did not exercise {pair}: {sorted(verbs)}"
-        rules = grants(docs if sa != BINDER_SA else kustomize_dir("binder"), sa)
+        rules = grants(docs if sa != BINDER_SA else kustomize("central-nb/deployment"), sa)
         missing = sorted(str(c) for c in calls if not role_allows(rules, c))
         assert not missing, f"the {name}'s RBAC does not allow:\n" + "\n".join(missing)
         unused = unused_verbs(rules, calls)
