@@ -1,4 +1,4 @@
-"""The node binder at scale (issue 28): one node's binder in a 1,000-node cluster.
+"""The node binder at scale: one node's binder in a 1,000-node cluster.
 
     .venv/bin/python -m bench.binder                        # 1,000 and 10 nodes, 20 rounds each
     .venv/bin/python -m bench.binder --nodes 1000 --rounds 5 --out /tmp/b.md

@@ -278,8 +278,8 @@ class Reporter(Protocol):
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
-        seconds it has waited (``reconciler.core.transitions.gating``), and the rolling updates
-        under way (the plan's ``rollouts``,
+        seconds it has waited (``reconciler.core.steering.network_function.gating``), and the
+        rolling updates under way (the plan's ``rollouts``,
         ``reconciler.core.transitions.rollout``)."""
         ...
 

@@ -1,4 +1,4 @@
-"""Who binds a VNF's OVN ports, proved with packets (issue 28).
+"""Who binds a VNF's OVN ports, proved with packets.
 
 Every other packet test runs the released parts: ovs-cni v0.39.0 (no ``iface-id`` on the VNF
 NICs) and the product's node binder on every node (``Datapath(binder=True)``, the default).

@@ -158,7 +158,7 @@ Ident = tuple[str, str]
 @dataclass(frozen=True, slots=True)
 class Hold:
     """The steering of one binding on one node, held until its function groups are active
-    (the plan's ``held``; ``reconciler.core.transitions.gating``)."""
+    (the plan's ``held``; ``reconciler.core.steering.network_function.gating``)."""
 
     binding: str
     node: str

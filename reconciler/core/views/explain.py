@@ -76,7 +76,8 @@ Status = Literal["steered", "not-selected", "no-bindings", "pending", "not-steer
 the live rows (or VMs) differ from the compiled ones (apply has not run, or drift);
 ``not-steered``: a binding that applies cannot steer it (no VNF instance on its node, no OVN
 port for the pod, ...); ``held``: a binding's steering on its node waits until OVN reports the
-VNF instance healthy (``reconciler.core.transitions.gating``; the binding's ``held`` says why)."""
+VNF instance healthy (``reconciler.core.steering.network_function.gating``; the binding's ``held``
+says why)."""
 AS_DECLARED: frozenset[str] = frozenset({"steered", "not-selected", "no-bindings"})
 RowState = Literal["ok", "missing", "differs", "stale"]
 """A row as compiled and live: ``ok`` (equal; for a Port_Group: the pod's membership is),

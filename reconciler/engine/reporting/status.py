@@ -56,8 +56,8 @@ class Status:
     (``reconciler.core.transitions.health``)."""
     held: list[dict[str, Any]] = field(default_factory=list)
     """Steering held until OVN reports its VNF instance healthy, after the last pass:
-    ``{binding, node, reason, since}`` (``reconciler.core.transitions.gating``; ``since``: epoch
-    seconds)."""
+    ``{binding, node, reason, since}`` (``reconciler.core.steering.network_function.gating``;
+    ``since``: epoch seconds)."""
     rollouts: list[dict[str, Any]] = field(default_factory=list)
     """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
     (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""

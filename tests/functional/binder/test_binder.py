@@ -1,5 +1,5 @@
 """``osc-gitops bind`` against a real Open_vSwitch database and the API emulator with
-KubeVirt: what it binds, what it leaves alone, bad input and faults (issue 28).
+KubeVirt: what it binds, what it leaves alone, bad input and faults.
 
 The node's CNI is played on the database (:class:`~osc_gitops_sandbox.ovn.node_cni.NodeCni`):
 ovs-cni v0.39.0 (no ``iface-id``) unless a test says otherwise."""
