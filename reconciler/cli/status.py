@@ -67,8 +67,10 @@ def run_status(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(status.render_text(st))
-    # a halted rolling update needs a human as much as a failed pass does
-    ok = st.result in ("applied", "unchanged") and not status.halted(st)
+    # a halted rolling update needs a human as much as a failed pass does, and so does a VNF
+    # VM whose ports OVN never bound (its pods are not protected)
+    ok = st.result in ("applied", "unchanged", "bound") and not status.halted(st)
+    ok = ok and not st.unbound
     return EXIT_OK if ok else EXIT_ERROR
 
 
@@ -127,8 +129,8 @@ COMMAND = Command(
     ),
     epilog=(
         "exit codes: 0 last reconcile ok (--all-nodes: every node ok), 1 error/refused/"
-        "unreachable or no status, or a rolling update halted (--all-nodes: a node failed, is "
-        "silent, lags or is missing)\n\n"
+        "unreachable or no status, a rolling update halted, or a running VNF VM's port that "
+        "OVN has not bound (--all-nodes: a node failed, is silent, lags or is missing)\n\n"
         "examples:\n  kubectl -n osc-gitops exec deploy/osc-gitops -- osc-gitops status\n"
         "  osc-gitops status --all-nodes --kubeconfig ~/.kube/config\n"
         "  osc-gitops status --all-nodes -o json"

@@ -5,9 +5,11 @@ pipeline again whenever something that could let the apply go further changed (n
 a function group's active function, a rollout step was written, a rollout's time limit came)
 until
 
-- no steering is held (``reconciler.core.transitions.gating``),
-- no rolling update is under way (``reconciler.core.transitions.rollout``), and
-- every VNF instance OVN can judge (a health check, a function group) is healthy,
+- no steering is held (``reconciler.core.transitions.hold``),
+- no rolling update is under way (``reconciler.core.transitions.rollout``),
+- every VNF instance OVN can judge (a health check, a function group) is healthy, and
+- no data port of a running VNF VM is unbound (``HealthIndex.unbound``: a VM whose ports OVN
+  never binds would otherwise only show as "probe failing"),
 
 or the timeout passes. Between passes it waits on the NB (``OvnNorthbound.watch_health``),
 never longer than a second (a VM's status or a change nobody announces is seen then).
@@ -52,12 +54,17 @@ class WaitOutcome:
 
 def unready(report: TransitionReport, observed: Observed) -> list[str]:
     """Everything that keeps an apply from being done, for humans: each VNF VM OVN does not
-    count healthy (and why: VM not running, probe failing), each held binding, each rollout."""
+    count healthy (and why: VM not running, probe failing), each data port OVN has not bound,
+    each held binding, each rollout."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
-    for member in HealthIndex(observed).members.values():
+    health = HealthIndex(observed)
+    for member in health.members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
+    for port in health.unbound:
+        lines.append(f"{port.vm.partition('/')[2]}: port {port.port} ({port.side}) not bound: "
+                     f"{port.cause}")  # fmt: skip
     for hold in report.held:
         lines.append(f"Binding/{hold['binding']} on {hold['node']}: held, {hold['reason']}")
     for rollout in report.rollouts:

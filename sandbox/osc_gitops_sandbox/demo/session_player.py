@@ -12,7 +12,8 @@ kubelet starts it and reports it. :class:`ClusterPlayer` does the same for the s
 - with a data path (``sandbox up --datapath``), every such pod is also plugged: a network
   namespace on the node's chassis, bound by ``ovn-controller``; a deleted pod is unplugged.
   The VNF guests follow the VirtualMachines on their own
-  (:mod:`osc_gitops_sandbox.datapath.guests`).
+  (:mod:`osc_gitops_sandbox.datapath.guests`); KubeVirt's virt-launcher pods are left alone
+  (their default network is not played).
 """
 
 from __future__ import annotations
@@ -148,6 +149,9 @@ class ClusterPlayer:
                 continue
             if ident in self.known:  # recreated under the same name: a new pod, a new port
                 self._unwire(ident)
+            if (meta.get("labels") or {}).get("kubevirt.io") == "virt-launcher":
+                self.known[ident] = meta["uid"]  # KubeVirt's: its default network is not played
+                continue
             node = pod["spec"].get("nodeName") or self.nodes[self._turn % len(self.nodes)]
             self._turn += 1
             if node not in self.nodes:
