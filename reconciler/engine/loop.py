@@ -36,6 +36,13 @@ Safety rules, each covered by a test in ``tests/unit/engine`` (with in-memory fa
   how its one pass ended and exits 1.
 - **Full resync.** Between full compiles (every ``full_resync`` seconds) passes re-plan only
   what changed (``reconciler.core.incremental``).
+- **A dying thread is never healthy.** Every helper thread runs supervised
+  (:meth:`Loop._supervised`): one that raises or returns while the loop runs is logged as one
+  JSON line (``worker thread died``, with its traceback as a list), turns its
+  ``osc_gitops_worker_up{thread=…}`` to 0 and makes ``/healthz`` fail (``dead_threads`` in
+  the body), so the kubelet restarts the process instead of a loop that silently stopped
+  following git or pods. The source poller itself catches every error of one poll, so only a
+  bug outside a poll can end it.
 
 Every timing decision reads an injected clock (default ``time.monotonic``), so the rules above
 are tested without sleeping.
@@ -57,6 +64,7 @@ import random
 import signal
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -266,6 +274,8 @@ class Loop:
         """The first observation succeeded (readiness)."""
         self._in_pass_since: float | None = None
         self._threads: list[threading.Thread] = []
+        self.dead_workers: dict[str, str] = {}
+        """Worker threads that died while the loop ran, with why (``/healthz`` fails)."""
         self.passes = 0
         self.applies = 0
         self.last: PassResult | None = None
@@ -298,7 +308,12 @@ class Loop:
 
     def _poller(self) -> None:
         while not self.stopping.wait(self.config.git_interval):
-            self._poll_source()
+            try:
+                self._poll_source()
+            except Exception as exc:  # never the end of the thread: the next poll retries
+                self.reporter.error(error_cause(exc))
+                log.error("source poll failed", exc_info=exc,
+                          extra={"source": self.sources.source.description})  # fmt: skip
 
     # ---------------------------------------------------------------- one reconcile
 
@@ -470,7 +485,11 @@ class Loop:
         since = self._in_pass_since
         limit = max(120.0, 4 * self.config.interval)
         stuck = since is not None and self.clock() - since > limit
-        return (not stuck, {"stuck": stuck})
+        dead = sorted(self.dead_workers)
+        detail: dict[str, Any] = {"stuck": stuck}
+        if dead:
+            detail["dead_threads"] = dead
+        return (not stuck and not dead, detail)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         leader = self.lease.held() if self.lease is not None else True
@@ -502,9 +521,35 @@ class Loop:
         return EXIT_ERROR if failed else EXIT_OK
 
     def _start_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread = threading.Thread(
+            target=self.supervised, args=(name, target, *args), name=name, daemon=True
+        )
         thread.start()
         self._threads.append(thread)
+
+    def supervised(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        """Run a worker thread's ``target``; its end while the loop runs is a death (module
+        docstring): recorded, counted, logged, and /healthz fails from then on."""
+        self.reporter.worker(name, True)
+        try:
+            target(*args)
+        except BaseException as exc:
+            self.worker_died(name, exc)
+            return
+        if not self.stopping.is_set():
+            self.worker_died(name, None)
+
+    def worker_died(self, name: str, exc: BaseException | None) -> None:
+        """Record that the worker thread ``name`` ended while it should run (``exc``: why)."""
+        reason = f"{type(exc).__name__}: {exc}" if exc is not None else "returned"
+        self.dead_workers[name] = reason
+        self.reporter.worker(name, False)
+        self.reporter.error(error_cause(exc) if exc is not None else "other")
+        trace = "".join(traceback.format_exception(exc)) if exc is not None else ""
+        log.error(
+            "worker thread died; /healthz fails from now on so that the process is restarted",
+            extra={"worker": name, "reason": reason, "traceback": trace.splitlines()},
+        )
 
     def _on_pod(self, etype: str, obj: dict[str, Any]) -> None:
         self.request("pod")

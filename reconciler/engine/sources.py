@@ -240,6 +240,11 @@ class SourceTracker:
             except UserError as exc:  # PathNotFound: --path missing in that commit
                 self._refuse(snap.revision, [_relative(str(exc), snap)])
                 return False
+            except Exception as exc:  # our bug: refuse the revision, keep the poller alive
+                log.error("loading the manifests failed", exc_info=exc,
+                          extra={"revision": snap.revision})  # fmt: skip
+                self._refuse(snap.revision, [f"internal error while loading: {exc!r}"])
+                return False
             changed = snap.revision != self.revision or self.desired != desired
             if not changed and self.desired is not None:
                 desired = self.desired  # keep the object: the planner keys on its identity
