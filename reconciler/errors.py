@@ -6,6 +6,7 @@ the model), and how each kind is shown.
     OscError                      cause label   shown as
     ├── UserError                 other         ``error: <message>``, exit 1, no traceback
     │   ├── ValidationFailed      manifests     every ``file:line:column`` issue of the run
+    │   │   └── RevisionRefused   manifests     (a commit too big to export: adapters.git)
     │   ├── PathNotFound          manifests
     │   ├── CompileError          other         (reconciler.core.steering.base)
     │   └── EmptyDesiredRefused   empty-refused (reconciler.engine.pipeline)
@@ -159,6 +160,16 @@ class ValidationFailed(UserError):
         lines = [f"{count} {noun} in manifests:"]
         lines.extend(f"  {issue}" for issue in self.issues)
         return "\n".join(lines)
+
+
+class RevisionRefused(ValidationFailed):
+    """A source revision refused whole before its manifests were read (a file or the whole
+    export past a size limit, ``reconciler.adapters.git``): reported, and kept refused, like
+    invalid manifests; ``revision`` is the commit."""
+
+    def __init__(self, revision: str, issues: Iterable[ManifestIssue]) -> None:
+        self.revision = revision
+        super().__init__(issues)
 
 
 class PathNotFound(UserError):

@@ -441,13 +441,29 @@ def git_source(args: argparse.Namespace) -> Any:
     )
 
 
+def redacted_repo(repo: str) -> str:
+    """``--repo`` as it may be printed (``reconciler.adapters.git.redact``'s rule)."""
+    from reconciler.adapters.git import redact
+
+    return redact(repo)
+
+
 def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
     """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
     if not getattr(args, "repo", None):
         return load_manifests(args.path), getattr(args, "revision", None)
     if args.path != ".":
         raise UserError(f"give either PATH ({args.path}) or --repo, not both")
-    checkout = git_source(args).sync()
+    from reconciler.errors import RevisionRefused
+
+    try:
+        checkout = git_source(args).sync()
+    except RevisionRefused as refused:
+        raise ManifestsInvalid(
+            f"commit {refused.revision} of {redacted_repo(args.repo)}: "
+            f"{len(refused.issues)} problem(s) in the manifests",
+            refused.issues,
+        ) from None
     print(f"{checkout.repo}@{checkout.ref}: commit {checkout.commit}", file=sys.stderr)
     return load_checkout(checkout), checkout.commit
 

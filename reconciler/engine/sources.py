@@ -27,7 +27,7 @@ from typing import Protocol
 from reconciler.core.model import Desired
 from reconciler.engine.providers import Reporter
 from reconciler.engine.reporting.logs import LOGGER
-from reconciler.errors import UserError, ValidationFailed, error_cause
+from reconciler.errors import RevisionRefused, UserError, ValidationFailed, error_cause
 from reconciler.manifests.load import load_path
 
 log = logging.getLogger(LOGGER)
@@ -218,12 +218,15 @@ class SourceTracker:
         with self._lock:
             try:
                 snap = self.source.fetch()
+            except RevisionRefused as refused:  # reachable, but the commit is refused whole
+                self._reachable()
+                self.latest_seen = refused.revision
+                if refused.revision not in self._refused:
+                    self._refuse(refused.revision, [str(i) for i in refused.issues])
+                return False
             except Exception as exc:  # GitSourceError and anything the fetch may throw
                 return self._unreachable(exc, last_applied)
-            if self.source_error is not None:
-                log.info("source reachable again", extra={"source": self.source.description})
-            self.source_error = None
-            self.reporter.source_up(True)
+            self._reachable()
             self.latest_seen = snap.revision
             if snap.revision is not None and snap.revision in self._refused:
                 return False  # already refused; errors were reported when it arrived
@@ -252,6 +255,12 @@ class SourceTracker:
             if changed and self.source.polls:
                 log.info("new revision", extra={"revision": snap.revision})
             return changed
+
+    def _reachable(self) -> None:
+        if self.source_error is not None:
+            log.info("source reachable again", extra={"source": self.source.description})
+        self.source_error = None
+        self.reporter.source_up(True)
 
     def _unreachable(self, exc: Exception, last_applied: str | None) -> bool:
         message = str(exc)
