@@ -11,6 +11,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--ovn-private-key`` | ``OSC_OVN_PRIVATE_KEY`` |
 | ``--ovn-certificate`` | ``OSC_OVN_CERTIFICATE`` |
 | ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
+| ``--ovn-max-reply-mib`` | ``OSC_OVN_MAX_REPLY_MIB`` |
 | ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
@@ -133,6 +134,13 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     ovn.add_argument(
         "--ovn-timeout", type=float, default=10.0, metavar="SECONDS",
         help="how long to wait for the NB to answer (default 10)",
+    )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-max-reply-mib", type=float, default=float(env("OSC_OVN_MAX_REPLY_MIB", "256")),
+        metavar="MIB",
+        help="largest message read from the NB, in MiB: a bigger one (a server that never stops "
+        "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
+        "times the reply of an NB with 10,000 pods)",
     )  # fmt: skip
     kube = parser.add_argument_group("Kubernetes")
     kube.add_argument(
@@ -301,8 +309,12 @@ def connections(
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
     check_tls_flags(args)
     kube = kube_connection(args)
+    max_reply = float(args.ovn_max_reply_mib)
+    if not 1 <= max_reply < 1 << 20:
+        raise UserError(f"--ovn-max-reply-mib {max_reply:g} must be a size in MiB, 1 or more")
     settings = OvnSettings(
         remote=args.ovn_nb,
+        max_reply_bytes=int(max_reply * 1024 * 1024),
         private_key=args.ovn_private_key,
         certificate=args.ovn_certificate,
         ca_cert=args.ovn_ca_cert,
