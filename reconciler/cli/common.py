@@ -493,9 +493,12 @@ class ManifestsInvalid(UserError):
 
 
 def print_notes(notes: list[str]) -> None:
-    """The loader's notes (files and documents skipped as not ours), on stderr."""
+    """The loader's notes (files and documents skipped as not ours), on stderr; a note names
+    files and other APIs' kinds from the pull request: one printable line each."""
+    from reconciler.errors import one_line
+
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {one_line(note)}", file=sys.stderr)
 
 
 def load_checkout(checkout: Any) -> Any:

@@ -129,10 +129,12 @@ def read_json(path: str) -> dict[str, Any]:
 
 
 def parse_snapshot(path: str, data: dict[str, Any]) -> Any:
-    from reconciler.core.observed import Observed
+    from reconciler.core.observed import Observed, SnapshotRefused
 
     try:
         return Observed.from_json(data)
+    except SnapshotRefused as exc:  # well-formed, but names what Kubernetes would refuse
+        raise UserError(f"snapshot {path}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
 
