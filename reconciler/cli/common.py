@@ -17,6 +17,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 | ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
+| ``--vnf-namespaces`` | ``OSC_VNF_NAMESPACES`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
@@ -186,6 +187,16 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
     )
+    parser.add_argument(
+        "--vnf-namespaces",
+        default=env("OSC_VNF_NAMESPACES", ""),
+        metavar="NS[,NS...]",
+        help="namespaces whose VirtualMachines and NADs with this instance's labels are ours "
+        "besides those the VnfDeployments name (spec.namespace): where objects of a removed "
+        "VnfDeployment are pruned. Labelled objects in any other namespace are never changed "
+        "or deleted (a tenant can write labels). The deployment sets the namespaces its RBAC "
+        "Roles grant (env OSC_VNF_NAMESPACES)",
+    )
     if not health:
         return
     probe = parser.add_argument_group(
@@ -265,7 +276,18 @@ def compile_options(args: argparse.Namespace) -> Any:
     grace = float(getattr(args, "empty_grace", DEFAULT_EMPTY_GRACE))
     if not 0 <= grace < float("inf"):
         raise UserError(f"--empty-grace {grace:g} must be a number of seconds, 0 or more")
+    namespaces = tuple(
+        sorted(
+            {n.strip() for n in str(getattr(args, "vnf_namespaces", "") or "").split(",")} - {""}
+        )
+    )
+    for namespace in namespaces:
+        if not re.fullmatch(DNS1123_LABEL, namespace):
+            raise UserError(
+                f"--vnf-namespaces: {namespace!r} is not a namespace (a DNS-1123 label)"
+            )
     options = CompileOptions(
+        vnf_namespaces=namespaces,
         instance=args.instance,
         steering=args.steering,
         svc_monitor_ip=getattr(args, "svc_monitor_ip", None) or None,

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
+from reconciler.core import naming
 from reconciler.core import ownership as own
 from reconciler.core.model import Desired
 from reconciler.core.plan import Change, Plan
@@ -136,6 +137,20 @@ def run_by_kind(changes: Sequence[Change], do: Callable[[Change], None], workers
     return done
 
 
+def _ports_of(change: Change, vnf: str, node: str | None) -> dict[str, str] | None:
+    """The OVN ports of the VM ``change`` creates or removes, worked out from its name as
+    compile names them (``naming.vm_name``/``vnf_port``), never read from a live object's
+    ``osc.io/ports`` annotation: an annotation is anyone's to write (issue 31: a forged one made
+    a "removed" event name other pods' ports). ``None`` when the name is not ours."""
+    name = change.key.partition("/")[2]
+    if not node or not name or change.node not in (None, node):
+        return None
+    for slot in naming.SLOTS:
+        if naming.vm_name(vnf, node, slot) == name:
+            return {side: naming.vnf_port(vnf, node, side, slot) for side in ("in", "out")}
+    return None
+
+
 def notify_security_managers(
     the_plan: Plan, desired: Desired, notify: Notifier | None, report: ApplyReport
 ) -> None:
@@ -151,15 +166,14 @@ def notify_security_managers(
             continue
         body = change.after if change.action == "create" else change.before
         labels = (body or {}).get("metadata", {}).get("labels", {})
-        annotations = (body or {}).get("metadata", {}).get("annotations", {})
         vnf_name = labels.get(own.VNF_LABEL) or change.origin.partition("/")[2]
         vnf = desired.vnfs.get(vnf_name)
         manager = vnf.spec.securityManager if vnf else None
         if manager is None:
             continue  # no manager configured, or the VNF left git with it: nobody to tell
-        ports = dict(
-            p.split("=", 1) for p in annotations.get("osc.io/ports", "").split(",") if "=" in p
-        )
+        ports = _ports_of(change, vnf_name, labels.get(own.NODE_LABEL))
+        if ports is None:
+            continue  # not named as we name a VM of this VNF on that node: not ours to report
         event = {
             "event": "deployed" if change.action == "create" else "removed",
             "vnf": vnf_name,

@@ -36,7 +36,13 @@ from reconciler.core.health import plan_report
 from reconciler.core.model import Desired
 from reconciler.core.observed import Observed
 from reconciler.core.plan import Plan, with_meta
-from reconciler.core.planning import CompiledPlan, FullPlanner, compile_plan
+from reconciler.core.planning import (
+    CompiledPlan,
+    FullPlanner,
+    compile_plan,
+    owned_namespaces,
+    owned_only,
+)
 from reconciler.core.slicing import CentralScope, Scope, ScopedView
 from reconciler.core.transitions import only_progress, with_health_of
 from reconciler.engine.apply import ApplyReport, apply_plan
@@ -284,15 +290,19 @@ class Pipeline:
         require_node(scope, read)
         view = scope.view(read)
         observed = view.observed
+        # what the loop, --wait and the metrics see: our objects only (the planner filters
+        # itself and warns about the others: reconciler.core.planning.owned_only)
+        namespaces = owned_namespaces(desired, self.options)
+        ours = owned_only(observed, namespaces)
         timings["observe"] = time.perf_counter() - started
-        events.observed(observed)
+        events.observed(ours)
         started = time.perf_counter()
         first = scoped_plan(self.planner, scope, compiled_desired, view, self.compile_options)
         timings["plan"] = time.perf_counter() - started
         guard_empty(desired, first, self.allow_empty)
         if first.empty:
-            events.settled(observed)
-            return Reconciled(ApplyReport(first, seconds=timings), observed)
+            events.settled(ours)
+            return Reconciled(ApplyReport(first, seconds=timings), ours)
 
         events.applying(first)
         kube: KubeWriter = writer_for(scope, self.kube)
@@ -302,7 +312,7 @@ class Pipeline:
             kube, ovn = GuardedKube(kube, self.guard), GuardedOvn(ovn, self.guard)
         report = apply_plan(first, kube, ovn, desired=desired, revision=revision,
                             notify=self.notify)  # fmt: skip
-        events.applied(report, observed)
+        events.applied(report, ours)
 
         started = time.perf_counter()
         # our NB rows and Kubernetes objects read again; pods, nodes, NetworkPolicies: the first
@@ -314,14 +324,14 @@ class Pipeline:
                              self.compile_options)  # fmt: skip
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
-        events.settled(after)
+        events.settled(owned_only(after, namespaces))
         if (
             not second.empty
             and not only_progress(first, second)
             and not self._health_news(first, compiled_desired, observed, after_view)
         ):
             raise NotConverged(second)
-        return Reconciled(report, observed, second)
+        return Reconciled(report, ours, second)
 
     def _health_news(
         self, first: Plan, desired: Desired, before: Observed, after: ScopedView

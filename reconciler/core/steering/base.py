@@ -71,6 +71,10 @@ class CompileOptions:
     empty_grace: float = DEFAULT_EMPTY_GRACE
     """Seconds a (group, node) pair keeps its rows after its last member left
     (``reconciler.core.steering.presence``); 0: they go at once."""
+    vnf_namespaces: tuple[str, ...] = ()
+    """Namespaces whose VirtualMachines and NADs (with our labels) are ours besides those the
+    VnfDeployments name (``--vnf-namespaces``): where a removed VnfDeployment's objects are
+    pruned from (``reconciler.core.planning.owned_namespaces``)."""
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,15 @@ def test_empty_manifests_never_prune_everything() -> None:
         reconcile(Desired(), kube, ovn, OPTIONS)
     assert kube.journal.entries == [] and ovn.rows == rows
 
+    # Our VMs are ours in the namespaces the manifests name (issue 31): with none named, only
+    # --vnf-namespaces keeps their namespace ours, so that they are pruned too.
+    vms = dict(kube.objects("VirtualMachine"))
+    (namespace,) = {name.partition("/")[0] for name in vms}
     report = reconcile(Desired(), kube, ovn, OPTIONS, allow_empty=True)
+    assert ovn.rows == {} and kube.objects("VirtualMachine") == vms
+    assert any(namespace in warning for warning in report.plan.warnings)
+    options = dataclasses.replace(OPTIONS, vnf_namespaces=(namespace,))
+    report = reconcile(Desired(), kube, ovn, options, allow_empty=True)
     assert report.plan.summary()["delete"] == len(report.plan.changes) > 0
     assert ovn.rows == {} and kube.objects("VirtualMachine") == {}
 
