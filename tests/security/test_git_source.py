@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import git as git_adapter
-from reconciler.adapters.git import GitSettingError, GitSettings, GitSource, check_ref
+from reconciler.adapters.git import GitSettings, GitSource
 from reconciler.engine.sources import GitManifestSource, SourceTracker
-from reconciler.errors import RevisionRefused
 from reconciler.manifests.load import MAX_FILE_BYTES
 from tests.security.hostile import osc
 from tests.support.fakes import RecordingReporter
@@ -65,6 +64,8 @@ def test_a_ref_git_would_not_accept_is_refused_before_git_runs(
 
 
 def test_refs_git_accepts_still_work() -> None:
+    from reconciler.adapters.git import GitSettingError, check_ref
+
     for ref in ("main", "release/1.2", "v1.0.0", "refs/heads/main", "0123abc", "a-b_c.d"):
         assert check_ref(ref) == ref
     with pytest.raises(GitSettingError):
@@ -111,6 +112,8 @@ def test_too_many_bytes_in_all_refuse_the_commit(
         (policies / "extra" / f"f{i}.yaml").parent.mkdir(exist_ok=True)
         (policies / "extra" / f"f{i}.yaml").write_text("# " + "x" * 4000 + "\n")
     sha = remote.commit("many files")
+    from reconciler.errors import RevisionRefused
+
     source = GitSource(GitSettings(repo=remote.url, path="policies",
                                    cache_dir=str(tmp_path / "cache")))  # fmt: skip
     with pytest.raises(RevisionRefused) as refused:

@@ -21,7 +21,9 @@ import pytest
 
 from reconciler.engine.reporting import metrics as metrics_module
 from reconciler.engine.reporting.logs import LOGGER, JsonFormatter
-from reconciler.engine.reporting.metrics import MAX_CONNECTIONS, Metrics, MetricsServer
+from reconciler.engine.reporting.metrics import Metrics, MetricsServer
+
+MAX_CONNECTIONS = getattr(metrics_module, "MAX_CONNECTIONS", 32)
 
 
 @pytest.fixture

@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.core.model import Desired
-from reconciler.core.observed import Observed, SnapshotRefused
+from reconciler.core.observed import Observed
 from reconciler.engine.reporting.logs import JsonFormatter, TextFormatter
-from reconciler.render.md import code, fence, text
 from reconciler.render.mermaid import diagram
 from tests.security.hostile import osc, policies, raw_controls
 from tests.support.paths import REPO
@@ -81,6 +80,8 @@ def test_every_field_is_checked(where: tuple[object, ...], value: object) -> Non
     for step in where[:-1]:
         target = target[step]  # type: ignore[index]
     target[where[-1]] = value  # type: ignore[index]
+    from reconciler.core.observed import SnapshotRefused
+
     with pytest.raises(SnapshotRefused):
         Observed.from_json(data)
 
@@ -93,6 +94,8 @@ def test_the_committed_snapshot_is_valid() -> None:
 
 
 def test_untrusted_text_cannot_leave_its_block_or_become_markup() -> None:
+    from reconciler.render.md import code, fence, text
+
     block = fence(EVIL + "\n````", "diff")
     assert block[0] == "`````diff" and block[-1] == "`````"
     assert all(not line.startswith("`````") for line in block[1:-1])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.errors import ValidationFailed
-from reconciler.manifests.ignore import MAX_IGNORE_BYTES, MAX_PATTERN_CHARS, IgnoreRules
+from reconciler.manifests.ignore import IgnoreRules
 from reconciler.manifests.load import load_path
 from tests.security.hostile import osc, policies
 
@@ -118,6 +118,8 @@ def test_the_matcher_is_bounded_for_any_pattern() -> None:
 
 @pytest.mark.parametrize("case", ["dev-zero", "too-big", "fifo", "binary", "long-pattern"])
 def test_a_hostile_oscignore_file_is_refused_like_a_manifest(tmp_path: Path, case: str) -> None:
+    from reconciler.manifests.ignore import MAX_IGNORE_BYTES, MAX_PATTERN_CHARS
+
     folder = policies(tmp_path / "p")
     ignore = folder / ".oscignore"
     if case == "dev-zero":
