@@ -402,12 +402,14 @@ class GitSource:
         root = self.checkouts / commit
         if root.is_dir():
             return root
-        blobs = self._exported_blobs(repo, commit)
+        blobs, folder = self._exported_blobs(repo, commit)
         self.checkouts.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{commit[:12]}-", dir=self.checkouts))
         try:
             tree = tmp / "tree"
             tree.mkdir()
+            if folder is not None:  # --path exists even when it holds no manifest
+                tree.joinpath(*folder.split("/")).mkdir(parents=True, exist_ok=True)
             for path, binsha in blobs:
                 target = tree.joinpath(*path.split("/"))
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -421,25 +423,29 @@ class GitSource:
         self._prune(keep={commit})
         return root
 
-    def _exported_blobs(self, repo: git.Repo, commit: str) -> list[tuple[str, bytes]]:
+    def _exported_blobs(
+        self, repo: git.Repo, commit: str
+    ) -> tuple[list[tuple[str, bytes]], str | None]:
         """``(path, blob id)`` of every file the export writes (module docstring), sizes
-        checked from the tree before any blob is read; :class:`RevisionRefused` when a limit
-        is passed."""
+        checked from the tree before any blob is read, and ``--path`` when it is a folder of
+        the commit (``None``: not one); :class:`RevisionRefused` when a limit is passed."""
         node: object = repo.commit(commit).tree
         prefix = "/".join(p for p in Path(self.settings.path).parts if p != ".")
         for part in prefix.split("/") if prefix else ():
             if not isinstance(node, git.Tree):
-                return []
+                return [], None
             try:
                 node = node[part]
             except KeyError:
-                return []  # --path is not in this commit: the loader says so
+                return [], None  # --path is not in this commit: the loader says so
+        folder: str | None = None
         if isinstance(node, git.Blob):  # --path names one file
             entries: list[tuple[str, git.Blob, bool]] = [(prefix, node, True)]
         elif isinstance(node, git.Tree):
             entries = list(_wanted(node, prefix))
+            folder = prefix
         else:
-            return []
+            return [], None
         missing = _missing(repo, commit, prefix)
         issues: list[ManifestIssue] = []
         chosen: list[tuple[str, bytes]] = []
@@ -470,7 +476,7 @@ class GitSource:
             )))  # fmt: skip
         if issues:
             raise RevisionRefused(commit, issues)
-        return chosen
+        return chosen, folder
 
     def _prune(self, keep: set[str]) -> None:
         """Keep the newest :data:`KEEP_CHECKOUTS` exports (and ``keep``)."""

@@ -295,8 +295,17 @@ class Loop:
             self._cond.notify_all()
 
     def reload(self, *_: Any) -> None:
-        """SIGHUP: fetch the source now and reconcile."""
-        threading.Thread(target=self._poll_source, args=(True,), daemon=True).start()
+        """SIGHUP: fetch the source now and reconcile (in a thread of its own, which logs any
+        error as JSON and ends: the poller keeps polling)."""
+        threading.Thread(target=self._reload, daemon=True, name="sighup-reload").start()
+
+    def _reload(self) -> None:
+        try:
+            self._poll_source(True)
+        except Exception as exc:
+            self.reporter.error(error_cause(exc))
+            log.error("reload (SIGHUP) failed", exc_info=exc,
+                      extra={"source": self.sources.source.description})  # fmt: skip
 
     def refresh_source(self) -> bool:
         """Fetch + validate; returns True when the desired state changed. Never raises."""

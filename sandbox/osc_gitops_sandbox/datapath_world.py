@@ -191,7 +191,9 @@ class CliApply:
 
     def command(self, manifests: Path) -> list[str]:
         args = ["apply", str(manifests), "--ovn-nb", self.nb_remote]
-        args += ["--kubeconfig", self.kubeconfig]
+        # as the deployment sets OSC_VNF_NAMESPACES: the VMs of VNFs removed from the
+        # manifests are pruned even when no VnfDeployment names their namespace any more
+        args += ["--kubeconfig", self.kubeconfig, "--vnf-namespaces", VNF_NAMESPACE]
         return args + (["--steering", self.steering] if self.steering else [])
 
     def apply(self, manifests: Path) -> str:
@@ -234,7 +236,7 @@ class LibraryApply:
         from reconciler.render import render
 
         kube, ovn = self.adapters()
-        options = CompileOptions(steering=self.steering)
+        options = CompileOptions(steering=self.steering, vnf_namespaces=(VNF_NAMESPACE,))
         report = reconcile(load_path(manifests), kube, ovn, options)
         return render(report.plan)
 
@@ -259,7 +261,8 @@ class ZoneApply:
     def commands(self, manifests: Path) -> list[list[str]]:
         common = ["--kubeconfig", self.kubeconfig]
         common += ["--steering", self.steering] if self.steering else []
-        central = ["apply", str(manifests), "--kubernetes-only", "--kubeconfig", self.kubeconfig]
+        central = ["apply", str(manifests), "--kubernetes-only", "--kubeconfig", self.kubeconfig,
+                   "--vnf-namespaces", VNF_NAMESPACE]  # fmt: skip
         return [central] + [
             ["apply", str(manifests), "--node", node, "--ovn-nb", remote, *common]
             for node, remote in self.nb_remotes.items()
