@@ -1,8 +1,8 @@
 """One OVN chassis for counting OpenFlow flows: ``ovs-vswitchd`` with dummy devices and
 ``ovn-controller``, bound to one node's pod ports.
 
-Why not the sandbox's :class:`~osc_gitops_sandbox.datapath.Datapath`: that one carries packets
-(network namespaces, veths, at most two nodes), which a flow count does not need and which
+Why not the sandbox's :class:`~osc_gitops_sandbox.datapath.network.Datapath`: that one carries
+packets (network namespaces, veths, at most two nodes), which a flow count does not need and which
 does not scale to the 500 pods a node holds at 50k. Here ``ovs-vswitchd --enable-dummy=override``
 makes every datapath and port a dummy (no kernel device, no namespace), exactly what OVN's own
 test suite does; ``ovn-controller`` binds the ports all the same (an OVS ``Interface`` with
@@ -22,10 +22,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.distributions import Distribution, distribution
 from osc_gitops_sandbox.lifecycle import Lifecycle
-from osc_gitops_sandbox.ovn import Daemon, OvnSandboxError, child_env, run_tool, wait_until
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.distributions import Distribution, distribution
+from osc_gitops_sandbox.ovn.stack import Daemon, OvnSandboxError, child_env, run_tool, wait_until
 
 BRIDGE = "br-int"
 

@@ -45,9 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.distributions import distribution
-from osc_gitops_sandbox.ovn import run_tool
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.distributions import distribution
+from osc_gitops_sandbox.ovn.stack import run_tool
 
 from bench.chassis import Chassis
 from bench.health import converge
@@ -209,7 +209,7 @@ def empty_group_ops(nb_remote: str, nodes: list[str]) -> tuple[list[dict[str, An
     policies (router-policy: ``$<pg>_ip4`` in the match, and the nexthop, the VNF's address on
     that node, taken from the VNF's own port there). Returns (ops, port groups added).
 
-    Names follow ``reconciler.core.naming``: the node appears as ``_u(node)`` or as itself in
+    Names follow ``reconciler.core.model.naming``: the node appears as ``_u(node)`` or as itself in
     every name and match, so replacing it is exact (``node-001`` never occurs inside another
     node's token). The rows carry our owner marker, so ``bench.run.reset_owned`` removes them."""
     owned = ["external_ids", "includes", ["map", [["osc.io/owner", OWNER]]]]
@@ -422,7 +422,7 @@ def measure(scale: Scale, *, steering: str, dist: str, runs: int, log: Log) -> d
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
     from reconciler.adapters.ovn.oneshot import OvnOneShot
     from reconciler.adapters.ovn.settings import OvnSettings
-    from reconciler.core.compile import CompileOptions
+    from reconciler.core.compiling.compile import CompileOptions
     from reconciler.engine.pipeline import reconcile
     from reconciler.manifests.load import load_path
 

@@ -1,7 +1,7 @@
 """Benchmark: real packets on the data path: label change -> steered, and VNF failure -> failover.
 
 Uses the world of ``osc-gitops demo --datapath`` and ``tests/datapath``
-(``osc_gitops_sandbox.datapath_world``: two nodes on one OVS + ovn-controller chassis, pods and
+(``osc_gitops_sandbox.datapath.world``: two nodes on one OVS + ovn-controller chassis, pods and
 VNF guests as network namespaces). ``--ovn 26.03`` (default): OVN 26.03 + OVS 4.0 from the sid
 root, default flags (``network-function`` steering, bridging VNF guests); ``--ovn 23.03``: the
 host's OVN with ``--steering router-policy`` (routing guests).
@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.world import (
     DEFAULT_OVN,
     OVN_VERSIONS,
     World,

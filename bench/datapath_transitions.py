@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from osc_gitops_sandbox.datapath_world import world
+from osc_gitops_sandbox.datapath.world import world
 
 from tests.datapath import transition_scenarios as sc
 

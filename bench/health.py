@@ -4,7 +4,7 @@ Since issue 22 a first apply writes a VNF instance's VM, ports, Network_Function
 and groups at once, but *holds* the steering ACLs onto it until northd reports its
 ``Network_Function_Group`` active; the next apply after that switches them on. No chassis runs a
 VNF in the benchmark worlds, so the sandbox plays the VNFs' answers to OVN's probe
-(``osc_gitops_sandbox.vnf_health.ForwardingVnfs``: with northd it answers for
+(``osc_gitops_sandbox.ovn.vnf_health.ForwardingVnfs``: with northd it answers for
 ovn-controller, without northd it writes northd's verdict), every VNF healthy: what a cluster
 whose VNFs boot and forward looks like to the control plane. The benchmarks then measure the
 first apply and the apply that switches the steering on, each a fresh process, and their sum is
@@ -17,16 +17,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 OWNED = ["external_ids", "includes", ["map", [["osc.io/owner", "osc-gitops"]]]]
-HELD = "held"
-"""The plan's ``meta`` key listing the steering held back (``reconciler.core.gating``)."""
 
 
 def held(plan: Any) -> bool:
-    """Whether a plan held steering back until a VNF instance is healthy."""
-    return bool(getattr(plan, "meta", {}).get(HELD))
+    """Whether a plan held steering back until a VNF instance is healthy
+    (``reconciler.core.transitions.gating``; a tree without it holds nothing)."""
+    return bool(getattr(plan, "held", ()))
 
 
 def full_creates(compiled_plan: Any) -> Any:

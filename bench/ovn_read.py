@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from osc_gitops_sandbox.ovn import OvnSandbox, SeedNode, make_pods, seed_ovn_kubernetes
+from osc_gitops_sandbox.ovn.stack import OvnSandbox, SeedNode, make_pods, seed_ovn_kubernetes
 
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 

@@ -42,8 +42,8 @@ from bench.sandbox_proc import SandboxProcess
 from bench.scenario import Scale, write_manifests
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-from reconciler.core.compile import CompileOptions
-from reconciler.core.planning import make_plan
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.planning.full import make_plan
 from reconciler.engine.pipeline import observe, reconcile
 from reconciler.manifests.load import load_path
 
@@ -150,7 +150,7 @@ def _profile_zones(args: argparse.Namespace, scale: Scale, prof: AllThreads) -> 
     agent's plan runs against its converged zone, the central plan after a central apply."""
     import contextlib
 
-    from osc_gitops_sandbox.zones import ZonedCluster
+    from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
     from bench.scenario import node_name
     from bench.zones import build

@@ -62,7 +62,7 @@ def machine_info(dist: str = "sid") -> dict[str, Any]:
         mem = f"{kb / 1024 / 1024:.1f} GiB"
     except (OSError, ValueError, IndexError):
         pass
-    from osc_gitops_sandbox.distributions import distribution
+    from osc_gitops_sandbox.ovn.distributions import distribution
 
     tools = distribution(dist)
     env = tools.env("/tmp")

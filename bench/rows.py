@@ -21,7 +21,7 @@ from bench.scenario import Scale, kube_objects, write_manifests
 
 def observed(scale: Scale) -> Any:
     """The scenario's cluster as ``Observed`` (what the adapters would read), with OVN 26.03."""
-    from reconciler.core.observed import Node, Observed, OvnCapabilities, Pod, PodPort, Switch
+    from reconciler.core.model.observed import Node, Observed, OvnCapabilities, Pod, PodPort, Switch
 
     _, nodes, pods = kube_objects(scale)
     pod_objs, ports = [], []
@@ -65,7 +65,7 @@ def with_chains(text: str, chains: int, redirection: str) -> str:
 
 def rows(scale: Scale, steering: str, chains: int = 0, redirection: str = "both") -> dict[str, Any]:
     """OVN rows a cold apply writes, by table, and what every pair having rows would write."""
-    from reconciler.core.compile import CompileOptions, compile_full
+    from reconciler.core.compiling.compile import CompileOptions, compile_full
     from reconciler.manifests.load import load_path
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -76,8 +76,8 @@ def child(way: str, remote: str) -> None:
 
 
 def _seed(remote: str, pods: int, groups: int) -> None:
-    from osc_gitops_sandbox import ovsdb_rpc
-    from osc_gitops_sandbox.ovn import SeedNode, make_pods, seed_ovn_kubernetes
+    from osc_gitops_sandbox.ovn import ovsdb_rpc
+    from osc_gitops_sandbox.ovn.stack import SeedNode, make_pods, seed_ovn_kubernetes
 
     nodes = [SeedNode(f"node{i}", f"10.{128 + i // 256}.{i % 256}.0/24") for i in range(100)]
     seed_ovn_kubernetes(remote, nodes, make_pods(nodes, pods, namespace="bench"))
@@ -109,7 +109,7 @@ def main() -> None:
         child(args.child, args.remote)
         return
 
-    from osc_gitops_sandbox.ovn import OvnSandbox
+    from osc_gitops_sandbox.ovn.stack import OvnSandbox
 
     with open("/proc/loadavg", encoding="ascii") as load:
         print(f"load average before: {load.read().strip()}")

@@ -44,8 +44,8 @@ def _serve(
     distribution: str,
     northd: bool,
 ) -> None:
-    from osc_gitops_sandbox import ovsdb_rpc
-    from osc_gitops_sandbox.cluster import SandboxCluster
+    from osc_gitops_sandbox.ovn import ovsdb_rpc
+    from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
     # Without the emulator's KubeVirt: its virt-controller makes a full pass over every VM on
     # each change while holding the API server's lock (a real one is incremental), which would

@@ -83,7 +83,7 @@ def kube_objects(scale: Scale) -> tuple[Objects, Objects, Objects]:
 
     Pods are spread round-robin over the nodes; pod ``n`` on node ``n % nodes`` gets host
     address ``3 + n // nodes`` of the node subnet (``.1`` is the router, ``.2`` spare), the
-    same scheme as ``osc_gitops_sandbox.ovn.make_pods``.
+    same scheme as ``osc_gitops_sandbox.ovn.stack.make_pods``.
     """
     namespaces = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{j:02d}"}}

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
-from reconciler.core.plan import Change
+from reconciler.core.model.plan import Change
 
 DB = "OVN_Northbound"
 SINGLETON = "NB_Global"

@@ -13,7 +13,7 @@ Why only ``--zones`` of the nodes get a Northbound DB: the central owner never t
 and an agent only to its own zone's NB, so the NBs of the other nodes would only be idle
 processes (a thousand ``ovsdb-server``s). Every node is in the API (with OVN-Kubernetes'
 interconnect annotations and its pods); each sampled zone is seeded as ovnkube-controller seeds
-it (``osc_gitops_sandbox.zones``), with the remote transit port of every other node.
+it (``osc_gitops_sandbox.ovn.zones``), with the remote transit port of every other node.
 
 What is measured (every process measured is a fresh ``osc-gitops`` process, as a pod would be;
 its peak RSS is its own ``VmHWM``; the API emulator and the zones live in this process,
@@ -57,7 +57,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox.zones import ZonedCluster, ZoneNode, add_remote_ports, node_object
+from osc_gitops_sandbox.ovn.zones import ZonedCluster, ZoneNode, add_remote_ports, node_object
 
 from bench.health import wait_healthy
 from bench.run import reset_owned, run_measured
@@ -244,7 +244,7 @@ def play_health(zones: ZonedCluster, sampled: list[str]) -> list[Any]:
     steering waits for health), as the sandbox plays it without northd: each group's function
     reported active in the NB. ``[]`` with a sandbox from before issue 22 (nothing waits)."""
     try:
-        from osc_gitops_sandbox.vnf_health import ForwardingVnfs  # type: ignore[import-not-found,unused-ignore]
+        from osc_gitops_sandbox.ovn.vnf_health import ForwardingVnfs  # type: ignore[import-not-found,unused-ignore]
     except ImportError:
         return []
     return [ForwardingVnfs(zones.nb_remote(node), northd=False).start() for node in sampled]

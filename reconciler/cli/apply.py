@@ -6,34 +6,19 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cli import common
 from reconciler.cli.approve import add_approve_arg
-from reconciler.cli.common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    Command,
-    add_compile_args,
-    add_connection_args,
-    add_scope_args,
-    add_source_args,
-    cache_dir,
-    compile_options,
-    connections,
-    load_source,
-    scope_of,
-)
 from reconciler.cli.review import add_base_arg
-from reconciler.core.observed import Observed
+from reconciler.core.model.observed import Observed
 
 if TYPE_CHECKING:
-    from reconciler.core.plan import Plan
+    from reconciler.core.model.plan import Plan
     from reconciler.engine.apply import ApplyReport
 
 
 def configure_apply(parser: argparse.ArgumentParser) -> None:
-    add_source_args(parser)
-    add_connection_args(parser)
-    add_compile_args(parser)
-    add_scope_args(parser)
+    common.add_reconcile_args(parser)
+    common.add_notify_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="how to print the plan that is applied",
@@ -47,11 +32,10 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     add_base_arg(parser)
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
-        "--wait",
-        action="store_true",
+        "--wait", action="store_true",
         help="after the writes, keep reconciling until every VNF instance is healthy, no "
         "steering is held and no rolling update is under way (Helm's --wait)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--wait-timeout", type=parse_duration, default=300.0, metavar="DURATION",
         help="how long --wait waits: 90, 90s, 5m, 1h30m (default 5m); exit 1 after it",
@@ -94,7 +78,17 @@ class _Settled:
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    from reconciler.adapters.notify import post_json
+    from reconciler.engine.notifications import load_told
+
+    outbox = common.outbox_for(args)
+    outbox.remember(load_told(common.told_path(args, common.status_name(args))))
+    try:
+        return _apply(args, outbox)
+    finally:
+        outbox.close()
+
+
+def _apply(args: argparse.Namespace, outbox: Any) -> int:
     from reconciler.cli import saved as saved_plans
     from reconciler.cli.approve import ReviewListener, asks
     from reconciler.cli.review import review as reviewed_plan
@@ -106,9 +100,9 @@ def run_apply(args: argparse.Namespace) -> int:
         saved_plans.adopt(args, saved)
         desired, revision = saved.desired(), saved.body.get("revision")
     else:
-        desired, revision = load_source(args)
-    options = compile_options(args)
-    scope = scope_of(args)
+        desired, revision = common.load_source(args)
+    options = common.compile_options(args)
+    scope = common.scope_of(args)
     settled = _Settled()
 
     def reviewed(plan: Plan, observed: Observed) -> Plan:
@@ -129,15 +123,15 @@ def run_apply(args: argparse.Namespace) -> int:
     waited = None
     # --wait reconciles again and again: the IDL mirror reads the NB cheaply each time and tells
     # when northd changes a group's active function; the warm loop's planner
-    with connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
+    with common.connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
         wake = planner = None
         if args.wait:
-            from reconciler.core.incremental import IncrementalPlanner
+            from reconciler.core.planning.incremental import IncrementalPlanner
             from reconciler.engine.wait import health_wake
 
             wake, planner = health_wake(ovn), IncrementalPlanner()
-        pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
-                            scope=scope, planner=planner)  # fmt: skip
+        pipeline = Pipeline(kube, ovn, options, allow_empty=args.allow_empty, scope=scope,
+                            planner=planner, notices=outbox)  # fmt: skip
         outcome = pipeline.run(desired, revision, review)
         report = outcome.report
         if saved is not None and report.plan.empty:
@@ -146,8 +140,6 @@ def run_apply(args: argparse.Namespace) -> int:
             shown = review.plan if review.plan is not None else reviewed(report.plan, review.first)
             sys.stdout.write(render(shown, args.output))
             sys.stdout.flush()
-        for error in report.notification_errors:
-            print(f"warning: {error}", file=sys.stderr)
         if report.plan.changes:
             print(
                 f"Apply complete: {report.applied} change(s) applied, converged "
@@ -156,11 +148,41 @@ def run_apply(args: argparse.Namespace) -> int:
             )
         if args.wait:  # the passes after it never ask: the plan was approved
             waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
+    managers = _deliver(args, outbox)
     transitions = waited.transitions if waited is not None else _transitions(report.plan)
-    _record_apply(args, revision, report, settled.last, transitions)
+    _record_apply(args, revision, report, settled.last, transitions, managers)
     if waited is not None and not waited.done:
-        return EXIT_ERROR
-    return EXIT_OK
+        return common.EXIT_ERROR
+    return common.EXIT_OK
+
+
+def _deliver(args: argparse.Namespace, outbox: Any) -> list[dict[str, Any]]:
+    """Try each security manager once (at most twice ``--notify-timeout``) with what this apply
+    told them; warn about what they did not take (the apply stands: the next one tells them
+    again) and remember what they hold. Returns their state for the status file."""
+    from reconciler.engine.notifications import save_told
+
+    delivered = outbox.flush(2 * outbox.settings.timeout, retry=False)
+    path = common.told_path(args, common.status_name(args))
+    try:
+        save_told(path, outbox.told())
+    except OSError as exc:
+        print(f"warning: cannot write {path}: {exc}", file=sys.stderr)
+    managers: list[dict[str, Any]] = outbox.status()
+    if not delivered:
+        for m in managers:
+            if m["pending"]:
+                why = f": {m['last_error']}" if m.get("last_error") else " (no answer in time)"
+                print(
+                    f"warning: security manager {m['manager']}: {m['pending']} notification(s) "
+                    f"not delivered{why}; the next apply (or run) tells it again",
+                    file=sys.stderr,
+                )
+    for m in managers:
+        if m.get("rejected"):
+            print(f"warning: security manager {m['manager']} refused {m['rejected']} "
+                  f"notification(s): {m.get('last_error', '')}", file=sys.stderr)  # fmt: skip
+    return managers
 
 
 def _transitions(plan: object) -> dict[str, object]:
@@ -225,15 +247,20 @@ def _record_apply(
     report: ApplyReport,
     observed: Observed | None,
     transitions: dict[str, Any] | None = None,
+    managers: list[dict[str, Any]] | None = None,
 ) -> None:
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
     ended. A status that cannot be written is a warning: the apply stands."""
-    from reconciler.core.health import health_meta, vnf_health
+    from reconciler.core.steering import HealthIndex
     from reconciler.engine.reporting import status
 
-    path = status.status_path(cache_dir(args), status_name(args))
-    instances = health_meta(vnf_health(observed)) if observed is not None else []
+    path = status.status_path(common.cache_dir(args), common.status_name(args))
+    instances = (
+        [h.to_json() for h in HealthIndex(observed).instances().values()]
+        if observed is not None
+        else []
+    )
     try:
         status.record_apply(
             path,
@@ -244,22 +271,13 @@ def _record_apply(
             ref=args.ref if args.repo else None,
             vnf_instances=instances,
             transitions=transitions,
+            security_managers=managers,
         )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
 
 
-def status_name(args: argparse.Namespace) -> str:
-    """The status file's name: the instance, plus the scope when it is not the whole (a node
-    agent and the central owner of one instance may share a cache dir)."""
-    if getattr(args, "node", None):
-        return f"{args.instance}.node.{args.node}"
-    if getattr(args, "kubernetes_only", False):
-        return f"{args.instance}.kubernetes"
-    return str(args.instance)
-
-
-COMMAND = Command(
+COMMAND = common.Command(
     name="apply",
     help="make the cluster and OVN match the manifests, then verify convergence",
     configure=configure_apply,

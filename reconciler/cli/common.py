@@ -18,6 +18,8 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 | ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
 | ``--vnf-namespaces`` | ``OSC_VNF_NAMESPACES`` |
+| ``--notify-timeout`` | ``OSC_NOTIFY_TIMEOUT`` |
+| ``--notify-max-members`` | ``OSC_NOTIFY_MAX_MEMBERS`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
@@ -29,17 +31,22 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
-    from reconciler.adapters.kube.client import KubeCluster
-    from reconciler.core.slicing import Scope
+    from reconciler.adapters.git import Checkout, GitSource
+    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.core.model.desired import Desired
+    from reconciler.core.model.observed import Observed
+    from reconciler.core.planning.slicing import Scope
+    from reconciler.core.steering.base import CompileOptions
     from reconciler.engine.providers import OvnProvider
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -69,30 +76,21 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "or an ssh key with --git-ssh-key.",
     )
     git.add_argument(
-        "--repo",
-        default=env("OSC_GIT_REPO"),
-        metavar="URL|PATH",
+        "--repo", default=env("OSC_GIT_REPO"), metavar="URL|PATH",
         help="git remote (https://, ssh://, git@host:path, or a local path)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--ref",
-        default=env("OSC_GIT_REF", "main"),
-        metavar="BRANCH|TAG|SHA",
+        "--ref", default=env("OSC_GIT_REF", "main"), metavar="BRANCH|TAG|SHA",
         help="what to check out (default: main)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--path",
-        dest="repo_path",
-        default=env("OSC_GIT_PATH", "."),
-        metavar="DIR",
+        "--path", dest="repo_path", default=env("OSC_GIT_PATH", "."), metavar="DIR",
         help="manifest folder inside the repository (default: the root)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--cache-dir",
-        default=env("OSC_CACHE_DIR"),
-        metavar="DIR",
+        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
         help="clone cache and status file (default: ~/.cache/osc-gitops)",
-    )
+    )  # fmt: skip
     git.add_argument(
         "--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE",
         help="file holding an https access token (a GitHub, GitLab or Gitea token; surrounding "
@@ -111,15 +109,22 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def add_reconcile_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of every command that plans or applies: the manifests' source, the
+    connections, the compile options and the scope."""
+    add_source_args(parser)
+    add_connection_args(parser)
+    add_compile_args(parser)
+    add_scope_args(parser)
+
+
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     ovn = parser.add_argument_group("OVN Northbound")
     ovn.add_argument(
-        "--ovn-nb",
-        default=env("OSC_OVN_NB"),
-        metavar="REMOTE",
+        "--ovn-nb", default=env("OSC_OVN_NB"), metavar="REMOTE",
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
-    )
+    )  # fmt: skip
     ovn.add_argument(
         "--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE",
         help="client key for an ssl: remote (env OSC_OVN_PRIVATE_KEY)",
@@ -153,12 +158,10 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
     )
     parser.add_argument(
-        "--instance",
-        default=env("OSC_INSTANCE", "osc-gitops"),
-        metavar="NAME",
+        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
         help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
         "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
-    )
+    )  # fmt: skip
 
 
 def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) -> None:
@@ -172,21 +175,17 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     )
 
     parser.add_argument(
-        "--steering",
-        choices=STEERING_CHOICES,
-        default=None,
+        "--steering", choices=STEERING_CHOICES, default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
-    )
+    )  # fmt: skip
     env = os.environ.get
     parser.add_argument(
-        "--empty-grace",
-        type=float,
-        default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
+        "--empty-grace", type=float, default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
         metavar="SECONDS",
         help="how long a group's Port_Group and ACLs on a node outlive its last member pod "
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--vnf-namespaces",
         default=env("OSC_VNF_NAMESPACES", ""),
@@ -197,6 +196,26 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         "or deleted (a tenant can write labels). The deployment sets the namespaces its RBAC "
         "Roles grant (env OSC_VNF_NAMESPACES)",
     )
+    from reconciler.core.steering.base import DEFAULT_JOIN_SUBNETS, DEFAULT_TRANSIT_SUBNETS
+
+    node = parser.add_argument_group(
+        "node traffic (left out of steering unless a Binding says steerNodeTraffic: true)",
+        "Kubelet probes from the node's management port (its subnet's .2, from "
+        "k8s.ovn.org/node-subnets) and traffic from or to OVN-Kubernetes' join and transit "
+        "subnets are not steered. Give these when your OVN-Kubernetes uses other subnets.",
+    )
+    node.add_argument(
+        "--ovn-join-subnets",
+        default=env("OSC_OVN_JOIN_SUBNETS", ",".join(DEFAULT_JOIN_SUBNETS)),
+        metavar="CIDR[,CIDR]",
+        help=f"OVN-Kubernetes' join subnets (default {','.join(DEFAULT_JOIN_SUBNETS)})",
+    )
+    node.add_argument(
+        "--ovn-transit-subnets",
+        default=env("OSC_OVN_TRANSIT_SUBNETS", ",".join(DEFAULT_TRANSIT_SUBNETS)),
+        metavar="CIDR[,CIDR]",
+        help=f"OVN-Kubernetes' transit subnets (default {','.join(DEFAULT_TRANSIT_SUBNETS)})",
+    )
     if not health:
         return
     probe = parser.add_argument_group(
@@ -206,47 +225,108 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         "changes one someone else set, and removes its own once no health-checked VNF is left.",
     )
     probe.add_argument(
-        "--svc-monitor-ip",
-        default=env("OSC_SVC_MONITOR_IP"),
-        metavar="ADDRESS",
+        "--svc-monitor-ip", default=env("OSC_SVC_MONITOR_IP"), metavar="ADDRESS",
         help=f"source address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP}, link-local)",
-    )
+    )  # fmt: skip
     probe.add_argument(
-        "--svc-monitor-ip-dst",
-        default=env("OSC_SVC_MONITOR_IP_DST"),
-        metavar="ADDRESS",
+        "--svc-monitor-ip-dst", default=env("OSC_SVC_MONITOR_IP_DST"), metavar="ADDRESS",
         help=f"destination address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP_DST})",
+    )  # fmt: skip
+
+
+def _positive(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+        return value
+
+    return parse
+
+
+def add_notify_args(parser: argparse.ArgumentParser) -> None:
+    """How the security managers are told (``VnfDeployment.spec.securityManager``)."""
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "security managers",
+        "Each VnfDeployment's securityManager gets deployed/removed events and, per Binding and "
+        "node, the SecurityGroup's members (schemas/security-manager-notification.json), "
+        "beside the reconcile: a manager that is down, slow or failing never holds it up; "
+        "what fails is retried with backoff and shown in metrics and osc-gitops status.",
     )
+    group.add_argument(
+        "--notify-timeout",
+        type=_positive(float),
+        default=env("OSC_NOTIFY_TIMEOUT", "5"),
+        metavar="SECONDS",
+        help="how long one POST may take (env OSC_NOTIFY_TIMEOUT; default 5); apply and run "
+        "--once try each manager once before they exit, for at most twice as long",
+    )
+    group.add_argument(
+        "--notify-max-members",
+        type=_positive(int),
+        default=env("OSC_NOTIFY_MAX_MEMBERS", "1000"),
+        metavar="N",
+        help="members per message: a longer list goes in parts of one sequence (env "
+        "OSC_NOTIFY_MAX_MEMBERS; default 1000)",
+    )
+
+
+def told_path(args: argparse.Namespace, name: str) -> Path:
+    """Where a one-shot run (``apply``, ``run --once``) keeps what it told the security managers,
+    so the next run sends only what changed: ``<cache-dir>/notify/<name>-<cluster>.json``, the
+    cluster being a hash of the Kubernetes and OVN endpoints given (two clusters reconciled from
+    one machine never share it). Without the file (a CronJob's fresh ``emptyDir``) everything is
+    sent again, which a manager absorbs (``sequence``, ``digest``)."""
+    import hashlib
+
+    where = "|".join(
+        str(getattr(args, attr, None) or "")
+        for attr in ("kubeconfig", "context", "in_cluster", "ovn_nb")
+    )
+    digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+    return cache_dir(args) / "notify" / f"{name}-{digest}.json"
+
+
+def outbox_for(args: argparse.Namespace, reporter: Any = None) -> Any:
+    """The security managers' outbox the flags describe (``reconciler.engine.notifications``),
+    posting through ``reconciler.adapters.notify``."""
+    from reconciler.adapters.notify import JsonPoster
+    from reconciler.engine.notifications import NotifySettings, Outbox
+
+    settings = NotifySettings(timeout=args.notify_timeout, max_members=args.notify_max_members)
+    return Outbox(JsonPoster(settings.timeout), settings, reporter=reporter)
 
 
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
     """``--node`` (a node agent) and ``--kubernetes-only`` (the central owner) for
-    interconnect clusters, where every node has its own NB (``reconciler.core.slicing``)."""
+    interconnect clusters, where every node has its own NB
+    (``reconciler.core.planning.slicing``)."""
     group = parser.add_argument_group(
         "interconnect clusters (one OVN Northbound per node)",
         "Without these flags, one process reconciles everything in one central NB.",
     )
     group.add_argument(
-        "--node",
-        default=os.environ.get("OSC_NODE_NAME") or None,
-        metavar="NAME",
+        "--node", default=os.environ.get("OSC_NODE_NAME") or None, metavar="NAME",
         help="node agent: only this node's OVN rows, in the NB --ovn-nb names (its zone's); "
         "Kubernetes is read (this node's pods only), never written",
-    )
+    )  # fmt: skip
     if kubernetes_only:
         group.add_argument(
-            "--kubernetes-only",
-            action="store_true",
+            "--kubernetes-only", action="store_true",
             help="central owner: the VNF VirtualMachines and NADs of every node and the "
-            "security-manager notifications; no OVN access at all (no --ovn-nb)",
-        )
+            "security managers' deployed/removed events (the node agents tell them the "
+            "members); no OVN access at all (no --ovn-nb)",
+        )  # fmt: skip
 
 
 def scope_of(args: argparse.Namespace) -> Scope:
     """The scope the flags ask for; refuses a bad node name or both flags at once."""
-    import re
 
-    from reconciler.core.slicing import scope_for
+    from reconciler.core.planning.slicing import scope_for
 
     node = getattr(args, "node", None) or None
     kubernetes_only = bool(getattr(args, "kubernetes_only", False))
@@ -263,13 +343,12 @@ def scope_of(args: argparse.Namespace) -> Scope:
 _NODE_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 
-def compile_options(args: argparse.Namespace) -> Any:
-    import re
+def compile_options(args: argparse.Namespace) -> CompileOptions:
 
-    from reconciler.core.compile import CompileOptions
-    from reconciler.core.model import DNS1123_LABEL
+    from reconciler.core.compiling.compile import CompileOptions
+    from reconciler.core.model.desired import DNS1123_LABEL
+    from reconciler.core.steering import check_options
     from reconciler.core.steering.base import DEFAULT_EMPTY_GRACE
-    from reconciler.core.steering.network_function import svc_monitor_addresses
 
     if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
@@ -286,6 +365,7 @@ def compile_options(args: argparse.Namespace) -> Any:
             raise UserError(
                 f"--vnf-namespaces: {namespace!r} is not a namespace (a DNS-1123 label)"
             )
+    infra = _infra_subnets(args)
     options = CompileOptions(
         vnf_namespaces=namespaces,
         instance=args.instance,
@@ -294,8 +374,37 @@ def compile_options(args: argparse.Namespace) -> Any:
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
         empty_grace=grace,
     )
-    svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
+    if "join_subnets" in infra:
+        options = replace(options, join_subnets=infra["join_subnets"])
+    if "transit_subnets" in infra:
+        options = replace(options, transit_subnets=infra["transit_subnets"])
+    check_options(options)  # refuse a bad address now, before connecting anywhere
     return options
+
+
+def _infra_subnets(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """``--ovn-join-subnets``/``--ovn-transit-subnets`` as checked networks, by the
+    ``CompileOptions`` field they set (only those given)."""
+    import ipaddress
+
+    infra: dict[str, tuple[str, ...]] = {}
+    for flag, field in (("join", "join_subnets"), ("transit", "transit_subnets")):
+        raw = getattr(args, f"ovn_{flag}_subnets", None)
+        if raw is None:
+            continue
+        networks: list[str] = []
+        for value in (v.strip() for v in str(raw).split(",")):
+            if not value:
+                continue
+            try:
+                networks.append(str(ipaddress.ip_network(value, strict=False)))
+            except ValueError:
+                raise UserError(
+                    f"--ovn-{flag}-subnets: {value!r} is not an IP network (CIDR, e.g. "
+                    "100.64.0.0/16)"
+                ) from None
+        infra[field] = tuple(networks)
+    return infra
 
 
 @contextlib.contextmanager
@@ -385,79 +494,24 @@ def kube_connection(args: argparse.Namespace) -> KubeCluster:
     return KubeCluster(kube_settings(args), node=getattr(args, "node", None) or None)
 
 
-def kube_settings(args: argparse.Namespace) -> Any:
+def kube_settings(args: argparse.Namespace) -> KubeSettings:
     """Where the Kubernetes API is, from ``--kubeconfig``/``--context``/``--in-cluster``."""
-    from reconciler.adapters.kube.client import KubeSettings
+    from reconciler.adapters.kube.kubeconfig import settings
 
-    in_cluster = args.in_cluster or (
-        not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    if not args.kubeconfig and not in_cluster:
-        default = Path.home() / ".kube" / "config"
-        if not default.exists():
-            raise UserError(
-                "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
-                "in a cluster (--in-cluster)"
-            )
-    if not in_cluster:
-        for path in (args.kubeconfig or str(Path.home() / ".kube" / "config")).split(os.pathsep):
-            if path:
-                check_kubeconfig(path)
-    return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
-
-
-class KubeconfigError(UserError):
-    """A kubeconfig that cannot be used (missing, unreadable, not YAML, not a mapping): a
-    Kubernetes problem for ``-o json``'s ``cause`` and the error metric, like the ones the
-    client library reports."""
-
-    cause = "kubernetes"
-
-
-def check_kubeconfig(path: str) -> None:
-    """A kubeconfig that is not a YAML mapping, as one ``error:`` line naming the file and line
-    (the client library would raise a parser error or a ``TypeError`` from deep inside). A
-    syntax error is reported where the construct that was never closed opened, as for
-    manifests (``reconciler.manifests.yaml_positions.syntax_message``)."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    from reconciler.manifests.yaml_positions import syntax_message
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KubeconfigError(f"kubeconfig {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KubeconfigError(
-            f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}"
-        ) from exc
-    try:
-        data = YAML(typ="safe", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        message, mark = syntax_message(exc)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise KubeconfigError(f"kubeconfig {where}: {message}") from None
-    except YAMLError as exc:
-        raise KubeconfigError(f"kubeconfig {path}: not valid YAML: {exc}") from None
-    if data is not None and not isinstance(data, dict):
-        raise KubeconfigError(
-            f"kubeconfig {path} is a YAML {type(data).__name__}, expected a mapping with "
-            "clusters, users, contexts and current-context (kubectl config view shows one)"
-        )
+    return settings(args.kubeconfig, args.context, args.in_cluster)
 
 
 def cache_dir(args: argparse.Namespace) -> Path:
     if getattr(args, "cache_dir", None):
         return Path(args.cache_dir)
     # ``reconciler.adapters.git.default_cache_dir``'s rule, inline: importing that module loads
-    # GitPython (~0.08 s, ~7 MiB), which a command without ``--repo`` never uses (issue 20's
-    # cold paths). tests/unit/cli pins the two equal.
+    # GitPython, which a command without ``--repo`` never uses and should not pay for.
+    # tests/unit/cli pins the two equal.
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "osc-gitops"
 
 
-def git_source(args: argparse.Namespace) -> Any:
+def git_source(args: argparse.Namespace) -> GitSource:
     """A :class:`reconciler.adapters.git.GitSource` from the flags (``--repo`` given)."""
     from reconciler.adapters.git import TOKEN_ENV, GitSettings, GitSource
 
@@ -482,7 +536,7 @@ def redacted_repo(repo: str) -> str:
     return redact(repo)
 
 
-def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+def load_source(args: argparse.Namespace) -> tuple[Desired, str | None]:
     """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
     if not getattr(args, "repo", None):
         return load_manifests(args.path), getattr(args, "revision", None)
@@ -523,7 +577,7 @@ def print_notes(notes: list[str]) -> None:
         print(f"note: {one_line(note)}", file=sys.stderr)
 
 
-def load_checkout(checkout: Any) -> Any:
+def load_checkout(checkout: Checkout) -> Desired:
     from dataclasses import replace
 
     from reconciler.errors import ValidationFailed
@@ -545,7 +599,7 @@ def load_checkout(checkout: Any) -> Any:
     return desired
 
 
-def load_manifests(path: str) -> Any:
+def load_manifests(path: str) -> Desired:
     from reconciler.cli.saved import refuse_as_manifests
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
@@ -564,12 +618,9 @@ def load_manifests(path: str) -> Any:
 
 def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
+        "-o", "--output", choices=("text", "json"), default="text",
         help="text (stderr, for humans) or json (stdout, for tools); default: text",
-    )
+    )  # fmt: skip
 
 
 def print_json(data: object) -> None:
@@ -579,3 +630,69 @@ def print_json(data: object) -> None:
 
 def plural(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+DEMO_OVN_VERSIONS = ("26.03", "23.03")
+"""The OVN versions the demo and ``sandbox up`` run, the first the default: the one list of them
+(the sandbox's ``osc_gitops_sandbox.datapath.world.OVN_VERSIONS`` is keyed by it)."""
+
+
+def add_ovn_version_arg(parser: argparse.ArgumentParser, old_ovn: str) -> None:
+    """``--ovn``: which OVN the sandbox runs (``old_ovn``: what the older one means)."""
+    parser.add_argument(
+        "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
+        help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
+        f"steering); 23.03: the host's Debian OVN ({old_ovn}). Default: 26.03",
+    )  # fmt: skip
+
+
+def status_name(args: argparse.Namespace) -> str:
+    """The status file's name: the instance, plus the scope when it is not the whole (a node
+    agent and the central owner of one instance may share a cache dir)."""
+    if getattr(args, "node", None):
+        return f"{args.instance}.node.{args.node}"
+    if getattr(args, "kubernetes_only", False):
+        return f"{args.instance}.kubernetes"
+    return str(args.instance)
+
+
+_POD_REF = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")
+
+
+def parse_pod(ref: str) -> tuple[str, str]:
+    """``NAMESPACE/POD`` -> ``(namespace, pod)``, in Kubernetes name syntax."""
+    match = _POD_REF.fullmatch(ref)
+    if match is None or len(match.group(1)) > 63 or len(match.group(3)) > 253:
+        raise UserError(
+            f"{ref!r} is not NAMESPACE/POD (a namespace and a pod name, e.g. shop/web-7)"
+        )
+    return match.group(1), match.group(3)
+
+
+def read_snapshot(path: str) -> Observed:
+    """The ``Observed`` of a plain snapshot file (``plan --observed``, ``explain --observed``)."""
+    return parse_snapshot(path, read_json(path))
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A snapshot file's JSON (plain or zoned)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not an osc-gitops snapshot")
+    return data
+
+
+def parse_snapshot(path: str, data: dict[str, Any]) -> Observed:
+    from reconciler.core.model.observed import Observed, SnapshotRefused
+
+    try:
+        return Observed.from_json(data)
+    except SnapshotRefused as exc:  # well-formed, but names what Kubernetes would refuse
+        raise UserError(f"snapshot {path}: {exc}") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc

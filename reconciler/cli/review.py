@@ -1,8 +1,8 @@
 """What a plan shows a reviewer beyond its rows: protection changes, typo guards, diagrams.
 
 ``plan`` and ``apply`` (``apply FILE`` too) both call :func:`review` on the plan they made. The
-protection changes (``reconciler.core.protection``) say which pods start and stop being steered
-when the plan is applied, compared with, in this order:
+protection changes (``reconciler.core.views.protection``) say which pods start and stop being
+steered when the plan is applied, compared with, in this order:
 
 1. ``--base DIR``: a folder of manifests given explicitly (in a pull request: the base
    branch), both sides judged from manifests on the cluster observed (``source: base``);
@@ -44,9 +44,9 @@ def protection_of(
     args: argparse.Namespace, plan: Any, desired: Any, observed: Any
 ) -> tuple[Any, dict[str, str], Any]:
     """The protection changes of ``plan`` (``None``: unknown), their basis
-    (``meta["protection_basis"]``), and the manifests compared with (``--base`` only)."""
+    (``Plan.protection``), and the manifests compared with (``--base`` only)."""
     from reconciler.cli.common import load_manifests
-    from reconciler.core.protection import live_changes, protection_changes
+    from reconciler.core.views.protection import live_changes, protection_changes
 
     base = getattr(args, "base", None)
     if base:
@@ -105,8 +105,9 @@ def annotate(
     its warnings (``all_pods``/``all_nodes``: whether ``observed`` holds the whole cluster's,
     see ``typo_warnings``), and the bindings of each changed group (for the pull-request
     diagram)."""
-    from reconciler.core.protection import to_json
-    from reconciler.core.typos import typo_warnings
+    from reconciler.core.model.facts import Finding, Protection, ProtectionBasis
+    from reconciler.core.views.protection import to_json
+    from reconciler.core.views.typos import typo_warnings
     from reconciler.render.mermaid import group_bindings
 
     warnings = typo_warnings(
@@ -121,20 +122,24 @@ def annotate(
             binding = desired.bindings.get(name) or (before.bindings.get(name) if before else None)
             if binding is not None:
                 groups.add(binding.spec.securityGroup)
-    meta = {
-        **plan.meta,
-        "protection_changes": to_json(changes) if changes is not None else None,
-        "protection_basis": basis,
-        "group_bindings": group_bindings(desired, groups),
-    }
-    return replace(plan, warnings=(*warnings, *plan.warnings), meta=meta)
+    protection = Protection(
+        tuple(to_json(changes)) if changes is not None else None,
+        ProtectionBasis(basis["source"], basis["detail"]),
+    )
+    typos = tuple(Finding("typo", "", None, text) for text in warnings)
+    return replace(
+        plan,
+        findings=(*typos, *plan.findings),
+        protection=protection,
+        group_bindings=group_bindings(desired, groups),
+    )
 
 
 def merged_zones(snapshot_data: dict[str, Any]) -> Any:
     """One ``Observed`` of a zoned snapshot's pods, ports, nodes and switches (what protection
     changes read), with the owned rows of every zone."""
-    from reconciler.core.observed import Observed
-    from reconciler.core.zoned import ZonedSnapshot
+    from reconciler.core.model.observed import Observed
+    from reconciler.core.planning.zoned import ZonedSnapshot
 
     snapshot = ZonedSnapshot.from_json(snapshot_data)
     zones = [zone.observed for zone in snapshot.zones.values()]

@@ -1,6 +1,7 @@
 """Interconnect clusters in the pull-request workflow: ``osc-gitops snapshot --all-nodes``
 assembles one zoned snapshot from what the node agents publish, and ``osc-gitops plan
---observed`` plans it zone by zone (``reconciler.core.zoned`` says why and what it costs)."""
+--observed`` plans it zone by zone (``reconciler.core.planning.zoned`` says why and what it
+costs)."""
 
 from __future__ import annotations
 
@@ -26,20 +27,18 @@ def add_all_nodes_args(parser: argparse.ArgumentParser) -> None:
         help="one zoned snapshot of every node (for plan --observed in pull requests)",
     )
     group.add_argument(
-        "--status-namespace",
-        default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="where the agents' status Leases are (default osc-gitops-agents)",
-    )
+        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS", help="where the agents' status Leases are (default osc-gitops-agents)",
+    )  # fmt: skip
 
 
 def snapshot_all_nodes(args: argparse.Namespace) -> Any:
-    """The zoned snapshot of the cluster (``reconciler.core.zoned.ZonedSnapshot``)."""
+    """The zoned snapshot of the cluster (``reconciler.core.planning.zoned.ZonedSnapshot``)."""
     from reconciler.adapters.kube.client import KubeCluster
     from reconciler.adapters.kube.status_lease import StatusReader
     from reconciler.cli.common import kube_settings
-    from reconciler.core.slicing import kubernetes_observed
-    from reconciler.core.zoned import ZonedSnapshot, decode_slice
+    from reconciler.core.planning.slicing import kubernetes_observed
+    from reconciler.core.planning.zoned import ZonedSnapshot, decode_slice
 
     settings = kube_settings(args)
     with KubeCluster(settings) as kube:
@@ -86,7 +85,7 @@ def write_snapshot_all_nodes(args: argparse.Namespace) -> None:
 def plan_zoned(args: argparse.Namespace, data: dict[str, Any], desired: Any, options: Any) -> Any:
     """``plan --observed`` of a zoned snapshot: every zone and the Kubernetes side, or the one
     ``--node`` / ``--kubernetes-only`` asks for."""
-    from reconciler.core.zoned import ZonedSnapshot, zoned_plan
+    from reconciler.core.planning.zoned import ZonedSnapshot, zoned_plan
     from reconciler.errors import UserError
 
     try:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from reconciler.core.plan import Change
+from reconciler.core.model.plan import Change
 from reconciler.engine.providers import KubeWriter, LeaseProvider, OvnWriter
 from reconciler.errors import Aborted
 

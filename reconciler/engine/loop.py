@@ -35,7 +35,7 @@ Safety rules, each covered by a test in ``tests/unit/engine`` (with in-memory fa
   ``backoff_max``, with jitter); events do not bypass it. ``--once`` retries nothing: it logs
   how its one pass ended and exits 1.
 - **Full resync.** Between full compiles (every ``full_resync`` seconds) passes re-plan only
-  what changed (``reconciler.core.incremental``).
+  what changed (``reconciler.core.planning.incremental``).
 - **A dying thread is never healthy.** Every helper thread runs supervised
   (:meth:`Loop._supervised`): one that raises or returns while the loop runs is logged as one
   JSON line (``worker thread died``, with its traceback as a list), turns its
@@ -52,13 +52,14 @@ in ``run``), the status file (``reporting.status.StatusBook``) and, for a node a
 central owner of an interconnect cluster, the status it publishes for ``status --all-nodes``
 (:class:`StatusPublisher`, ``reporting.fleet``).
 
-The loop reconciles the scope of its config (``reconciler.core.slicing``): a node agent's loop
-watches only its node's pods (the adapter's field selector) and never writes Kubernetes; a
+The loop reconciles the scope of its config (``reconciler.core.planning.slicing``): a node agent's
+loop watches only its node's pods (the adapter's field selector) and never writes Kubernetes; a
 ``--kubernetes-only`` loop watches no pods at all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import signal
@@ -71,16 +72,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import diff as diff_mod
-from reconciler.core.compile import CompileOptions
-from reconciler.core.observed import Observed, OvnRow
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
-from reconciler.core.plan import Plan
-from reconciler.core.slicing import CentralScope, NodeScope, Scope
-from reconciler.core.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_slice
+from reconciler.core.compiling import diff as diff_mod
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.observed import Observed, OvnRow
+from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.slicing import CentralScope, NodeScope, Scope
+from reconciler.core.planning.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_slice
 from reconciler.engine import gc_tuning
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.guard import LoopGuard
+from reconciler.engine.notifications import Outbox, load_told, save_told
 from reconciler.engine.pipeline import Pipeline
 from reconciler.engine.providers import (
     KubeProvider,
@@ -125,13 +127,18 @@ class LoopConfig:
     status_file: Path | None = None
     full_resync: float = 600.0
     """Seconds between full compiles. In between, passes re-plan only the nodes whose pods, pod LSPs
-    or owned rows changed (``reconciler.core.incremental``), fed by the watch-driven caches; a full
-    compile is the safety net, like controller-runtime's ``SyncPeriod``. 0: always."""
+    or owned rows changed (``reconciler.core.planning.incremental``), fed by the watch-driven
+    caches; a full compile is the safety net, like controller-runtime's ``SyncPeriod``. 0:
+    always."""
     lag_retries: tuple[float, ...] = (0.05, 0.1, 0.2, 0.4, 0.8)
     """Delays of the quick re-reconciles scheduled while scheduled pods have no OVN port yet
     (OVN-Kubernetes writes the port a few ms after the pod event; our IDL follows it)."""
     scope: Scope = field(default_factory=CentralScope)
     """What this loop reconciles: everything, one node's OVN slice, or the Kubernetes side."""
+    told_file: Path | None = None
+    """``run --once``: where it keeps what it told the security managers between runs
+    (``reconciler.engine.notifications.Outbox.told``); the long-running loop tells everything
+    once at start and keeps the rest in memory."""
 
     @property
     def instance(self) -> str:
@@ -139,14 +146,8 @@ class LoopConfig:
 
     @property
     def timing(self) -> Timing:
-        return Timing(
-            interval=self.interval,
-            jitter=self.jitter,
-            debounce=self.debounce,
-            debounce_max=self.debounce_max,
-            backoff_base=self.backoff_base,
-            backoff_max=self.backoff_max,
-        )
+        """The scheduler's settings: the fields of :class:`Timing`, as this config has them."""
+        return Timing(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Timing)})
 
 
 @dataclass
@@ -212,6 +213,7 @@ class Loop:
         lease: LeaseProvider | None = None,
         reporter: Reporter | None = None,
         notify: Notifier | None = None,
+        outbox: Outbox | None = None,
         publisher: StatusPublisher | None = None,
         stopping: threading.Event | None = None,
         clock: Clock = time.monotonic,
@@ -240,7 +242,11 @@ class Loop:
             notify=notify,
             allow_empty=config.allow_empty,
             scope=config.scope,
+            notices=outbox,
         )
+        self.outbox = outbox
+        """The security managers' notifications (delivered by its own threads; its state goes
+        into the status after each pass, its attempts into the metrics as they happen)."""
         self.lag = OvnLagRetry(config.lag_retries, self.request)
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
@@ -252,18 +258,8 @@ class Loop:
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         self.ovn = ovn
-        # a rollout restarts a VM only after OVN saw the previous one healthy: a scope that
-        # reads no NB (--kubernetes-only) cannot tell, so it reports rollouts but takes no step
-        writes_kube = (
-            config.scope.writes_kubernetes
-            and config.scope.reads_ovn
-            and isinstance(kube, VmActions)
-        )
-        self.transitions = Transitions(
-            kube if writes_kube else None,  # type: ignore[arg-type]
-            guard=LoopGuard(self.stopping, lease),
-            clock=wall_clock,
-        )
+        self.transitions = _transitions(config.scope, kube, LoopGuard(self.stopping, lease),
+                                        wall_clock)  # fmt: skip
         """Rolling updates' steps and held steering, after each pass (``engine.transitions``)."""
         self.last_transitions = TransitionReport()
         self._recheck: threading.Timer | None = None
@@ -430,6 +426,8 @@ class Loop:
             self.reporter.reconciled(self.applied_revision)
         if result.result == "standby":
             return
+        if self.outbox is not None:
+            self.status_book.security_managers(self.outbox.status())
         sources = self.sources
         self.status_book.record(
             result.result,
@@ -472,8 +470,8 @@ class Loop:
 
     def _encoded_slice(self) -> str | None:
         """A node agent's view of its zone, encoded for ``snapshot --all-nodes``
-        (``reconciler.core.zoned``); encoded again only when a part of it changed, and ``None``
-        when too big to publish."""
+        (``reconciler.core.planning.zoned``); encoded again only when a part of it changed, and
+        ``None`` when too big to publish."""
         observed = self.last_observed
         if observed is None:
             return None
@@ -515,7 +513,19 @@ class Loop:
             if not self.lease.held():
                 log.info("another replica holds the lease; nothing to do")
                 return EXIT_OK
+        if self.outbox is not None and self.config.told_file is not None:
+            self.outbox.remember(load_told(self.config.told_file))
         result = self.reconcile_pass(ONCE)
+        if self.outbox is not None:  # one pass, then the process exits: deliver what it told
+            self.outbox.flush(2 * self.outbox.settings.timeout, retry=False)
+            if self.config.told_file is not None:
+                try:
+                    save_told(self.config.told_file, self.outbox.told())
+                except OSError as exc:
+                    log.warning("cannot write what the security managers were told",
+                                extra={"error": str(exc)})  # fmt: skip
+            self.status_book.security_managers(self.outbox.status(), save=True)
+            self.outbox.close()
         failed = bool(
             not result.ok or self.sources.latest_refused or self.sources.source_error is not None
         )
@@ -625,6 +635,8 @@ class Loop:
                 self.lease.release()
             for thread in self._threads:
                 thread.join(timeout=5)
+            if self.outbox is not None:
+                self.outbox.close()
             log.info("stopped", extra={"passes": self.passes, "applies": self.applies})
         return EXIT_OK
 
@@ -674,3 +686,11 @@ class _PassEvents:
         self.loop.last_observed = observed
         self.loop.reporter.managed_objects(counts)
         self.loop.ovn_report.settled(observed)
+
+
+def _transitions(scope: Scope, kube: KubeProvider, guard: LoopGuard, clock: Clock) -> Transitions:
+    """The loop's rollout steps and held steering. A rollout restarts a VM only after OVN saw
+    the previous one healthy: a scope that reads no NB (``--kubernetes-only``) cannot tell, so
+    it reports rollouts but takes no step."""
+    writes_kube = scope.writes_kubernetes and scope.reads_ovn and isinstance(kube, VmActions)
+    return Transitions(kube if writes_kube else None, guard=guard, clock=clock)  # type: ignore[arg-type]

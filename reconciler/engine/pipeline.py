@@ -5,14 +5,14 @@
 half (:meth:`Pipeline.preview`, or :func:`preview` of a snapshot file): the same read, the same
 scope and the same planning step, nothing written. They differ only in what they hand it:
 
-- the **planner**: a full compile every time (``reconciler.core.planning.FullPlanner``) for the
+- the **planner**: a full compile every time (``reconciler.core.planning.full.FullPlanner``) for the
   CLI, the incremental planner with a periodic full resync for the loop;
 - the **write guard** (``reconciler.engine.guard``): none for the CLI, "not shutting down and
   still the leader" for the loop;
 - a **listener** told about each step, with which the loop keeps its books (readiness, drift,
   the revision applied, metrics); the CLI needs none;
-- the **scope** (``reconciler.core.slicing``): everything (the default), one node's OVN slice
-  (``--node``), or the Kubernetes side only (``--kubernetes-only``). It decides what is read
+- the **scope** (``reconciler.core.planning.slicing``): everything (the default), one node's OVN
+  slice (``--node``), or the Kubernetes side only (``--kubernetes-only``). It decides what is read
   (``reconciler.engine.scoped``), the view the planner sees, and the part of each plan carried
   out; an agent's Kubernetes writer refuses every write.
 
@@ -22,7 +22,7 @@ not know about ``kubernetes`` or ``ovsdbapp``. Writes go in the safe order of
 again (pods, nodes and NetworkPolicies, which we never write, are the first read's:
 ``reconciler.engine.scoped.observe_verify``) and planned again, and that plan must be empty (but
 for held steering northd reported ready meanwhile, or a plan following a health verdict northd
-changed meanwhile: ``reconciler.core.transitions``), else :class:`NotConverged`.
+changed meanwhile: ``reconciler.core.transitions.hold``), else :class:`NotConverged`.
 """
 
 from __future__ import annotations
@@ -31,25 +31,27 @@ import time
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.health import plan_report
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan, with_meta
-from reconciler.core.planning import (
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.compiling.notices import MemberKey, MemberNotice, member_notices, wanted
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.full import (
     CompiledPlan,
     FullPlanner,
     compile_plan,
     owned_namespaces,
     owned_only,
 )
-from reconciler.core.slicing import CentralScope, Scope, ScopedView
-from reconciler.core.transitions import only_progress, with_health_of
+from reconciler.core.planning.slicing import CentralScope, Scope, ScopedView
+from reconciler.core.transitions.health import plan_report
+from reconciler.core.transitions.hold import only_progress, with_health_of
 from reconciler.engine.apply import ApplyReport, apply_plan
 from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
     KubeProvider,
     KubeWriter,
+    NotificationSink,
     Notifier,
     OvnProvider,
     OvnWriter,
@@ -163,7 +165,7 @@ def preview(
 ) -> Preview:
     """What a pass would change, from the live state ``observed`` (``osc-gitops plan``; a
     snapshot file, or :meth:`Pipeline.preview`'s read): always a full compile, with each VNF
-    instance's health as OVN reports it and the NF id budget beside the changes (``Plan.meta``,
+    instance's health as OVN reports it and the NF id budget beside the changes (plan facts,
     where the scope reads OVN), and ``revision`` (the commit) when given."""
     scope = scope if scope is not None else CentralScope()
     require_node(scope, observed)
@@ -172,9 +174,11 @@ def preview(
     the_plan = scoped_plan(planner, scope, scope.desired(desired), view, scope.options(options))
     if scope.reads_ovn:
         assert planner.compiled is not None
-        the_plan = with_meta(the_plan, **plan_report(planner.compiled.target, view.observed))
+        compiled = planner.compiled
+        report = plan_report(compiled.target, view.observed, compiled.health)
+        the_plan = replace(the_plan, **report)
     if revision:
-        the_plan = with_meta(the_plan, revision=revision)
+        the_plan = replace(the_plan, revision=revision)
     return Preview(the_plan, view.observed)
 
 
@@ -251,6 +255,7 @@ class Pipeline:
         notify: Notifier | None = None,
         allow_empty: bool = False,
         scope: Scope | None = None,
+        notices: NotificationSink | None = None,
     ) -> None:
         self.kube = kube
         self.ovn = ovn
@@ -260,8 +265,14 @@ class Pipeline:
         """What the planner compiles with (a node agent's marks its rows)."""
         self.planner: Planner = planner if planner is not None else FullPlanner()
         self.guard = guard
-        self.notify = notify
+        self.notices = notices
+        """Where the security managers' notifications go (the outbox): events, and after every
+        pass of a scope that reads pods the members each manager should hold."""
+        self.notify: Notifier | None = notify if notify is not None else (
+            notices.send if notices is not None else None
+        )  # fmt: skip
         self.allow_empty = allow_empty
+        self._told: tuple[tuple[object, ...], dict[MemberKey, MemberNotice]] | None = None
 
     def observe(self) -> Observed:
         """Read what the scope plans from (the OVN read waits for the initial sync)."""
@@ -291,7 +302,7 @@ class Pipeline:
         view = scope.view(read)
         observed = view.observed
         # what the loop, --wait and the metrics see: our objects only (the planner filters
-        # itself and warns about the others: reconciler.core.planning.owned_only)
+        # itself and warns about the others: reconciler.core.planning.full.owned_only)
         namespaces = owned_namespaces(desired, self.options)
         ours = owned_only(observed, namespaces)
         timings["observe"] = time.perf_counter() - started
@@ -301,6 +312,7 @@ class Pipeline:
         timings["plan"] = time.perf_counter() - started
         guard_empty(desired, first, self.allow_empty)
         if first.empty:
+            self._tell_members(desired, view)
             events.settled(ours)
             return Reconciled(ApplyReport(first, seconds=timings), ours)
 
@@ -312,6 +324,7 @@ class Pipeline:
             kube, ovn = GuardedKube(kube, self.guard), GuardedOvn(ovn, self.guard)
         report = apply_plan(first, kube, ovn, desired=desired, revision=revision,
                             notify=self.notify)  # fmt: skip
+        self._tell_members(desired, view)
         events.applied(report, ours)
 
         started = time.perf_counter()
@@ -332,6 +345,24 @@ class Pipeline:
         ):
             raise NotConverged(second)
         return Reconciled(report, ours, second)
+
+    def _tell_members(self, desired: Desired, view: ScopedView) -> None:
+        """Hand the outbox what every security manager should hold after this pass: the
+        members per (binding, VNF, node) of the pods this scope reads (a node agent: its node;
+        a central run: every node but those agents hold; ``--kubernetes-only`` reads no pods
+        and tells none). Computed again only when the manifests or the pods, ports or nodes
+        read are new objects (the loop's caches keep them while nothing changed)."""
+        if self.notices is None or not self.scope.reads_pods:
+            return
+        observed = view.observed
+        sources = (desired, observed.pods, observed.pod_ports, observed.nodes, view.held)
+        if self._told is not None and all(
+            a is b for a, b in zip(self._told[0], sources, strict=True)
+        ):
+            return
+        notices = member_notices(desired, observed, view.held) if wanted(desired) else {}
+        self._told = (sources, notices)
+        self.notices.members(notices)
 
     def _health_news(
         self, first: Plan, desired: Desired, before: Observed, after: ScopedView
@@ -356,7 +387,9 @@ def reconcile(
     notify: Notifier | None = None,
     allow_empty: bool = False,
     scope: Scope | None = None,
+    notices: NotificationSink | None = None,
 ) -> ApplyReport:
     """One full reconcile, as ``osc-gitops apply`` does it: every plan a full compile."""
-    pipeline = Pipeline(kube, ovn, options, notify=notify, allow_empty=allow_empty, scope=scope)
+    pipeline = Pipeline(kube, ovn, options, notify=notify, allow_empty=allow_empty, scope=scope,
+                        notices=notices)  # fmt: skip
     return pipeline.run(desired, revision).report

@@ -19,8 +19,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.core.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
-from reconciler.core.plan import Change
+from reconciler.core.compiling.notices import MemberKey, MemberNotice
+from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
+from reconciler.core.model.plan import Change
 
 WatchCallback = Callable[[str, dict[str, Any]], None]
 """``on_event(type, object)``: ``type`` is ADDED, MODIFIED, DELETED, or RELIST (then the object
@@ -28,6 +29,20 @@ is empty: the watch lost its place and listed again)."""
 
 Notifier = Callable[[str, dict[str, Any]], None]
 """``notify(url, payload)``: POST a JSON event to a security manager; raises on failure."""
+
+
+class NotificationSink(Protocol):
+    """Where a pass hands the security managers' notifications (the outbox,
+    ``reconciler.engine.notifications``): both calls only record and return at once, whatever
+    the managers do."""
+
+    def send(self, url: str, payload: dict[str, Any]) -> None:
+        """Queue a ``deployed``/``removed`` event for the manager at ``url``."""
+        ...
+
+    def members(self, notices: Mapping[MemberKey, MemberNotice]) -> None:
+        """What every manager should hold now (``reconciler.core.compiling.notices``)."""
+        ...
 
 
 class KubeReader(Protocol):
@@ -151,7 +166,7 @@ class StatusPublisher(Protocol):
     def publish(self, status: Mapping[str, Any], observed: str | None = None) -> None:
         """Replace the published state with ``status`` (JSON-ready) and renew the heartbeat;
         ``observed``: a node agent's encoded view of its zone
-        (``reconciler.core.zoned.encode_slice``), left as it was when ``None``."""
+        (``reconciler.core.planning.zoned.encode_slice``), left as it was when ``None``."""
         ...
 
 
@@ -197,8 +212,9 @@ class Reporter(Protocol):
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
-        seconds it has waited (``reconciler.core.gating``), and the rolling updates under way
-        (the plan's ``meta["rollout"]`` entries, ``reconciler.core.rollout``)."""
+        seconds it has waited (``reconciler.core.transitions.gating``), and the rolling updates
+        under way (the plan's ``rollouts``,
+        ``reconciler.core.transitions.rollout``)."""
         ...
 
     def worker(self, thread: str, up: bool) -> None:

@@ -1,5 +1,5 @@
-"""What a scope (``reconciler.core.slicing``) needs from the live world, and the guards that keep
-it inside its part: read what the scope reads, never write what it may not.
+"""What a scope (``reconciler.core.planning.slicing``) needs from the live world, and the guards
+that keep it inside its part: read what the scope reads, never write what it may not.
 
 - :func:`observe_in` reads the live state a scope plans from: a central run and a node agent
   read Kubernetes and their NB (an agent's Kubernetes adapter already asks only for its node's
@@ -23,9 +23,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.core.observed import Observed, OvnState
-from reconciler.core.plan import Change
-from reconciler.core.slicing import NodeScope, Scope, kubernetes_observed
+from reconciler.core.model.observed import Observed, OvnState
+from reconciler.core.model.plan import Change
+from reconciler.core.planning.slicing import NodeScope, Scope, kubernetes_observed
 from reconciler.engine.providers import KubeReader, KubeWriter, NodeNetworkReader, OvnReader
 from reconciler.errors import InternalError, UserError
 
@@ -97,6 +97,7 @@ def _observe(kube: KubeReader, ovn: OvnReader, instance: str, inputs: Observed |
         capabilities=state.capabilities,
         nb_global=state.nb_global,
         nf_active=state.nf_active,
+        ovn_kubernetes=state.ovn_kubernetes,
         observed_at=observed_at,
     )
 

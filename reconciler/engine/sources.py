@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from reconciler.core.model import Desired
+from reconciler.core.model.desired import Desired
 from reconciler.engine.providers import Reporter
 from reconciler.engine.reporting.logs import LOGGER
 from reconciler.errors import RevisionRefused, UserError, ValidationFailed, error_cause

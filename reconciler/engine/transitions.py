@@ -1,11 +1,12 @@
 """After each pass: carry the rolling updates one step further, and keep the books of what waits.
 
-The plan of a pass already holds back what may not be written yet (``reconciler.core.transitions``:
-steering onto an instance OVN has not seen healthy, template updates of VMs the rollout has not
-selected). What is left is imperative and happens here, after the pass's writes:
+The plan of a pass already holds back what may not be written yet
+(``reconciler.core.transitions.hold``: steering onto an instance OVN has not seen healthy, template
+updates of VMs the rollout has not selected). What is left is imperative and happens here, after
+the pass's writes:
 
-- the rollout's steps (``reconciler.core.rollout.next_steps``): annotate the VMs selected or
-  moved to their next phase, restart a VM once its new template is written (KubeVirt's
+- the rollout's steps (``reconciler.core.transitions.rollout.next_steps``): annotate the VMs
+  selected or moved to their next phase, restart a VM once its new template is written (KubeVirt's
   ``restart`` subresource). They are Kubernetes writes: the loop's write guard is asked first
   (a replica that lost its Lease writes nothing), and a node agent, which never writes
   Kubernetes, takes none;
@@ -25,10 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.core.gating import HELD_META
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
-from reconciler.core.rollout import Step, Steps, next_steps, rollouts_of
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.transitions.rollout import Step, Steps, next_steps
 from reconciler.engine.guard import WriteGuard
 from reconciler.engine.reporting.logs import LOGGER
 
@@ -59,10 +59,10 @@ class TransitionReport:
     """What waits after a pass, and what this step wrote."""
 
     held: tuple[dict[str, Any], ...] = ()
-    """The plan's ``meta["held"]``, each with ``since`` (epoch seconds this process first saw
-    it held)."""
+    """The plan's held steering (JSON form), each with ``since`` (epoch seconds this process
+    first saw it held)."""
     rollouts: tuple[dict[str, Any], ...] = ()
-    """The plan's ``meta["rollout"]``."""
+    """The plan's rollouts (JSON form)."""
     steps: tuple[Step, ...] = ()
     waiting: tuple[str, ...] = ()
     recheck_at: float | None = None
@@ -117,7 +117,7 @@ class Transitions:
         state it ended with (after its writes)."""
         now = self.clock()
         held = self._held(plan, now)
-        rollouts = rollouts_of(plan)
+        rollouts = list(plan.rollouts)
         steps = Steps()
         if rollouts:
             steps = next_steps(rollouts, observed, now)
@@ -133,21 +133,19 @@ class Transitions:
                 steps = Steps((), steps.recheck_at, waiting)
         return TransitionReport(
             held=held,
-            rollouts=tuple(plan.meta.get("rollout") or ()),
+            rollouts=tuple(r.to_json() for r in plan.rollouts),
             steps=steps.steps,
             waiting=steps.waiting,
             recheck_at=steps.recheck_at,
         )
 
     def _held(self, plan: Plan, now: float) -> tuple[dict[str, Any], ...]:
-        holds = list(plan.meta.get(HELD_META) or ())
-        current = {(str(h["binding"]), str(h["node"])) for h in holds}
+        current = {(h.binding, h.node) for h in plan.held}
         self._since = {k: v for k, v in self._since.items() if k in current}
         out = []
-        for hold in holds:
-            key = (str(hold["binding"]), str(hold["node"]))
-            since = self._since.setdefault(key, now)
-            out.append({**hold, "since": since})
+        for hold in plan.held:
+            since = self._since.setdefault((hold.binding, hold.node), now)
+            out.append({**hold.to_json(), "since": since})
         return tuple(out)
 
     def _take(self, step: Step) -> None:

@@ -5,8 +5,8 @@ pipeline again whenever something that could let the apply go further changed (n
 a function group's active function, a rollout step was written, a rollout's time limit came)
 until
 
-- no steering is held (``reconciler.core.gating``),
-- no rolling update is under way (``reconciler.core.rollout``), and
+- no steering is held (``reconciler.core.transitions.gating``),
+- no rolling update is under way (``reconciler.core.transitions.rollout``), and
 - every VNF instance OVN can judge (a health check, a function group) is healthy,
 
 or the timeout passes. Between passes it waits on the NB (``OvnNorthbound.watch_health``),
@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.gating import member_health
-from reconciler.core.health import HEALTHY
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.rollout import why_unready
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import HEALTHY
+from reconciler.core.model.observed import Observed
+from reconciler.core.planning.incremental import IncrementalPlanner
+from reconciler.core.steering import HealthIndex
+from reconciler.core.transitions.rollout import why_unready
 from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
 from reconciler.engine.providers import KubeProvider, OvnProvider
 from reconciler.engine.transitions import TransitionReport, Transitions, VmActions
@@ -55,7 +55,7 @@ def unready(report: TransitionReport, observed: Observed) -> list[str]:
     count healthy (and why: VM not running, probe failing), each held binding, each rollout."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
-    for member in member_health(observed).values():
+    for member in HealthIndex(observed).members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
     for hold in report.held:

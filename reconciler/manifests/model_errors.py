@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from reconciler.core.model import DNS1123_LABEL
+from reconciler.core.model.desired import DNS1123_LABEL
 from reconciler.manifests.validate import did_you_mean
 from reconciler.manifests.yaml_positions import (
     Position,

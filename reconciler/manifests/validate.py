@@ -14,7 +14,7 @@ import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from reconciler.core.model import (
+from reconciler.core.model.desired import (
     Binding,
     BindingSpec,
     Desired,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.core.plan import Plan
+from reconciler.core.model.plan import Plan
 from reconciler.render.json_render import render_json
 from reconciler.render.markdown import render_markdown
 from reconciler.render.text import render_text

@@ -1,9 +1,9 @@
 """``osc-gitops explain`` output: human text, and the JSON contract.
 
 JSON (``-o json``): top-level ``pod`` (``namespace``, ``name``, ``node``, ``port``, ``labels``),
-``status`` (``reconciler.core.explain.Status``), ``steeredAsDeclared`` (the exit code's answer),
-``steering``, ``groups`` (``{name, label, labels, bound}``), ``bindings`` in evaluation order
-(``{name, vnf, order, node, instance, healthy, shadowedBy}`` and ``securityGroup``,
+``status`` (``reconciler.core.views.explain.Status``), ``steeredAsDeclared`` (the exit code's
+answer), ``steering``, ``groups`` (``{name, label, labels, bound}``), ``bindings`` in evaluation
+order (``{name, vnf, order, node, instance, healthy, shadowedBy}`` and ``securityGroup``,
 ``orderDefault``, ``redirection``, ``failurePolicy``, ``precedence``, ``traffic`` (always a
 list of ``{protocol, ports}``), ``vm``, ``health``, ``healthDetail``, ``shadowed``, ``steers``,
 ``reason``, ``held``: why its steering on the pod's node waits for the VNF instance,
@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.core.explain import BindingView, Explanation, RowView
+from reconciler.core.views.explain import BindingView, Explanation, RowView
 
 _HEADLINE = {
     "steered": "steered as declared",

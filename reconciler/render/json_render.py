@@ -16,14 +16,14 @@
 ```
 ``kind`` is an OVN table or a Kubernetes kind; ``name`` is the row's name / ``osc.io/key`` or
 ``namespace/name``. Fields are added, never renamed or removed, within a format version.
-A row that wires a service chain (issue 21: its function, groups, child ports and link
+A row that wires a service chain (its function, groups, child ports and link
 switches) has ``resource.chain``, the chain's VNFs in order (``["ngfw", "ids"]``, from its
 ``external_ids:osc.io/chain``); an ACL steering into a chain names the chain's group in
 ``network_function_group`` (``osc.chain2_exit.ngfw.ids.node_1.fail_close``).
 
 ``protection_changes`` (added in format 1, before ``changes`` in meaning: read it first) says
 which pods start and stop being steered, per Binding, when the plan is applied
-(``reconciler.core.protection``):
+(``reconciler.core.views.protection``):
 
 ```json
 "protection_changes": [
@@ -69,18 +69,20 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.core.ownership import CHAIN
-from reconciler.core.plan import Change, Plan
+from reconciler.core.model.facts import Finding
+from reconciler.core.model.ownership import CHAIN
+from reconciler.core.model.plan import Change, Plan
 
 FORMAT_VERSION = "1"
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    meta = {k: v for k, v in plan.meta.items() if k != "protection_changes"}
+    meta = plan.meta
+    changes = meta.pop("protection_changes", None)
     return {
         "format_version": FORMAT_VERSION,
         "meta": meta,
-        "protection_changes": plan.meta.get("protection_changes"),
+        "protection_changes": changes,
         "changes": [
             {
                 "action": c.action,
@@ -115,8 +117,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
     """The :class:`Plan` a :func:`plan_to_dict` dict describes (a saved plan shown again:
     ``osc-gitops show FILE``), so every renderer prints it as it printed the original."""
     meta = dict(data.get("meta") or {})
-    if data.get("protection_changes") is not None or "protection_basis" in meta:
-        meta["protection_changes"] = data.get("protection_changes")
+    if data.get("protection_changes") is not None:
+        meta["protection_changes"] = data["protection_changes"]
     changes = tuple(
         Change(
             action=change["action"],
@@ -130,7 +132,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         )
         for change in data.get("changes") or ()
     )
-    return Plan(changes, tuple(data.get("warnings") or ()), meta)
+    findings = tuple(Finding("note", "", None, str(w)) for w in data.get("warnings") or ())
+    return Plan(changes, findings).with_meta(meta)
 
 
 def render_json(plan: Plan) -> str:

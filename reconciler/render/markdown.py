@@ -8,7 +8,7 @@ mention to the comment (issue 31)."""
 
 from __future__ import annotations
 
-from reconciler.core.plan import Plan
+from reconciler.core.model.plan import Plan
 from reconciler.render import protection
 from reconciler.render.md import code, fence, text
 from reconciler.render.mermaid import markdown_diagrams
@@ -25,8 +25,8 @@ def render_markdown(plan: Plan) -> str:
     """The comment leads with the protection changes, then a diagram of each changed group's
     bindings, then the warnings (the typo guards among them), then the rows."""
     lines = [MARKER, "### osc-gitops plan", ""]
-    lines += protection.markdown_section(plan.meta)
-    lines += markdown_diagrams(plan.meta)
+    lines += protection.markdown_section(plan.protection)
+    lines += markdown_diagrams(plan.group_bindings)
     if plan.warnings:
         lines += ["**Warnings**", ""]
         lines += [f"- ⚠️ {text(w)}" for w in plan.warnings]
@@ -44,24 +44,23 @@ def render_markdown(plan: Plan) -> str:
             )
         if len(plan.changes) > _MAX_ROWS:
             lines.append(f"| | … {len(plan.changes) - _MAX_ROWS} more | | | |")
-    held, rollouts = held_lines(plan.meta), rollout_lines(plan.meta)
+    held, rollouts = held_lines(plan), rollout_lines(plan)
     if held:
         lines += ["", "**Held** until OVN reports the VNF instance healthy", ""]
         lines += [f"- ⏳ {text(line.removeprefix('~ held: '))}" for line in held]
     if rollouts:
         lines += ["", "**Rolling updates**", ""]
         lines += [f"- 🔄 {text(line)}" for line in rollouts]
-    instances = plan.meta.get("vnf_instances") or ()
-    if instances:
+    if plan.vnf_instances:
         lines += ["", "**VNF instances** (health as OVN reports it)", ""]
         lines += ["| VNF | node | health | |", "|---|---|---|---|"]
-        for inst in instances:
-            icon = _HEALTH_ICON.get(inst["health"], "")
+        for inst in plan.vnf_instances:
+            icon = _HEALTH_ICON.get(inst.health, "")
             lines.append(
-                f"| {text(inst['vnf'])} | {text(inst['node'])} | {icon} {text(inst['health'])} | "
-                f"{text(inst.get('detail', ''))} |"
+                f"| {text(inst.vnf)} | {text(inst.node)} | {icon} {text(inst.health)} | "
+                f"{text(inst.detail)} |"
             )
-    budget = budget_line(plan.meta)
+    budget = budget_line(plan)
     if budget:
         lines += ["", f"**NF ids** in this Northbound DB after this plan: {text(budget)}"]
     lines += ["", "<details><summary>Full plan</summary>", ""]

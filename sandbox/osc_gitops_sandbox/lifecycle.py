@@ -22,7 +22,7 @@ __all__ = ["Lifecycle", "Stoppable", "Worker"]
 
 class Stoppable:
     """``stop()`` (idempotent, then the owned temp dir goes) and ``with`` for a class whose
-    start is its own business (:class:`~osc_gitops_sandbox.ovn.OvnCluster`'s
+    start is its own business (:class:`~osc_gitops_sandbox.ovn.stack.OvnCluster`'s
     ``start_all``); ``with`` enters through :meth:`_enter`."""
 
     _own_tmp: tempfile.TemporaryDirectory[str] | None = None

@@ -12,7 +12,7 @@ import pytest
 from bench import ways
 from bench.__main__ import main
 from bench.scenario import Scale, group_labels, kube_objects, manifests, pod_labels
-from reconciler.core.plan import Change
+from reconciler.core.model.plan import Change
 from reconciler.manifests.load import load_path
 from tests.support.ovn import require_ovn_or_fail
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 from bench.controlplane import BEGIN, empty_group_ops, main
 from bench.health import converge
@@ -19,8 +19,8 @@ from bench.scenario import Scale, node_name, write_manifests
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.oneshot import OvnOneShot
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.core import naming
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model import naming
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
 from tests.support.ovn import require_ovn_or_fail

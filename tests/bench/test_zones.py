@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.zones import TRANSIT_SWITCH, ZonedCluster
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.zones import TRANSIT_SWITCH, ZonedCluster
 
 from bench.scenario import Scale, node_name
 from bench.zones import BEGIN, GOALS, build, changes_applied, report, write_block

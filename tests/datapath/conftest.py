@@ -1,7 +1,7 @@
 """Data-path fixtures: one real OVN stack + OVS + ovn-controller per test module, pods and VNF
 guests as network namespaces, the reconciler driven only through ``osc-gitops apply``.
 
-The setup itself is ``osc_gitops_sandbox.datapath_world.world`` (shared with ``osc-gitops demo
+The setup itself is ``osc_gitops_sandbox.datapath.world.world`` (shared with ``osc-gitops demo
 --datapath`` and ``bench/datapath_latency.py``), on one of two OVN versions:
 
 - ``nf_world`` / ``nf_fresh``: OVN 26.03 + OVS 4.0 from the sid root, ``apply`` with default
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, world
+from osc_gitops_sandbox.datapath.world import VNF_NAMESPACE, World, world
 
 BESIDE_SERVICES = "OSC_DATAPATH_SERVICES"
 """``OSC_DATAPATH_SERVICES=1``: every OVN 26.03 world carries a ClusterIP Service on every

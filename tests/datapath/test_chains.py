@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.world import (
     ROUTED_TTL,
     SAME_SWITCH_TTL,
     VNF_NAMESPACE,

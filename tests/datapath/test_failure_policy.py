@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.world import (
     VNF_NAMESPACE,
     World,
     binding,

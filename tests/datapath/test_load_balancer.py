@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World
+from osc_gitops_sandbox.datapath.world import VNF_NAMESPACE, World
 
 pytestmark = pytest.mark.datapath
 

@@ -2,7 +2,7 @@
 
 Each node is a chassis of its own (OVS 4.0 userspace datapath in its own network namespace, its
 own ``ovn-controller``), the chassis talk Geneve over a veth underlay, and the product runs with
-its default flags in both topologies (``osc_gitops_sandbox.datapath_world``, ``topology=``):
+its default flags in both topologies (``osc_gitops_sandbox.datapath.world``, ``topology=``):
 
 - ``central``: one NB/SB/northd, both chassis in it; ``osc-gitops apply``;
 - ``zones``: OVN-Kubernetes interconnect: per node its own NB, SB, northd and chassis, the
@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.netns import FrameCounter
+from osc_gitops_sandbox.datapath.world import (
     NAMESPACE,
     VNF_NAMESPACE,
     World,
@@ -30,7 +30,7 @@ from osc_gitops_sandbox.datapath_world import (
     security_group,
     vnf_deployment,
 )
-from osc_gitops_sandbox.netns import FrameCounter
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 pytestmark = pytest.mark.datapath
 

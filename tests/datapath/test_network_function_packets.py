@@ -15,7 +15,7 @@ bridge leaves the TTL alone (63 across nodes, 64 on one switch).
 from __future__ import annotations
 
 import pytest
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.world import (
     ROUTED_TTL,
     SAME_SWITCH_TTL,
     VNF_NAMESPACE,

@@ -20,8 +20,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.world import (
     ROUTED_TTL,
     SAME_SWITCH_TTL,
     VNF_NAMESPACE,
@@ -30,6 +29,7 @@ from osc_gitops_sandbox.datapath_world import (
     security_group,
     vnf_deployment,
 )
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 from reconciler.cli.app import main
 

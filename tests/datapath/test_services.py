@@ -3,7 +3,7 @@
 OVN documents Network Function insertion together with a load balancer on the same switch as
 unsupported, and OVN-Kubernetes puts its cluster load-balancer group on every node switch, so
 every steered pod meets it. Each world here holds three ClusterIP Services written as
-OVN-Kubernetes writes them (``osc_gitops_sandbox.services``: ``clusterLBGroup`` on every node
+OVN-Kubernetes writes them (``osc_gitops_sandbox.ovn.services``: ``clusterLBGroup`` on every node
 switch, in every NB, its load-balancer options):
 
 - ``web`` ``10.96.0.10:80`` -> ``web-a:8080`` (the protected pod, node-1),
@@ -27,14 +27,14 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.world import (
     VNF_NAMESPACE,
     World,
     binding,
     security_group,
     vnf_deployment,
 )
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 pytestmark = pytest.mark.datapath
 

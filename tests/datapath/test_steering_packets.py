@@ -15,9 +15,8 @@ import subprocess
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.datapath import Datapath, DatapathError, sweep_stale_namespaces
-from osc_gitops_sandbox.datapath_world import (
+from osc_gitops_sandbox.datapath.network import Datapath, DatapathError, sweep_stale_namespaces
+from osc_gitops_sandbox.datapath.world import (
     NAMESPACE,
     ROUTED_TTL,
     ROUTER_VNF_TTL,
@@ -25,6 +24,7 @@ from osc_gitops_sandbox.datapath_world import (
     World,
     node_object,
 )
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 pytestmark = pytest.mark.datapath
 

@@ -21,7 +21,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from osc_gitops_sandbox.datapath_world import World, world
+from osc_gitops_sandbox.datapath.world import World, world
 
 from tests.datapath import transition_scenarios as scenario
 

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World
-from osc_gitops_sandbox.kubevirt import AGENT_CONNECTED, BOOT_DELAY_ANNOTATION
-from osc_gitops_sandbox.netns import NETNS_DIR, DatapathError
+from osc_gitops_sandbox.datapath.netns import NETNS_DIR, DatapathError
+from osc_gitops_sandbox.datapath.world import VNF_NAMESPACE, World
+from osc_gitops_sandbox.kubeapi.kubevirt import AGENT_CONNECTED, BOOT_DELAY_ANNOTATION
 
 pytestmark = pytest.mark.datapath
 

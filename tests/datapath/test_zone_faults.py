@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, ZoneApply
+from osc_gitops_sandbox.datapath.world import VNF_NAMESPACE, World, ZoneApply
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 pytestmark = pytest.mark.datapath
 

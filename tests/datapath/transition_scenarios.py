@@ -1,5 +1,5 @@
 """The transitions of issue 22 as scenarios on a data-path world (OVN 26.03), each measured with
-the continuous probes of :mod:`osc_gitops_sandbox.streams`: used by
+the continuous probes of :mod:`osc_gitops_sandbox.datapath.streams`: used by
 ``tests/datapath/test_transitions.py`` (which asserts) and ``bench/datapath_transitions.py``
 (which repeats them for the figures in docs/datapath.md).
 
@@ -16,8 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from osc_gitops_sandbox.datapath_world import VNF_NAMESPACE, World, binding, security_group
-from osc_gitops_sandbox.streams import IcmpStream, TcpStream
+from osc_gitops_sandbox.datapath.streams import IcmpStream, TcpStream
+from osc_gitops_sandbox.datapath.world import VNF_NAMESPACE, World, binding, security_group
 
 FW1, FW2 = f"{VNF_NAMESPACE}/firewall-node-1", f"{VNF_NAMESPACE}/firewall-node-2"
 PORT = 7070

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.reliability.figures import FIGURES
 from tests.reliability.harness import CLUSTER, SET_A, SET_B, Worker, skip_without_nf

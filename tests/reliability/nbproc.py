@@ -10,9 +10,9 @@ from __future__ import annotations
 import signal
 import time
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import Daemon, child_env
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.stack import Daemon, child_env
 
 
 def kill_nb(cluster: SandboxCluster, sig: int = signal.SIGKILL) -> None:

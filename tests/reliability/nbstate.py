@@ -14,7 +14,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 NB = "OVN_Northbound"
 OWNED_TABLES = (
@@ -27,7 +27,7 @@ OWNED_TABLES = (
 ALL_TABLES = (*OWNED_TABLES, "Logical_Switch", "Logical_Router", "Logical_Router_Policy")
 IGNORED = ("_uuid", "_version", "network_function_active")
 """Not part of what we write: northd's verdict on a group changes on its own time (here the
-sandbox plays VNFs answering OVN's probe, osc_gitops_sandbox.vnf_health)."""
+sandbox plays VNFs answering OVN's probe, osc_gitops_sandbox.ovn.vnf_health)."""
 OWNER = "osc.io/owner"
 KEY = "osc.io/key"
 

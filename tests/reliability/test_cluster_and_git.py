@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.cluster import load_items, node_subnet, seed_pod_of
-from osc_gitops_sandbox.kubeapi import KubeApiServer
-from osc_gitops_sandbox.ovn import (
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
+from osc_gitops_sandbox.ovn.cluster import load_items, node_subnet, seed_pod_of
+from osc_gitops_sandbox.ovn.stack import (
     OvnCluster,
     SeedNode,
     seed_ovn_kubernetes,

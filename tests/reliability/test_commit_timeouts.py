@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.reliability import nbstate
 from tests.reliability.harness import WAIT, Worker, cli, conn, record

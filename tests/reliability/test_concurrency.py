@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import socket
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import seed_foreign_rows
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.stack import seed_foreign_rows
 
 from tests.reliability import nbstate
 from tests.reliability.harness import Worker, cli, conn, record

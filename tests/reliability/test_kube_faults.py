@@ -8,11 +8,11 @@ import time
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from reconciler.adapters.kube.client import KubeCluster, KubeError, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
 from tests.reliability import nbstate

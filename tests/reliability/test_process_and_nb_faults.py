@@ -14,7 +14,7 @@ import signal
 import time
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.reliability import nbstate
 from tests.reliability.harness import WAIT, Worker, cli, conn, record

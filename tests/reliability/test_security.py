@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from osc_gitops_sandbox.kube_tls import make_test_ca
-from osc_gitops_sandbox.kubeapi import KubeApiServer
-from osc_gitops_sandbox.ovn import OvnSandbox, SeedNode, SeedPod, seed_ovn_kubernetes
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
+from osc_gitops_sandbox.kubeapi.tls import make_test_ca
+from osc_gitops_sandbox.ovn.stack import OvnSandbox, SeedNode, SeedPod, seed_ovn_kubernetes
 
-from reconciler.core import naming
-from reconciler.core.compile import CompileError, CompileOptions, compile_target
-from reconciler.core.observed import (
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.model import naming
+from reconciler.core.model.observed import (
     Node,
     Observed,
     OvnCapabilities,

@@ -14,9 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import distributions
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.datapath import DATAPATH_TOOLS, Datapath, datapath_unavailable_reason
+from osc_gitops_sandbox.datapath.network import (
+    DATAPATH_TOOLS,
+    Datapath,
+    datapath_unavailable_reason,
+)
+from osc_gitops_sandbox.ovn import distributions
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 pytestmark = [pytest.mark.datapath, pytest.mark.ovn]
 

@@ -9,15 +9,15 @@ import re
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox import distributions
-from osc_gitops_sandbox.distributions import (
+from osc_gitops_sandbox.ovn import distributions
+from osc_gitops_sandbox.ovn.distributions import (
     OVN_TOOLS,
     OVS_TOOLS,
     Distribution,
     DistributionError,
     version_key,
 )
-from osc_gitops_sandbox.ovn import OvnCluster, OvnSandbox, OvnSandboxError
+from osc_gitops_sandbox.ovn.stack import OvnCluster, OvnSandbox, OvnSandboxError
 
 from tests.support.ovn import OVN_MARKS
 

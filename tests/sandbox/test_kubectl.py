@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 from reconciler.adapters.kube.client import KubeCluster
 from tests.support.kube import pod

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from osc_gitops_sandbox.kube_protobuf import MAGIC, MEDIA_TYPE
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.protobuf import MAGIC, MEDIA_TYPE
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 from tests.support.kube import pod
 

@@ -7,8 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import (
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import (
     CLUSTER_ROUTER,
     OvnSandbox,
     OvnSandboxError,

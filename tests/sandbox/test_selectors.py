@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from osc_gitops_sandbox.kube_selectors import (
+from osc_gitops_sandbox.kubeapi.selectors import (
     Requirement,
     SelectorError,
     label_key_errors,

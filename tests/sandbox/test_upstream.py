@@ -2,7 +2,7 @@
 
 Each script is written for a plain OVN installation (tools on ``PATH``) so it can go to the
 OVN maintainers as it is; here it runs against the sid root through wrapper scripts
-(``osc_gitops_sandbox.distributions.write_wrappers``). The day an OVN release fixes the bug,
+(``osc_gitops_sandbox.ovn.distributions.write_wrappers``). The day an OVN release fixes the bug,
 this test fails: then the product's workaround or warning can go (see the script's header and
 ``docs/upstream/README.md``)."""
 
@@ -13,8 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox import distributions
-from osc_gitops_sandbox.datapath import DATAPATH_TOOLS
+from osc_gitops_sandbox.datapath.network import DATAPATH_TOOLS
+from osc_gitops_sandbox.ovn import distributions
 
 from tests.support.paths import REPO
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import OvnSandbox, OvnSandboxError
-from osc_gitops_sandbox.zones import (
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import OvnSandbox, OvnSandboxError
+from osc_gitops_sandbox.ovn.zones import (
     NODE_ID,
     TRANSIT_PORT_ADDRESS,
     TRANSIT_SWITCH,

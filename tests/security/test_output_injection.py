@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
 from reconciler.engine.reporting.logs import JsonFormatter, TextFormatter
 from reconciler.render.mermaid import diagram
 from tests.security.hostile import osc, policies, raw_controls
@@ -80,7 +80,7 @@ def test_every_field_is_checked(where: tuple[object, ...], value: object) -> Non
     for step in where[:-1]:
         target = target[step]  # type: ignore[index]
     target[where[-1]] = value  # type: ignore[index]
-    from reconciler.core.observed import SnapshotRefused
+    from reconciler.core.model.observed import SnapshotRefused
 
     with pytest.raises(SnapshotRefused):
         Observed.from_json(data)
@@ -109,16 +109,15 @@ def test_untrusted_text_cannot_leave_its_block_or_become_markup() -> None:
 def test_the_comment_of_a_hostile_live_state_is_inert(tmp_path: Path) -> None:
     """OVN strings are not Kubernetes names (a snapshot checks them only for control
     characters): a key or a warning with Markdown in it is shown, never interpreted."""
-    from reconciler.core.plan import Change, Plan
+    from reconciler.core.model.facts import Finding
+    from reconciler.core.model.plan import Change, Plan
     from reconciler.render.markdown import render_markdown
 
     key = "osc.x`](https://evil.example) <img src=x> @admin | ```"
     change = Change(action="delete", kind="ACL", key=key, origin="Binding/<b>", node="n|`x`",
                     before={"k": 1}, after=None)  # fmt: skip
-    plan = Plan(
-        changes=(change,),
-        warnings=("a [link](https://evil.example) and <script>x</script> and @admin",),
-    )
+    text = "a [link](https://evil.example) and <script>x</script> and @admin"
+    plan = Plan(changes=(change,), findings=(Finding("note", "", None, text),))
     md = _outside_blocks(render_markdown(plan))
     assert not re.search(r"(?<!\\)\]\(https://evil", md) and "<img" not in md
     assert "<script>" not in md
@@ -165,8 +164,8 @@ def test_mermaid_ids_are_unique_whatever_the_names() -> None:
 
 
 def test_mermaid_of_real_manifests_declares_each_node_once(tmp_path: Path) -> None:
-    from reconciler.manifests.load import load_text
     from reconciler.render.mermaid import group_bindings
+    from tests.support.manifests import load_text
 
     header = "apiVersion: osc.io/v1alpha1\n"
     vnf = "kind: VnfDeployment\nmetadata: {{name: {}}}\nspec: {{namespace: v, image: a/b:1}}\n"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.ovn import OvnSandbox
+from osc_gitops_sandbox.ovn.stack import OvnSandbox
 
 from tests.security.hostile import EXE, policies
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
-from reconciler.core.ownership import (
+from reconciler.core.model.ownership import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     NODE_LABEL,

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from reconciler.adapters.git import GitSettings, GitSource
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.reporting.logs import LOGGER, JsonFormatter
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter

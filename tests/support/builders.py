@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core.model import Binding, Desired, SecurityGroup, VnfDeployment
-from reconciler.core.observed import Node, Observed, OvnCapabilities, Pod, PodPort, Switch
+from reconciler.core.model.desired import Binding, Desired, SecurityGroup, VnfDeployment
+from reconciler.core.model.observed import Node, Observed, OvnCapabilities, Pod, PodPort, Switch
 
 
 def sg(name: str, *labels: str, namespaces: list[str] | None = None) -> SecurityGroup:

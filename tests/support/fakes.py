@@ -24,8 +24,8 @@ from typing import Any
 
 from reconciler.adapters.kube.errors import KubeConflict, KubeNotFound
 from reconciler.adapters.kube.objects import owned_object
-from reconciler.core import ownership as own
-from reconciler.core.observed import (
+from reconciler.core.model import ownership as own
+from reconciler.core.model.observed import (
     KubeObject,
     NetworkPolicy,
     Node,
@@ -37,7 +37,7 @@ from reconciler.core.observed import (
     PodPort,
     Switch,
 )
-from reconciler.core.plan import Change
+from reconciler.core.model.plan import Change
 from reconciler.engine.providers import (
     KubeProvider,
     LeaseProvider,

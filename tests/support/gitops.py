@@ -62,10 +62,10 @@ class Remote:
 
 def owned_rows(remote_nb: str) -> dict[str, dict[str, str]]:
     """Every OVN row osc-gitops owns, by ``osc.io/key``: its ``external_ids`` (raw dump)."""
-    from osc_gitops_sandbox import ovsdb_rpc
+    from osc_gitops_sandbox.ovn import ovsdb_rpc
 
-    from reconciler.core.ownership import KEY, OWNER
-    from reconciler.core.target import OVN_TABLES
+    from reconciler.core.model.ownership import KEY, OWNER
+    from reconciler.core.model.target import OVN_TABLES
 
     tables = [t for t in OVN_TABLES if t != "Logical_Router_Policy"] + ["Logical_Router_Policy"]
     try:

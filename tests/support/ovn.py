@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.ovn import SeedNode, ovn_unavailable_reason
+from osc_gitops_sandbox.ovn.stack import SeedNode, ovn_unavailable_reason
 
 from reconciler.adapters.ovn import OvnNorthbound, OvnSettings
 

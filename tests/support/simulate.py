@@ -18,13 +18,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from reconciler.core.compile import CompileError, CompileOptions
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.model import Desired
-from reconciler.core.observed import KubeObject, NbGlobal, Observed, OvnRow, Pod, PodPort
-from reconciler.core.plan import Plan
-from reconciler.core.planning import make_plan
-from reconciler.core.target import OVN_TABLES
+from reconciler.core.compiling.compile import CompileError, CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import KubeObject, NbGlobal, Observed, OvnRow, Pod, PodPort
+from reconciler.core.model.plan import Plan
+from reconciler.core.model.target import OVN_TABLES
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 Live = dict[tuple[str, str], dict[str, Any]]

@@ -1,12 +1,12 @@
 """Helpers for tests whose sandbox plays VNFs that answer OVN's health probe
-(``osc_gitops_sandbox.vnf_health``): steering onto a VNF instance is switched on by the
+(``osc_gitops_sandbox.ovn.vnf_health``): steering onto a VNF instance is switched on by the
 reconcile after northd (or the sandbox playing it) reported the instance's group active."""
 
 from __future__ import annotations
 
 import time
 
-from osc_gitops_sandbox import ovsdb_rpc
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 
 def groups_active(nb_remote: str) -> bool:

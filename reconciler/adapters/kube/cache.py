@@ -9,7 +9,7 @@ an in-memory store the loop reads from. Why it looks the way it does:
 - **Same answers as the live adapter.** Every read returns exactly what the matching
   :class:`KubeCluster` method would (same types, same order, same filtering), only from memory;
   tests compare the two after random changes made by other clients.
-- **Identity-stable.** The incremental planner (``reconciler.core.incremental``) compares
+- **Identity-stable.** The incremental planner (``reconciler.core.planning.incremental``) compares
   with ``is`` first. A read returns the *same* tuple when nothing visible changed, and an object
   whose visible fields did not change stays the same object (a pod status update keeps its
   ``Pod``; a RELIST that brings back equal objects keeps them too).
@@ -63,7 +63,7 @@ from reconciler.adapters.kube.objects import (
     owned_object,
     pod_from_object,
 )
-from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
+from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, Pod
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Kubernetes adapter: the only module that imports the official ``kubernetes`` client.
 
-It turns the API into the plain data of :mod:`reconciler.core.observed` and performs the few writes
-the reconciler needs (VirtualMachines and NetworkAttachmentDefinitions it owns). Why it looks
+It turns the API into the plain data of :mod:`reconciler.core.model.observed` and performs the few
+writes the reconciler needs (VirtualMachines and NetworkAttachmentDefinitions it owns). Why it looks
 the way it does:
 
 - Big lists are read with ``_preload_content=False`` + ``json.loads``: deserialising 10,000 pods
@@ -65,8 +65,14 @@ from reconciler.adapters.kube.objects import (
     pod_from_object,
 )
 from reconciler.adapters.kube.watch_stream import StatusReporter, close_on_stop, watch_events
-from reconciler.core.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_LABEL, OWNER
+from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, Pod
+from reconciler.core.model.ownership import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    NODE_LABEL,
+    OWNER,
+    node_label_value,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +113,10 @@ class KubeSettings:
 
 
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
+FIELD_MANAGER = "osc-gitops"
+"""The field manager of every VirtualMachine and NAD write (server-side apply): the fields it
+states are ours, everything else stays with whoever set it."""
+APPLY_PATCH = "application/apply-patch+yaml"
 _VERB = {"GET": "list", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -325,27 +335,6 @@ class KubeCluster:
         pods = {p.uid: p for p in map(pod_from_object, raw)}
         return sorted(pods.values(), key=lambda p: (p.namespace, p.name))
 
-    def pods_for_labels(
-        self, labels: Sequence[tuple[str, str]], namespaces: Sequence[str] | None = None
-    ) -> list[Pod]:
-        """Pods carrying *any* of ``labels`` (OR), in ``namespaces`` if given.
-
-        A label selector can only AND, so we send one set-based selector per key
-        (``key in (v1,v2)``) and union the answers, de-duplicated by UID: a pod that matches
-        two labels is returned once.
-        """
-        by_key: dict[str, list[str]] = {}
-        for key, value in labels:
-            values = by_key.setdefault(key, [])
-            if value not in values:
-                values.append(value)
-        found: dict[str, Pod] = {}
-        for key, values in sorted(by_key.items()):
-            selector = f"{key} in ({','.join(sorted(values))})"
-            for pod in self.list_pods(namespaces, selector):
-                found[pod.uid] = pod
-        return sorted(found.values(), key=lambda p: (p.namespace, p.name))
-
     def list_nodes(self) -> list[Node]:
         items, _ = self.list_raw("Node")
         return sorted((node_from_object(o) for o in items), key=lambda n: n.name)
@@ -362,7 +351,7 @@ class KubeCluster:
         its node's only)."""
         labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER: instance}
         if self.node is not None:
-            labels[NODE_LABEL] = self.node
+            labels[NODE_LABEL] = node_label_value(self.node)  # as compile labels them
         return labels
 
     def list_owned(self, kind: str, instance: str) -> list[KubeObject]:
@@ -396,7 +385,8 @@ class KubeCluster:
         return items
 
     def network_policies(self) -> list[NetworkPolicy]:
-        """:meth:`list_network_policies` as :class:`reconciler.core.observed.NetworkPolicy`."""
+        """:meth:`list_network_policies` as
+        :class:`reconciler.core.model.observed.NetworkPolicy`."""
         return sorted(
             (network_policy_from_object(o) for o in self.list_network_policies()),
             key=lambda n: (n.namespace, n.name),
@@ -405,59 +395,50 @@ class KubeCluster:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
-        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.core.target`).
+        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.core.model.target`):
+        a server-side apply as field manager ``osc-gitops`` *without* force, so that an object
+        of that name someone else made is never taken over: any field of it another manager
+        set to another value is a conflict (409, :class:`KubeConflict` naming the fields).
 
         Returns the server's answer (the created object, with its resourceVersion) so a cache
         can write it through before the watch event arrives."""
-        check_writable_kind(kind)
-        k = KINDS[kind]
-        meta = dict(body.get("metadata") or {})
-        meta.update({"name": name, "namespace": namespace})
-        obj = {**body, "apiVersion": k.api_version, "kind": kind, "metadata": meta}
-        return self._request("POST", k.path(namespace), body=obj)
+        return self._apply(kind, namespace, name, body, force=False)
 
     def replace_managed(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
-        """Make the managed fields equal ``body``: one merge patch computed against the live
-        object (labels and ``osc.io/*`` annotations not in ``body`` are removed; other
-        annotations, status and server fields are untouched), guarded by the live
-        resourceVersion; a concurrent change (409) is retried on a fresh read.
+        """Make the fields we manage equal ``body``: a server-side apply as field manager
+        ``osc-gitops`` with force. What it states becomes ours (a field someone changed since,
+        drift, is set back and ours again); a field we stated before and no longer state is
+        removed unless another manager owns it too; every other field (KubeVirt's
+        ``firmware``, ``machine``, ``architecture``, another controller's label, status) is
+        left as it is. No read, no resourceVersion: the API server merges.
 
-        Returns the object as the server has it afterwards (the patch answer, or the live
-        object when nothing had to change)."""
+        Returns the object as the server has it afterwards."""
+        return self._apply(kind, namespace, name, body, force=True)
+
+    def _apply(
+        self, kind: str, namespace: str, name: str, body: dict[str, Any], *, force: bool
+    ) -> Any:
         check_writable_kind(kind)
-        path = KINDS[kind].path(namespace, name)
-        for _ in range(5):
-            live = self.get(kind, namespace, name)
-            if live is None:
-                raise KubeNotFound(
-                    f"Kubernetes API server {self.server}: {kind} {namespace}/{name} "
-                    "disappeared before it could be updated",
-                    status=404,
-                )
-            current = managed_body(live)
-            target = {
-                "metadata": {
-                    "labels": dict((body.get("metadata") or {}).get("labels") or {}),
-                    "annotations": dict((body.get("metadata") or {}).get("annotations") or {}),
-                },
-                "spec": body.get("spec") or {},
-            }
-            patch = merge_patch_for(current, target)
-            if not patch:
-                return live
-            patch.setdefault("metadata", {})["resourceVersion"] = live["metadata"][
-                "resourceVersion"
-            ]
-            try:
-                return self._request(
-                    "PATCH", path, body=patch, content_type="application/merge-patch+json"
-                )
-            except KubeConflict:
-                continue
-        raise KubeConflict(
-            f"Kubernetes API server {self.server}: {kind} {namespace}/{name} kept changing "
-            "while we updated it (409 Conflict)",
-            status=409,
+        k = KINDS[kind]
+        meta = body.get("metadata") or {}
+        applied = {
+            "apiVersion": k.api_version,
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": dict(meta.get("annotations") or {}),
+            },
+            "spec": body.get("spec") or {},
+        }
+        query = {"fieldManager": FIELD_MANAGER, "force": "true" if force else None}
+        return self._request(
+            "PATCH",
+            k.path(namespace, name),
+            query=query,
+            body=applied,
+            content_type=APPLY_PATCH,
         )
 
     def annotate(
@@ -575,21 +556,20 @@ class KubeCluster:
     ) -> None:
         path = KINDS[kind].path()
         status = StatusReporter(on_status)
-        rv = resource_version
-        delay = backoff[0]
+        state = _WatchState(resource_version, backoff[0])
         while not stop.is_set():
             try:
-                if rv is None:
-                    items, rv = self.list_raw(kind, None, label_selector)
+                if state.rv is None:
+                    items, state.rv = self.list_raw(kind, None, label_selector)
                     if on_list is not None:
-                        on_list(items, rv)
+                        on_list(items, state.rv)
                 resp = self._request(
                     "GET",
                     path,
                     query={
                         "watch": "true",
                         "allowWatchBookmarks": "true",
-                        "resourceVersion": rv,
+                        "resourceVersion": state.rv,
                         "labelSelector": label_selector,
                         "fieldSelector": self.field_selector(kind),
                         "timeoutSeconds": timeout_seconds,
@@ -602,50 +582,73 @@ class KubeCluster:
                 try:
                     if stop.is_set():
                         break
-                    for event in watch_events(resp):
-                        etype = event.get("type")
-                        obj = event.get("object") or {}
-                        if etype == "ERROR":
-                            if obj.get("code") == 410:
-                                rv = None
-                                on_event("RELIST", {})
-                                break
-                            raise kube_error(
-                                f"Kubernetes API server {self.server}: watch {path} failed: "
-                                f"{obj.get('message')}",
-                                obj.get("code"),
-                            )
-                        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                        if new_rv:
-                            rv = new_rv
-                        if etype != "BOOKMARK":
-                            on_event(str(etype), obj)
-                        delay = backoff[0]
-                        if stop.is_set():
-                            break
+                    self._follow(resp, path, state, on_event, stop, backoff[0])
                 finally:
                     current.clear()
                     resp.release_conn()
                     status(False)
-                delay = backoff[0]
+                state.delay = backoff[0]
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 status(False)
                 if stop.is_set():
                     break
                 log.warning("watch %s%s broke (%s); resuming", self.server, path, _root_cause(exc))
-                stop.wait(delay)
-                delay = min(delay * 2, backoff[1])
+                stop.wait(state.delay)
+                state.delay = min(state.delay * 2, backoff[1])
             except KubeError as exc:
                 status(False)
                 if stop.is_set():
                     break
                 if isinstance(exc, KubeGone):
-                    rv = None
+                    state.rv = None
                     on_event("RELIST", {})
                     continue
-                log.warning("watch %s: %s; retrying in %.1fs", path, exc, delay)
-                stop.wait(delay)
-                delay = min(delay * 2, backoff[1])
+                log.warning("watch %s: %s; retrying in %.1fs", path, exc, state.delay)
+                stop.wait(state.delay)
+                state.delay = min(state.delay * 2, backoff[1])
+
+    def _follow(
+        self,
+        resp: Any,
+        path: str,
+        state: _WatchState,
+        on_event: Callable[[str, dict[str, Any]], None],
+        stop: threading.Event,
+        first_delay: float,
+    ) -> None:
+        """Hand one watch stream's events to ``on_event`` until it ends or ``stop`` is set,
+        keeping ``state.rv`` at the last version seen; a 410 (the version was compacted) asks
+        for a new list (``RELIST``, ``state.rv = None``). Every event resets the backoff."""
+        for event in watch_events(resp):
+            etype = event.get("type")
+            obj = event.get("object") or {}
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    state.rv = None
+                    on_event("RELIST", {})
+                    return
+                raise kube_error(
+                    f"Kubernetes API server {self.server}: watch {path} failed: "
+                    f"{obj.get('message')}",
+                    obj.get("code"),
+                )
+            new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if new_rv:
+                state.rv = new_rv
+            if etype != "BOOKMARK":
+                on_event(str(etype), obj)
+            state.delay = first_delay
+            if stop.is_set():
+                return
+
+
+@dataclass
+class _WatchState:
+    """Where a watch loop is: the resourceVersion to resume from (``None``: list first) and the
+    wait before its next attempt."""
+
+    rv: str | None
+    delay: float
 
 
 def _namespaces(namespaces: Sequence[str] | None) -> list[str | None]:

@@ -1,5 +1,5 @@
 """Status Leases: where node agents and the central owner publish their state, and where
-``osc-gitops status --all-nodes`` reads it (issue #14).
+``osc-gitops status --all-nodes`` reads it.
 
 One ``coordination.k8s.io/v1`` Lease per publisher (the decision and the RBAC built for it:
 ``docs/operations.md``, "Interconnect clusters"):
@@ -33,7 +33,7 @@ from kubernetes.client.rest import ApiException
 
 from reconciler.adapters.kube.client import KubeSettings
 from reconciler.adapters.kube.lease import LeaseError, api_client
-from reconciler.core.zoned import OBSERVED_ANNOTATION
+from reconciler.core.planning.zoned import OBSERVED_ANNOTATION
 from reconciler.errors import EndpointError
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class StatusLease:
     def publish(self, status: Mapping[str, Any], observed: str | None = None) -> None:
         """Write ``status`` into the annotation and renew the heartbeat (create the Lease the
         first time); ``observed`` (an agent's encoded view of its zone) into
-        :data:`~reconciler.core.zoned.OBSERVED_ANNOTATION` when given. Raises
+        :data:`~reconciler.core.planning.zoned.OBSERVED_ANNOTATION` when given. Raises
         :class:`StatusLeaseError`; the caller decides that a status it cannot publish never
         stops reconciling."""
         text = json.dumps(dict(status), sort_keys=True, separators=(",", ":"))
@@ -191,7 +191,8 @@ class PublishedStatus:
     problem: str = ""
     """Why ``status`` is ``None`` although the Lease exists."""
     observed: str | None = None
-    """A node agent's encoded view of its zone (``reconciler.core.zoned``), if published."""
+    """A node agent's encoded view of its zone (``reconciler.core.planning.zoned``), if
+    published."""
 
     def age(self, now: dt.datetime) -> float | None:
         """Seconds since the last heartbeat."""

@@ -46,7 +46,7 @@ from reconciler.adapters.ovn.snapshot import OvnSnapshot, read_snapshot, snapsho
 from reconciler.adapters.ovn.tables import symbolic_columns
 from reconciler.adapters.ovn.transaction import OvnChange
 from reconciler.adapters.ovn.writer import write_lock_name
-from reconciler.core.observed import OvnState
+from reconciler.core.model.observed import OvnState
 
 __all__ = [
     "OvnApplyError",

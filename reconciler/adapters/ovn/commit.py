@@ -33,7 +33,7 @@ from reconciler.adapters.ovn.rpc import Session, rpc_error, ssl_context
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import NB_TABLES
 from reconciler.adapters.ovn.transaction import BuiltTransaction, OvnChange
-from reconciler.core import ownership
+from reconciler.core.model import ownership
 
 __all__ = [
     "LOST",

@@ -4,7 +4,7 @@ transaction under the instance's write lock.
 Why it looks like this:
 
 - It is the only place that knows UUIDs. Everything it returns is the symbolic form of
-  ``reconciler.core.target`` (references as names / ``osc.io/key``), and everything it accepts
+  ``reconciler.core.model.target`` (references as names / ``osc.io/key``), and everything it accepts
   is that same form, so the pure core never sees OVSDB details.
 - ``read()`` only ever returns a snapshot of a *fully synced* IDL cache, taken under the
   connection lock (the IDL applies a whole monitor reply in one ``run()`` under that lock), so a
@@ -60,7 +60,7 @@ from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import NB_TABLES, NbSchema
 from reconciler.adapters.ovn.transaction import OvnChange
 from reconciler.adapters.ovn.writer import write, write_lock_name
-from reconciler.core.observed import OvnRow, OvnState
+from reconciler.core.model.observed import OvnRow, OvnState
 
 __all__ = [
     "IdlChannel",
@@ -264,9 +264,9 @@ class IdlChannel:
     def lock(self, name: str, deadline: float) -> bool:
         with self.conn.lock:
             request_lock(self.idl, name)
-        # The grant comes back in a round trip (~0.3 ms on a local NB): look again soon, then
-        # less and less often. A flat 5 ms sleep made the first look come 5 ms after the grant,
-        # most of a pod event's pre-commit time once planning took ~4 ms (issue 20).
+        # The grant comes back in one round trip: look again soon, then less and less often,
+        # so that the first look follows the grant closely (a flat sleep would add itself to
+        # every pod event's time to commit) without spinning while another writer holds it.
         pause = 0.0002
         while True:
             with self.conn.lock:

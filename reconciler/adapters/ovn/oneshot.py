@@ -35,7 +35,7 @@ from reconciler.adapters.ovn.snapshot import SnapshotIndex, read_on, read_snapsh
 from reconciler.adapters.ovn.tables import NbSchema
 from reconciler.adapters.ovn.transaction import OvnChange
 from reconciler.adapters.ovn.writer import LockRefused, NotSent, write
-from reconciler.core.observed import OvnRow, OvnState
+from reconciler.core.model.observed import OvnRow, OvnState
 
 __all__ = ["OvnOneShot", "RawChannel"]
 

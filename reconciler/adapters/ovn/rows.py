@@ -1,4 +1,4 @@
-"""How the NB rows we do not own become ``reconciler.core.observed`` values, and what a writer
+"""How the NB rows we do not own become ``reconciler.core.model.observed`` values, and what a writer
 needs to know of one of ours (:class:`OwnedRow`).
 
 Shared by the IDL reader (:mod:`~reconciler.adapters.ovn.read_cache`) and the snapshot reader
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.core import ownership
-from reconciler.core.observed import NbGlobal, OvnRow, PodPort, Switch
-from reconciler.core.target import (
+from reconciler.core.model import ownership
+from reconciler.core.model.observed import NbGlobal, OvnRow, PodPort, Switch
+from reconciler.core.model.target import (
     NB_GLOBAL,
     NB_GLOBAL_KEY,
     SVC_MONITOR_OPTIONS,
@@ -84,7 +84,7 @@ def nb_global(
 ) -> tuple[NbGlobal, OvnRow | None]:
     """The cluster's ``NB_Global`` row as compile sees it (the service-monitor options,
     whoever set them, and every ``osc.io/`` marker), and the part ``instance`` owns in the
-    symbolic form of ``reconciler.core.target``: the options its marker lists and the marker
+    symbolic form of ``reconciler.core.model.target``: the options its marker lists and the marker
     itself, or ``None`` without a marker (then nothing in the row is ours)."""
     view = NbGlobal(
         options={k: options[k] for k in SVC_MONITOR_OPTIONS if k in options},

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from reconciler.adapters.ovn.errors import connect_error
-from reconciler.core import ownership
+from reconciler.core.model import ownership
 
 __all__ = ["DEFAULT_MAX_REPLY_BYTES", "OvnSettings"]
 

@@ -1,4 +1,4 @@
-"""A row read from the NB -> its symbolic :class:`~reconciler.core.observed.OvnRow`: the ONE
+"""A row read from the NB -> its symbolic :class:`~reconciler.core.model.observed.OvnRow`: the ONE
 conversion both readers use.
 
 The IDL reader (:mod:`~reconciler.adapters.ovn.read_cache`: rows of python-ovs' cache) and the
@@ -8,7 +8,7 @@ column); everything after that is decided here, once per table: which columns be
 (:func:`~reconciler.adapters.ovn.tables.symbolic_columns`), how a reference is named (the
 referenced row's name or key), what an optional value, a set and a map look like, and the
 parent's name. So the two readers cannot drift apart (the snapshot tests assert both give the
-same :class:`~reconciler.core.observed.OvnState` on real servers).
+same :class:`~reconciler.core.model.observed.OvnState` on real servers).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.adapters.ovn.tables import NB_TABLES, TABLE_ORDER, symbolic_columns
-from reconciler.core.observed import OvnRow
+from reconciler.core.model.observed import OvnRow
 
 __all__ = ["Read", "SymbolicRows", "active_functions", "first_or_none", "owned_order"]
 
@@ -68,6 +68,8 @@ class SymbolicRows:
                 steps.append((col, "opt", read, extra))  # extra True: sparse (NbTable.sparse)
             elif rule == "plain" and shape == "set" and not extra:
                 steps.append((col, "sorted", read, None))
+            elif rule == "map" and extra:
+                steps.append((col, "sparsemap", read, None))  # NbTable.sparse
             else:  # a map (sorted by the reader), a scalar, or a list whose order means something
                 steps.append((col, "keep", read, None))
         plan = self._plans[table] = tuple(steps)
@@ -99,6 +101,9 @@ class SymbolicRows:
             value = read(row)
             if kind == "keep":
                 pass
+            elif kind == "sparsemap":
+                if not value:
+                    continue  # a sparse map (``NbTable.sparse``) that is empty
             elif kind == "sorted":
                 value.sort()
             elif kind == "refset":

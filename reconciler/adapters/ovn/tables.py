@@ -9,7 +9,7 @@ readers name.
 
 Adding an NB table we write touches exactly:
 
-1. ``reconciler/core/target.py``: its name in ``OVN_TABLES`` (the order: a table is created
+1. ``reconciler/core/model/target.py``: its name in ``OVN_TABLES`` (the order: a table is created
    after the tables it references and deleted before them) and its symbolic form in the
    docstring there;
 2. one :class:`NbTable` entry in ``_TABLES`` below (:data:`NB_TABLES` is built from it; an
@@ -29,9 +29,9 @@ from collections.abc import Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reconciler.core import ownership
-from reconciler.core.observed import OvnCapabilities
-from reconciler.core.target import NB_GLOBAL, OVN_TABLES
+from reconciler.core.model import ownership
+from reconciler.core.model.observed import OvnCapabilities
+from reconciler.core.model.target import NB_GLOBAL, OVN_TABLES
 
 __all__ = [
     "CHILD_COLUMNS",
@@ -95,9 +95,9 @@ class NbTable:
     optional: frozenset[str] = frozenset()
     """Scalar columns of 0..1 values: the symbolic value is the value or ``None``."""
     sparse: frozenset[str] = frozenset()
-    """Optional columns that are in a row's symbolic form only when set (a service chain's
-    child ports have ``parent_name`` and ``tag_request``; every other LSP of ours reads as
-    before)."""
+    """Optional columns (or maps) that are in a row's symbolic form only when set (a service
+    chain's child ports have ``parent_name`` and ``tag_request``, a from-lport ACL its
+    ``options``; every other row of ours reads as before)."""
     maps: frozenset[str] = frozenset({"external_ids"})
     """Map columns of strings: written key by key as mutations, read as a sorted dict."""
     keep_order: frozenset[str] = frozenset()
@@ -183,12 +183,15 @@ _TABLES = (
             "match",
             "action",
             "network_function_group",
+            "options",
             "external_ids",
         ),
         naming="osc-key",
         refs={"network_function_group": Ref("Network_Function_Group", "opt")},
         parent=Parent("port_group", "Port_Group", "acls"),
         optional=frozenset({"name"}),
+        maps=frozenset({"external_ids", "options"}),  # options: apply-after-lb (from-lport)
+        sparse=frozenset({"options"}),  # only from-lport steering ACLs have options
         absent={"tier": 0, "network_function_group": None},  # OVN < 23.09 / < 26.03
         clear_on_delete=("network_function_group",),
     ),
@@ -243,8 +246,8 @@ def _owned_in_target_order() -> tuple[NbTable, ...]:
     owned = {t.name for t in _TABLES if t.owned}
     if owned != set(OVN_TABLES):
         raise RuntimeError(
-            "reconciler.adapters.ovn.tables and reconciler.core.target.OVN_TABLES disagree on "
-            f"the tables we write: only here {sorted(owned - set(OVN_TABLES))}, only in "
+            "reconciler.adapters.ovn.tables and reconciler.core.model.target.OVN_TABLES disagree "
+            f"on the tables we write: only here {sorted(owned - set(OVN_TABLES))}, only in "
             f"OVN_TABLES {sorted(set(OVN_TABLES) - owned)}"
         )
     return tuple(NB_TABLES[name] for name in OVN_TABLES)
@@ -304,7 +307,7 @@ def symbolic_columns(table: str, present: Container[str]) -> Iterator[tuple[str,
         elif col in spec.optional:
             yield col, "opt", True if col in spec.sparse else None
         elif col in spec.maps:
-            yield col, "map", None
+            yield col, "map", True if col in spec.sparse else None
         else:
             yield col, "plain", col in spec.keep_order
 

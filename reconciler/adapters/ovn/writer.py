@@ -35,7 +35,7 @@ from reconciler.adapters.ovn.errors import OvnApplyError, OvnConnectError, OvnLo
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.tables import NbSchema
 from reconciler.adapters.ovn.transaction import OvnChange, TransactionBuilder, WriteIndex
-from reconciler.core.observed import OvnRow
+from reconciler.core.model.observed import OvnRow
 
 __all__ = [
     "Channel",

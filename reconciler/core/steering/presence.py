@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.core import ownership as own
+from reconciler.core.model import ownership as own
+from reconciler.core.model.target import Resource
 from reconciler.core.steering.base import Pair
-from reconciler.core.target import Resource
 from reconciler.errors import InternalError
 
 __all__ = [

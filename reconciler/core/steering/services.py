@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Set
 
-from reconciler.core import naming
+from reconciler.core.model import naming
 from reconciler.core.steering import common
 from reconciler.core.steering.base import TargetBuilder
 

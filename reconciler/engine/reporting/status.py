@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.plan import Plan
+from reconciler.core.model.plan import Plan
 from reconciler.engine.reporting.logs import LOGGER
 from reconciler.errors import UserError
 
@@ -53,13 +53,18 @@ class Status:
     vnf_instances: list[dict[str, Any]] = field(default_factory=list)
     """Each VNF instance's health as OVN reported it at the end of the last pass:
     ``{vnf, node, health ("healthy" | "not healthy" | "unknown"), detail}``
-    (``reconciler.core.health``)."""
+    (``reconciler.core.transitions.health``)."""
     held: list[dict[str, Any]] = field(default_factory=list)
     """Steering held until OVN reports its VNF instance healthy, after the last pass:
-    ``{binding, node, reason, since}`` (``reconciler.core.gating``; ``since``: epoch seconds)."""
+    ``{binding, node, reason, since}`` (``reconciler.core.transitions.gating``; ``since``: epoch
+    seconds)."""
     rollouts: list[dict[str, Any]] = field(default_factory=list)
     """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
-    (``reconciler.core.rollout``; ``halted``: why it stopped, or null)."""
+    (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""
+    security_managers: list[dict[str, Any]] = field(default_factory=list)
+    """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
+    failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
+    notifications.Outbox.status``; ``up`` false: its last delivery failed and is retried)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -137,7 +142,30 @@ def render_text(status: Status) -> str:
             detail = f" ({inst['detail']})" if inst.get("detail") else ""
             lines.append(f"  {inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
     lines.extend(transition_lines(status))
+    lines.extend(manager_lines(status))
     return "\n".join(lines) + "\n"
+
+
+def manager_lines(status: Status) -> list[str]:
+    """``status``'s security managers, for humans."""
+    if not status.security_managers:
+        return []
+    lines = ["Security managers (notifications: deployed, removed, members):"]
+    for m in status.security_managers:
+        state = {True: "up", False: "FAILING", None: "not tried yet"}[m.get("up")]
+        line = (
+            f"  {m['manager']}: {state}, {m.get('delivered', 0)} delivered, "
+            f"{m.get('pending', 0)} pending"
+        )
+        if m.get("rejected"):
+            line += f", {m['rejected']} refused by it"
+        if m.get("up") is False:
+            line += f", failing since {m.get('failing_since')}, retried"
+            if m.get("retry_in") is not None:
+                line += f" in {m['retry_in']:.1f} s"
+            line += f": {m.get('last_error', '')}"
+        lines.append(line)
+    return lines
 
 
 def transition_lines(status: Status) -> list[str]:
@@ -172,6 +200,7 @@ def record_apply(
     ref: str | None,
     vnf_instances: list[dict[str, Any]] | None = None,
     transitions: dict[str, Any] | None = None,
+    security_managers: list[dict[str, Any]] | None = None,
 ) -> None:
     """After ``osc-gitops apply`` converged: the live state matches ``revision``, and its VNF
     instances were as ``vnf_instances`` says (none given: none known). Raises ``OSError`` when
@@ -190,6 +219,7 @@ def record_apply(
     st.vnf_instances = list(vnf_instances or [])
     st.held = list((transitions or {}).get("held") or [])
     st.rollouts = list((transitions or {}).get("rollouts") or [])
+    st.security_managers = list(security_managers or [])
     write(path, st)
 
 
@@ -220,6 +250,15 @@ class StatusBook:
         """Held steering and rolling updates after a pass (written with its outcome)."""
         self.status.held = list(report.get("held") or [])
         self.status.rollouts = list(report.get("rollouts") or [])
+
+    def security_managers(self, managers: list[dict[str, Any]], *, save: bool = False) -> None:
+        """The security managers' state (written with the pass's outcome, or now: ``save``)."""
+        self.status.security_managers = managers
+        if save and self.path is not None:
+            try:
+                write(self.path, self.status)
+            except OSError as exc:
+                log.warning("cannot write status file", extra={"error": str(exc)})
 
     def refused(self, revision: str | None, errors: list[str]) -> None:
         """A revision's manifests are invalid: shown until a pass says otherwise."""

@@ -20,11 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
 
 from reconciler.adapters.kube.cache import CACHED_KINDS, KubeCache, _Store
 from reconciler.adapters.kube.client import KubeCluster, KubeConnectError
-from reconciler.core.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
+from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from tests.support.kube import pod
 
 INSTANCE = "osc-gitops"

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.kube_tls import TestCa, make_test_ca
-from osc_gitops_sandbox.kubeapi import KubeApiServer
+from osc_gitops_sandbox.kubeapi.server import KubeApiServer
+from osc_gitops_sandbox.kubeapi.tls import TestCa, make_test_ca
 
 from reconciler.adapters.kube.client import KubeCluster, KubeConnectError, KubeSettings
 

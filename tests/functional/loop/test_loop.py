@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.adapters.git import GitSettings, GitSource
 from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
-from reconciler.core.compile import CompileOptions
-from reconciler.core.ownership import RESOURCE, REVISION
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.ownership import RESOURCE, REVISION
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
 from reconciler.engine.sources import GitManifestSource, LocalSource
@@ -283,7 +283,7 @@ def test_failed_reconciles_back_off_and_recover(
     kube, ovn = connections
     from tests.support.paths import POLICIES
 
-    cluster.kube.faults.fail(count=6, status=403, method="POST", path_contains="virtualmachines",
+    cluster.kube.faults.fail(count=6, status=403, method="PATCH", path_contains="virtualmachines",
                              message="forbidden for the test")  # fmt: skip
     loop, thread = start_loop(LocalSource(POLICIES), kube, ovn, tmp_path,
                               backoff_base=0.05, backoff_max=0.4)  # fmt: skip

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.support.gitops import owned_rows, wait_for
 from tests.support.paths import POLICIES
@@ -101,7 +101,7 @@ def _ts(line: dict[str, Any]) -> float:
 
 
 def _pod_steered(nb: str, lsp: str) -> bool:
-    from osc_gitops_sandbox import ovsdb_rpc
+    from osc_gitops_sandbox.ovn import ovsdb_rpc
 
     pgs = ovsdb_rpc.dump(nb, "OVN_Northbound", ["Port_Group", "Logical_Switch_Port"])
     uuid = next((r["_uuid"] for r in pgs["Logical_Switch_Port"] if r["name"] == lsp), None)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import OvnSandbox
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import OvnSandbox
 
 from reconciler.adapters.ovn import OvnApplyError
 from tests.support.ovn import OVN_MARKS, connect, creates, ext

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import OvnSandbox
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import OvnSandbox
 
 from reconciler.adapters.ovn import OvnApplyError, OvnNorthbound, OvnOneShot, OvnSettings
 from reconciler.adapters.ovn.commit import Outcome, outcome
-from reconciler.core.observed import OvnRow
+from reconciler.core.model.observed import OvnRow
 from tests.reliability.nbproxy import NbProxy
 from tests.support.ovn import OVN_MARKS, Change, creates, ext
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import OvnSandbox
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import OvnSandbox
 
 from reconciler.adapters.ovn import read_snapshot
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.core.observed import NbGlobal, OvnRow
+from reconciler.core.model.observed import NbGlobal, OvnRow
 from tests.support.ovn import OVN_MARKS, Change, connect, creates, ext
 
 pytestmark = OVN_MARKS

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox.ovn import (
+from osc_gitops_sandbox.ovn.stack import (
     OvnSandbox,
     SeedPod,
     free_port,
@@ -21,7 +21,7 @@ from reconciler.adapters.ovn import (
     OvnConnectError,
     OvnNorthbound,
 )
-from reconciler.core.observed import OvnRow
+from reconciler.core.model.observed import OvnRow
 from tests.support.ovn import NODES, OVN_MARKS, Change, connect, creates, ext
 
 pytestmark = OVN_MARKS
@@ -115,7 +115,7 @@ def test_read_pod_ports_switches_and_routers(nb23: OvnSandbox, pods: list[SeedPo
 
 def test_connect_returns_after_the_initial_sync(pods: list[SeedPod]) -> None:
     """A read right after connect sees every row: the cache is never half-loaded."""
-    from osc_gitops_sandbox.ovn import make_pods
+    from osc_gitops_sandbox.ovn.stack import make_pods
 
     many = make_pods(NODES, 3000, namespace="bulk")
     with OvnSandbox(northd=False) as sandbox:

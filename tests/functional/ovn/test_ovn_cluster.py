@@ -6,8 +6,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import OvnCluster, make_pods, seed_ovn_kubernetes
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import OvnCluster, make_pods, seed_ovn_kubernetes
 
 from reconciler.adapters.ovn import OvnApplyError, OvnConnectError, OvnNorthbound
 from tests.support.ovn import NODES, OVN_MARKS, connect, creates, ext

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import (
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.stack import (
     CLUSTER_ROUTER,
     OvnCluster,
     OvnSandbox,
@@ -43,7 +43,7 @@ from reconciler.adapters.ovn import (
     snapshot_operations,
 )
 from reconciler.adapters.ovn.rpc import Framer, Session
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.pipeline import reconcile
 from reconciler.manifests.load import load_path
 from tests.support.ovn import NODES, OVN_MARKS, Change, connect, creates, ext

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.ovn import Daemon, OvnSandbox, child_env, run_command
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.stack import Daemon, OvnSandbox, child_env, run_command
 
 from reconciler.adapters.ovn import OvnNorthbound, OvnState
 from tests.support.ovn import OVN_MARKS, Change, connect, creates, ext

@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox import ovsdb_rpc
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.support.cli import cli, conn
 

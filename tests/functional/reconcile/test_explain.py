@@ -2,7 +2,7 @@
 the Kubernetes API emulator, the example policies (issue #16 items 1-3).
 
 No ovn-controller runs here: the sandbox plays VNFs that answer OVN's health probe
-(``osc_gitops_sandbox.vnf_health``), so northd reports every instance healthy and ``apply
+(``osc_gitops_sandbox.ovn.vnf_health``), so northd reports every instance healthy and ``apply
 --wait`` switches the steering on. ``ovn-trace`` (26.03) reads the
 logical flows northd made from our rows: it parses every match (and warns about any it cannot)
 and shows which ACL a packet hits, so the OR of a traffic list is checked by OVN itself.
@@ -14,13 +14,14 @@ import json
 import subprocess
 from pathlib import Path
 
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.functional.reconcile.test_reconcile import apply, rows
 from tests.support.cli import CliResult, cli, conn
 
-WEB_IPS_MATCH = (
-    "outport == @osc.web.node_1 && ((tcp && (tcp.dst == 80 || tcp.dst == 443)) || "
+WEB_IPS_MATCH = (  # node traffic left out first (reconciler.core.steering.node_traffic)
+    "outport == @osc.web.node_1 && (ip4.src != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} || "
+    "ip6.src != {fd98::/64, fd97::/64}) && ((tcp && (tcp.dst == 80 || tcp.dst == 443)) || "
     "(udp && udp.dst == 443))"
 )
 

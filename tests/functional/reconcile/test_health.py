@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
-from reconciler.core.model import (
+from reconciler.core.model.desired import (
     HEALTH_FAILURE_COUNT,
     HEALTH_INTERVAL,
     HEALTH_SUCCESS_COUNT,

@@ -7,8 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.ovn import free_port
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.stack import free_port
 
 from tests.support.cli import cli, conn
 

@@ -3,7 +3,7 @@ Kubernetes API emulator with KubeVirt played behind it): ``apply --wait``, held 
 ``plan``/``explain``/``status``, and a rolling image upgrade through KubeVirt's restart.
 
 No chassis runs here: the sandbox plays VNFs that answer OVN's health probe
-(``osc_gitops_sandbox.vnf_health``); stopping that makes every VNF look dead to northd.
+(``osc_gitops_sandbox.ovn.vnf_health``); stopping that makes every VNF look dead to northd.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from osc_gitops_sandbox.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 
 from tests.support.cli import cli, conn
 

@@ -8,12 +8,12 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox.kubeapi import Faults
-from osc_gitops_sandbox.zones import ZonedCluster
+from osc_gitops_sandbox.kubeapi.server import Faults
+from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.snapshot import OvnSnapshot
-from reconciler.core import ownership as own
+from reconciler.core.model import ownership as own
 from tests.support.cli import CliResult, cli
 from tests.support.transitions import wait_groups_active
 
@@ -72,7 +72,8 @@ def converge(zones: ZonedCluster, policies: Path, revision: str = "r1") -> None:
 def owned(
     remote: str, instance: str = own.DEFAULT_INSTANCE
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """The rows ``instance`` owns in one NB, in the symbolic form of ``reconciler.core.target``."""
+    """The rows ``instance`` owns in one NB, in the symbolic form of
+    ``reconciler.core.model.target``."""
     state = OvnSnapshot(OvnSettings(remote=remote, instance=instance)).read()
     return {(row.table, row.key): row.fields for row in state.owned}
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from osc_gitops_sandbox.zones import ZonedCluster
+from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
-from reconciler.core import ownership as own
+from reconciler.core.model import ownership as own
 from tests.functional.zones.support import (
     Requests,
     agent,

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.cluster import SandboxCluster
-from osc_gitops_sandbox.zones import ZonedCluster
+from osc_gitops_sandbox.ovn.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
 from reconciler.adapters.ovn import write_lock_name
-from reconciler.core import ownership as own
+from reconciler.core.model import ownership as own
 from tests.functional.zones.support import WAIT, LockHolder, acl_keys, agent, dump, owned
 from tests.reliability.harness import Worker
 from tests.support.cli import cli

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from osc_gitops_sandbox.zones import ZonedCluster
+from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
 from tests.functional.zones.support import agent, central, converge, kubeconfig
 from tests.support.cli import cli

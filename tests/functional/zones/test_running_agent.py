@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from osc_gitops_sandbox.zones import ZonedCluster
+from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
 from tests.functional.zones.support import AGENTS_NS, central, owned
 from tests.support.ovn import OVN_MARKS

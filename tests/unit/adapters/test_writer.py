@@ -21,7 +21,7 @@ from reconciler.adapters.ovn.python_ovs import column_types
 from reconciler.adapters.ovn.rows import OwnedRow
 from reconciler.adapters.ovn.tables import NbSchema
 from reconciler.adapters.ovn.writer import LockRefused, NotSent, write, write_lock_name
-from reconciler.core.observed import OvnRow
+from reconciler.core.model.observed import OvnRow
 from tests.support.ovn import PORT_GROUP_SCHEMA, Change, ext
 
 SETTINGS = OvnSettings(remote="unix:/in-memory.sock", timeout=0.3)

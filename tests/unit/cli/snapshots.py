@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.observed import Observed
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.observed import Observed
 from reconciler.manifests.load import load_path
 from tests.support.builders import cluster
 from tests.support.paths import POLICIES

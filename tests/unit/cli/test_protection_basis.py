@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.planning import compile_plan
-from reconciler.core.slicing import NodeScope, kubernetes_observed
-from reconciler.core.zoned import ZonedSnapshot
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.planning.full import compile_plan
+from reconciler.core.planning.slicing import NodeScope, kubernetes_observed
+from reconciler.core.planning.zoned import ZonedSnapshot
 from reconciler.manifests.load import load_path
 from tests.support.cli import cli
 from tests.support.paths import POLICIES

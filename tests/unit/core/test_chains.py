@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import ownership as own
-from reconciler.core.compile import CompileError, CompileOptions, compile_target
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.observed import Observed
-from reconciler.core.planning import make_plan
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.model import ownership as own
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.target import Target
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.core.steering import common
-from reconciler.core.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import (
     DESIRED,
@@ -112,7 +112,10 @@ def test_an_exit_chain_is_one_function_wired_through_child_ports_and_a_link() ->
     }  # fmt: skip
     acl = _rows(target, "ACL", "node-1")["osc.pci_chain.node_1.to"]
     assert acl["network_function_group"] == "osc.chain2_exit.ngfw.ids.node_1.fail_close"
-    assert acl["match"] == "outport == @osc.pci.node_1 && ip"
+    assert acl["match"] == (  # node traffic left out (reconciler.core.steering.node_traffic)
+        "outport == @osc.pci.node_1 && (ip4.src != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} "
+        "|| ip6.src != {fd98::/64, fd97::/64}) && ip"
+    )
     # every wiring row names its chain; the hops' own functions carry no traffic (only
     # OVN's probe: their health gates the chain, issue 22)
     for res in target:
@@ -395,8 +398,8 @@ def test_explain_shows_a_chain_hop_by_hop() -> None:
     the rows along the path: the ACLs, the chain's group and function, its child ports and its
     link switch. On a node where a hop does not run, the binding does not steer the pod, and
     says which hop is missing."""
-    from reconciler.core.explain import explain_pod
-    from reconciler.core.planning import compile_plan
+    from reconciler.core.planning.full import compile_plan
+    from reconciler.core.views.explain import explain_pod
     from reconciler.render.explain import explain_json, render_explain_text
 
     chain = binding("pci-chain", "pci", ["ngfw", {"name": "ids", "failurePolicy": "fail-open"}],

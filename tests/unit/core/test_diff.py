@@ -10,10 +10,10 @@ from deepdiff import DeepDiff
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compile import compile_target
-from reconciler.core.diff import _LIST_INDEX, changed_paths, diff, live_state, project
-from reconciler.core.observed import KubeObject, OvnRow, Pod, PodPort
-from reconciler.core.target import Target
+from reconciler.core.compiling.compile import compile_target
+from reconciler.core.compiling.diff import _LIST_INDEX, changed_paths, diff, live_state, project
+from reconciler.core.model.observed import KubeObject, OvnRow, Pod, PodPort
+from reconciler.core.model.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, with_live
 

@@ -1,6 +1,6 @@
-"""``reconciler.core.explain`` (issue #16 item 3), pure and in memory: a steered pod, a selected
-but not (yet) steered one, an unselected one, shadowed bindings, and the warnings of one pod;
-plus its two renderings and ``osc-gitops explain --observed`` on a snapshot file."""
+"""``reconciler.core.views.explain`` (issue #16 item 3), pure and in memory: a steered pod, a
+selected but not (yet) steered one, an unselected one, shadowed bindings, and the warnings of one
+pod; plus its two renderings and ``osc-gitops explain --observed`` on a snapshot file."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.explain import Explanation, PodNotFound, explain_pod
-from reconciler.core.model import Desired
-from reconciler.core.observed import NbGlobal, NetworkPolicy, Observed, PodPort, Switch
-from reconciler.core.planning import compile_plan
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import NbGlobal, NetworkPolicy, Observed, PodPort, Switch
+from reconciler.core.planning.full import compile_plan
+from reconciler.core.views.explain import Explanation, PodNotFound, explain_pod
 from reconciler.render.explain import explain_json, render_explain_text
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.cli import cli
@@ -242,9 +242,10 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
         switches=(Switch("node-1", "10.244.1.0/24", load_balancers=True), *obs.switches[1:]),
     )
     e = explain("web-1", obs)
+    # the plan's finding, as compile words it (explain filters, never words it again)
     assert (
-        "NetworkPolicy shop/deny-all selects this pod: flows it allows are not steered "
-        "(precedence after-network-policy)" in e.warnings
+        "NetworkPolicy shop/deny-all selects 2 steered pod(s): towards them (exit-lport), flows "
+        "it allows are not steered (precedence after-network-policy)" in e.warnings
     )
     assert not [w for w in e.warnings if "db-only" in w]
     assert any(w.startswith("switch node-1 has load balancers") for w in e.warnings)

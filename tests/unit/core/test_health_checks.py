@@ -10,20 +10,27 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from reconciler.core.compile import CompileError, CompileOptions, compile_target
-from reconciler.core.diff import diff
-from reconciler.core.health import id_budget, live_id_budget, plan_report, vnf_health
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.model import HealthCheck, VnfDeployment
-from reconciler.core.observed import NbGlobal, Observed
-from reconciler.core.planning import make_plan
-from reconciler.core.target import Target
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.compiling.diff import diff
+from reconciler.core.model.desired import HealthCheck, VnfDeployment
+from reconciler.core.model.observed import NbGlobal, Observed
+from reconciler.core.model.target import Target
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
+from reconciler.core.steering import HealthIndex, id_budget, live_id_budget
+from reconciler.core.transitions.health import plan_report
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, with_live
+
+
+def vnf_health(observed: Observed) -> dict[tuple[str, str], Any]:
+    return HealthIndex(observed).instances()
+
 
 PODS = [
     ("shop", "web-1", "node-1", {"app": "web"}),
@@ -273,7 +280,7 @@ def test_unknown_health_says_why() -> None:
     assert vnf_health(live)[("fw", "node-1")].healthy is None
     # an instance a plan is about to create
     report = plan_report(compile_target(manifests(), observed), observed)
-    assert [(i["node"], i["health"], i["detail"]) for i in report["vnf_instances"]] == [
+    assert [(i.node, i.health, i.detail) for i in report["vnf_instances"]] == [
         ("node-1", "unknown", "not in the Northbound DB yet"),
         ("node-2", "unknown", "not in the Northbound DB yet"),
     ]

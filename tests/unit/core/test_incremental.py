@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compile import CompileError, CompileOptions
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.planning import make_plan
+from reconciler.core.compiling.compile import CompileError, CompileOptions
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
 from tests.support.builders import desired
 from tests.support.simulate import (
     DESIRED,

@@ -10,9 +10,9 @@ from functools import partial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compile import CompileOptions, compile_full
-from reconciler.core.observed import Observed
-from reconciler.core.planning import compile_plan
+from reconciler.core.compiling.compile import CompileOptions, compile_full
+from reconciler.core.model.observed import Observed
+from reconciler.core.planning.full import compile_plan
 from tests.support.simulate import DESIRED, Event, event_st, plan_or_error, scenario_observed, step
 
 NOW = 1_790_000_000.0

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import ownership as own
-from reconciler.core.compile import CompileOptions, compile_full, compile_target
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.observed import Observed
-from reconciler.core.planning import make_plan
+from reconciler.core.compiling.compile import CompileOptions, compile_full, compile_target
+from reconciler.core.model import ownership as own
+from reconciler.core.model.observed import Observed
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.core.steering.presence import (
     ABSENT,
     PRESENT,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compile import CompileOptions, compile_target
-from reconciler.core.diff import diff
+from reconciler.core.compiling.compile import CompileOptions, compile_target
+from reconciler.core.compiling.diff import diff
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to
 

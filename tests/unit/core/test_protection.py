@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.model import Binding, BindingSpec, Metadata
-from reconciler.core.protection import protection_changes, steering_of, vnfs_of
-from reconciler.core.typos import one_edit, typo_warnings
+from reconciler.core.model.desired import Binding, BindingSpec, Metadata
+from reconciler.core.views.protection import protection_changes, steering_of, vnfs_of
+from reconciler.core.views.typos import one_edit, typo_warnings
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 PAYMENTS = [("payments", f"api-{i}", f"node-{i % 2 + 1}", {"app": "api", "tier": "edge"})
@@ -123,7 +123,7 @@ def test_one_edit() -> None:
 
 def applied(state, observed, steering: str | None = None):  # type: ignore[no-untyped-def]
     """``observed`` with ``state`` applied (its rows and objects live), and the options."""
-    from reconciler.core.compile import CompileOptions
+    from reconciler.core.compiling.compile import CompileOptions
     from tests.support.simulate import converge
 
     options = CompileOptions(steering=steering)
@@ -132,8 +132,8 @@ def applied(state, observed, steering: str | None = None):  # type: ignore[no-un
 
 
 def live_of(before, after, observed, steering: str | None = None):  # type: ignore[no-untyped-def]
-    from reconciler.core.planning import make_plan
-    from reconciler.core.protection import live_changes
+    from reconciler.core.planning.full import make_plan
+    from reconciler.core.views.protection import live_changes
 
     live, options = applied(before, observed, steering)
     plan = make_plan(after, live, options)
@@ -144,7 +144,7 @@ def live_of(before, after, observed, steering: str | None = None):  # type: igno
 def test_the_rows_say_what_the_manifests_say_on_a_converged_cluster(steering: str | None) -> None:
     """On both backends, reading the applied rows gives every pod, node and VNF that reading
     the manifests gives (so the live basis and --base agree where the cluster converged)."""
-    from reconciler.core.protection import steering_in_rows
+    from reconciler.core.views.protection import steering_in_rows
 
     state = desired(sg("payments", "app=api", namespaces=["payments"]), sg("web", "app=web"),
                     vnf("ids", nodeSelector={"zone": "b"}), vnf("fw", nodeSelector={"zone": "a"}),
@@ -190,9 +190,9 @@ def test_live_an_empty_plan_changes_no_protection_and_a_relabelled_pod_shows() -
     assert changes == ()
     from dataclasses import replace
 
-    from reconciler.core.observed import Pod
-    from reconciler.core.planning import make_plan
-    from reconciler.core.protection import live_changes
+    from reconciler.core.model.observed import Pod
+    from reconciler.core.planning.full import make_plan
+    from reconciler.core.views.protection import live_changes
 
     pods = tuple(Pod(p.namespace, p.name, p.uid, p.node, {"app": "db"}) if p.name == "web-2"
                  else p for p in live.pods)  # fmt: skip

@@ -1,5 +1,5 @@
-"""Rolling VNF upgrades (``reconciler.core.rollout``): held template updates, node by node,
-standby first with a drain, health after the detection window, halting past the deadline; all
+"""Rolling VNF upgrades (``reconciler.core.transitions.rollout``): held template updates, node by
+node, standby first with a drain, health after the detection window, halting past the deadline; all
 state in VM annotations, so a new process continues where the last stopped."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
-from reconciler.core.planning import make_plan
-from reconciler.core.rollout import (
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
+from reconciler.core.planning.full import make_plan
+from reconciler.core.transitions.rollout import (
     BOOTING,
     DRAINING,
     HALTED,
@@ -23,7 +23,6 @@ from reconciler.core.rollout import (
     Steps,
     format_time,
     next_steps,
-    rollouts_of,
 )
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, converge, live_of, northd_healthy, with_live
@@ -75,7 +74,7 @@ class World:
     def step(self, now: float) -> Steps:
         """One pass: apply, then the rollout's steps."""
         plan = self.apply()
-        steps = next_steps(rollouts_of(plan), self.obs, now)
+        steps = next_steps(plan.rollouts, self.obs, now)
         for step in steps.steps:
             key = tuple(step.vm.split("/"))
             if step.action == "restart":
@@ -241,7 +240,7 @@ def test_state_is_read_from_annotations_only_a_new_process_continues() -> None:
     w.step(T0)
     # "a new process": nothing but the observed cluster is carried over
     fresh = make_plan(w.want, w.obs, NF)
-    (rollout,) = rollouts_of(fresh)
+    (rollout,) = fresh.rollouts
     (vm,) = [v for v in rollout.vms if v.phase]
     assert (vm.key, vm.phase, vm.released) == ("security/fw-node-1", RESTARTING, True)
     assert vm.since == format_time(T0)

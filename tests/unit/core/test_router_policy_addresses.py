@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.core.compile import CompileError, CompileOptions, compile_full
-from reconciler.core.planning import make_plan
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_full
+from reconciler.core.planning.full import make_plan
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, live_of, with_live
 

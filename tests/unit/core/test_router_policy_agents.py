@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.planning import compile_plan
-from reconciler.core.slicing import NodeScope
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.planning.full import compile_plan
+from reconciler.core.planning.slicing import NodeScope
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 PODS = [("shop", "web-1", "node-1", {"app": "web"}), ("shop", "web-2", "node-2", {"app": "web"})]

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.compile import CompileOptions, compile_target
-from reconciler.core.model import Traffic
-from reconciler.core.naming import NameError_
+from reconciler.core.compiling.compile import CompileOptions, compile_target
+from reconciler.core.model.desired import Traffic
+from reconciler.core.model.naming import NameError_
+from reconciler.core.model.target import Target
 from reconciler.core.steering import common
-from reconciler.core.target import Target
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import NODES, Event, check_incremental_equals_full
 

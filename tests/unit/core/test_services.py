@@ -12,14 +12,14 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compile import CompileOptions, compile_target
-from reconciler.core.explain import explain_pod
-from reconciler.core.incremental import IncrementalPlanner
-from reconciler.core.observed import Observed, Switch
-from reconciler.core.planning import compile_plan, make_plan
-from reconciler.core.slicing import NodeScope
+from reconciler.core.compiling.compile import CompileOptions, compile_target
+from reconciler.core.model.observed import Observed, Switch
+from reconciler.core.model.target import Target
+from reconciler.core.planning.full import compile_plan, make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
+from reconciler.core.planning.slicing import NodeScope
 from reconciler.core.steering import services
-from reconciler.core.target import Target
+from reconciler.core.views.explain import explain_pod
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import (
     DESIRED,

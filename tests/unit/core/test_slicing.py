@@ -1,4 +1,4 @@
-"""Scopes (``reconciler.core.slicing``): a node agent plans exactly its node's OVN slice, a
+"""Scopes (``reconciler.core.planning.slicing``): a node agent plans exactly its node's OVN slice, a
 central run leaves agent-held nodes alone, ``--kubernetes-only`` plans VMs and NADs only."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.core import ownership as own
-from reconciler.core.compile import CompileOptions
-from reconciler.core.model import Desired
-from reconciler.core.observed import Node, Observed, OvnRow
-from reconciler.core.plan import Plan
-from reconciler.core.planning import compile_plan, make_plan
-from reconciler.core.slicing import (
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model import ownership as own
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Node, Observed, OvnRow
+from reconciler.core.model.plan import Plan
+from reconciler.core.model.target import NB_GLOBAL
+from reconciler.core.planning.full import compile_plan, make_plan
+from reconciler.core.planning.slicing import (
     AgentOptions,
     CentralScope,
     KubernetesScope,
@@ -22,7 +23,6 @@ from reconciler.core.slicing import (
     kubernetes_observed,
     scope_for,
 )
-from reconciler.core.target import NB_GLOBAL
 from reconciler.errors import InternalError
 from tests.support.builders import binding, cluster, desired, sg, vnf
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core import naming
-from reconciler.core.compile import CompileError, CompileOptions, compile_target
-from reconciler.core.health import id_budget
-from reconciler.core.observed import KubeObject
-from reconciler.core.rollout import restart_needed
-from reconciler.core.target import Target
+from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
+from reconciler.core.model import naming
+from reconciler.core.model.observed import KubeObject
+from reconciler.core.model.target import Target
+from reconciler.core.steering import id_budget
+from reconciler.core.transitions.rollout import restart_needed
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 NF = CompileOptions(steering="network-function")

@@ -21,8 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import naming
-from reconciler.core.compile import (
+from reconciler.core.compiling.compile import (
     COMPILE_READS,
     CompileError,
     CompileOptions,
@@ -31,10 +30,18 @@ from reconciler.core.compile import (
     compile_full,
     compile_target,
 )
-from reconciler.core.incremental import IncrementalPlanner, full_compile_fields
-from reconciler.core.model import Desired
-from reconciler.core.observed import REPORT_ONLY_FIELDS, Observed, OvnCapabilities, OvnRow, Switch
-from reconciler.core.planning import make_plan
+from reconciler.core.model import naming
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import (
+    REPORT_ONLY_FIELDS,
+    Observed,
+    OvnCapabilities,
+    OvnRow,
+    Switch,
+)
+from reconciler.core.model.target import Resource
+from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner, full_compile_fields
 from reconciler.core.steering import (
     BACKENDS,
     DEFAULT_STEERING,
@@ -45,15 +52,17 @@ from reconciler.core.steering import (
     select_backend,
 )
 from reconciler.core.steering.base import (
+    Instances,
     NodePods,
+    OwnedRows,
     PortConfig,
     Side,
     TargetBuilder,
     VnfInstance,
+    WithoutHealthChecks,
     binding_nodes,
     bindings_by_group,
 )
-from reconciler.core.target import Resource
 from reconciler.errors import InternalError
 from tests.support.builders import desired
 from tests.support.simulate import (
@@ -71,7 +80,7 @@ NO_NF = OvnCapabilities("7.0.0", network_function=False)
 NF = OvnCapabilities("7.18.0", network_function=True)
 
 
-class AddressList:
+class AddressList(WithoutHealthChecks):
     """A third backend, for these tests: per binding and node, one reroute policy whose match
     lists the addresses of the group's member pods on that node (no address sets)."""
 
@@ -79,6 +88,11 @@ class AddressList:
     observed_fields = frozenset({"routers"})
     live_tables: frozenset[str] = frozenset()
     active_standby = False
+    routed_only = True
+    steering_tables = ("Logical_Router_Policy",)
+
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> None:
+        return None  # its policies belong to SecurityGroups, not to Bindings: a sketch
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True
@@ -97,15 +111,11 @@ class AddressList:
         return PortConfig([f"{inst.mac_in} {inst.ip}"] if side == "in" and inst.ip else [], {})
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         if options.cluster_router not in observed.routers:
-            out.warnings.append("address-list: no cluster router")
+            out.warn("backend", "address-list: no cluster router")
             return
         for group, bindings in bindings_by_group(desired).items():
             for b in bindings:
@@ -225,11 +235,14 @@ def test_a_backend_sees_only_what_it_declares() -> None:
         scenario_observed(nf=True), ovn_rows=rows, used_ids={"ACL": (1,)}
     )
     view = backend_view(observed, BACKENDS["network-function"])
-    assert view.pods == () and view.pod_ports == () and view.nodes == ()
+    assert view.pods == () and view.pod_ports == ()
+    # the nodes: their k8s.ovn.org/node-subnets give the management-port address it leaves out
+    assert view.nodes == observed.nodes and view.nodes
     assert view.switches == observed.switches and view.used_ids == observed.used_ids
     assert view.ovn_rows == rows[:1]  # its live_tables only
     view = backend_view(observed, BACKENDS["router-policy"])
     assert view.routers == observed.routers and view.switches == observed.switches
+    assert view.nodes == ()
     assert view.ovn_rows == () and view.used_ids == {}
 
 

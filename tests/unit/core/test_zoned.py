@@ -1,5 +1,5 @@
-"""Zoned snapshots (``reconciler.core.zoned``): an agent's published view survives the trip,
-and a zoned plan is the union of what each zone's agent and the central owner would plan."""
+"""Zoned snapshots (``reconciler.core.planning.zoned``): an agent's published view survives the
+trip, and a zoned plan is the union of what each zone's agent and the central owner would plan."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.observed import Node
-from reconciler.core.planning import compile_plan
-from reconciler.core.slicing import KubernetesScope, NodeScope, kubernetes_observed
-from reconciler.core.zoned import ZonedSnapshot, decode_slice, encode_slice, zoned_plan
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.observed import Node
+from reconciler.core.planning.full import compile_plan
+from reconciler.core.planning.slicing import KubernetesScope, NodeScope, kubernetes_observed
+from reconciler.core.planning.zoned import ZonedSnapshot, decode_slice, encode_slice, zoned_plan
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 WANT = desired(sg("web", "app=web"), vnf("firewall"), binding("web-fw", "web", "firewall", 10))

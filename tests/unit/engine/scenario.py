@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.sources import ManifestSource
 from tests.support.builders import cluster

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.model import Desired
-from reconciler.core.plan import Action, Change, Plan
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.plan import Action, Change, Plan
 from reconciler.engine.apply import apply_plan
 
 

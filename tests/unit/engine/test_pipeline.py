@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.model import Desired
-from reconciler.core.observed import Observed
-from reconciler.core.plan import Plan
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
+from reconciler.core.model.observed import Observed
+from reconciler.core.model.plan import Plan
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.pipeline import (
     EmptyDesiredRefused,

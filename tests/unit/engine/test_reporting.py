@@ -10,7 +10,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.core.plan import Change, Plan
+from reconciler.core.model.plan import Change, Plan
 from reconciler.engine.reporting import status
 from reconciler.engine.reporting.logs import LOGGER, JsonFormatter, reconcile_id
 from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from reconciler.core.compile import CompileOptions
+from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.scheduling import OvnLagRetry, ResyncPlanner, Scheduler, Timing
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.fakes import FakeClock

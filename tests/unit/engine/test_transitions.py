@@ -9,8 +9,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.compile import CompileOptions
-from reconciler.core.rollout import HALTED, PHASE
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.transitions.rollout import HALTED, PHASE
 from reconciler.engine.loop import Loop, LoopConfig
 from reconciler.engine.reporting import status
 from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter
@@ -176,7 +176,7 @@ def test_a_rollout_halts_reports_and_a_new_loop_continues_from_the_annotations(
 def test_a_scope_without_ovn_health_writes_the_template_and_restarts_nothing(
     tmp_path: Path,
 ) -> None:
-    from reconciler.core.slicing import KubernetesScope
+    from reconciler.core.planning.slicing import KubernetesScope
 
     w = World(tmp_path)
     w.ovn.set_healthy(FUNCTIONS)
@@ -214,7 +214,7 @@ def test_a_verdict_northd_changes_during_an_apply_is_new_input_not_divergence() 
     converge; rows that stay different whatever the health say NotConverged as before."""
     import pytest
 
-    from reconciler.core.compile import CompileOptions as Options
+    from reconciler.core.compiling.compile import CompileOptions as Options
     from reconciler.engine.pipeline import NotConverged, Pipeline
     from tests.support.builders import binding, desired, sg, vnf
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.model import Desired
+from reconciler.core.model.desired import Desired
 from reconciler.errors import ValidationFailed
 from reconciler.manifests import load
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from reconciler.cli.review import annotate
-from reconciler.core.compile import CompileOptions
-from reconciler.core.planning import make_plan
-from reconciler.core.protection import protection_changes
+from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.planning.full import make_plan
+from reconciler.core.views.protection import protection_changes
 from reconciler.render import render
 from reconciler.render.mermaid import diagram, group_bindings
 from tests.support.builders import binding, cluster, desired, sg, vnf

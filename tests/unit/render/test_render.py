@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from reconciler.core.compile import compile_target
-from reconciler.core.diff import diff
-from reconciler.core.health import plan_report
+from reconciler.core.compiling.compile import compile_target
+from reconciler.core.compiling.diff import diff
+from reconciler.core.transitions.health import plan_report
 from reconciler.render import render
 from reconciler.render.markdown import MARKER
 from tests.support.builders import binding, cluster, desired, sg, vnf
