@@ -139,13 +139,17 @@ def run_by_kind(changes: Sequence[Change], do: Callable[[Change], None], workers
     return done
 
 
-def _ports_of(change: Change, vnf: str, node: str | None) -> dict[str, str] | None:
+def _ports_of(change: Change, vnf: str) -> dict[str, str] | None:
     """The OVN ports of the VM ``change`` creates or removes, worked out from its name as
     compile names them (``naming.vm_name``/``vnf_port``), never read from a live object's
-    ``osc.io/ports`` annotation: an annotation is anyone's to write (issue 31: a forged one made
-    a "removed" event name other pods' ports). ``None`` when the name is not ours."""
+    ``osc.io/ports`` annotation: an annotation is anyone's to write (a forged one would make a
+    "removed" event name other pods' ports). The node is the change's (compile's for a create;
+    for a delete the VM's ``osc.io/node-name`` or ``osc.io/node``, as the diff reads them), and
+    only counts when the VM's name is the one compile gives that VNF on that node. ``None``
+    when the name is not ours."""
     name = change.key.partition("/")[2]
-    if not node or not name or change.node not in (None, node):
+    node = change.node
+    if not node or not name:
         return None
     for slot in naming.SLOTS:
         if naming.vm_name(vnf, node, slot) == name:
@@ -174,7 +178,7 @@ def notify_security_managers(
         manager = vnf.spec.securityManager if vnf else None
         if manager is None:
             continue  # no manager configured, or the VNF left git with it: nobody to tell
-        ports = _ports_of(change, vnf_name, labels.get(own.NODE_LABEL))
+        ports = _ports_of(change, vnf_name)
         if ports is None:
             continue  # not named as we name a VM of this VNF on that node: not ours to report
         event = {

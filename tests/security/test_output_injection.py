@@ -228,6 +228,39 @@ def test_log_lines_escape_every_control_character() -> None:
     assert len(human.splitlines()) == 2  # the line and the one list item, no more
 
 
+def test_a_security_managers_answer_reaches_status_and_logs_as_one_inert_line() -> None:
+    """Whoever answers at a VnfDeployment's ``securityManager.url`` is a network peer: the
+    body of its error answer is quoted in ``status``, ``apply``'s warning and the logs."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from reconciler.adapters.notify import SecurityManagerError, post_json
+
+    class Hostile(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b"no\x1b[2J\n::error file=a.yaml::pwned\r\n\xe2\x80\xae @admin"
+            self.send_response(500)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(SecurityManagerError) as caught:
+            post_json(f"http://127.0.0.1:{server.server_port}/events", {"event": "members"})
+    finally:
+        server.shutdown()
+        server.server_close()
+    message = str(caught.value)
+    assert raw_controls(message) == [] and "\n" not in message and "\u202e" not in message
+    assert "answered HTTP 500: no\\x1b[2J\\n::error file=a.yaml::pwned" in message
+
+
 def test_the_action_copies_output_into_the_job_log_as_inert_text(tmp_path: Path) -> None:
     folder = _hostile_folder(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "GH_", "PLAN_"))}
