@@ -245,8 +245,11 @@ class Loop:
             notices=outbox,
         )
         self.outbox = outbox
-        """The security managers' notifications (delivered by its own threads; its state goes
-        into the status after each pass, its attempts into the metrics as they happen)."""
+        """The security managers' notifications (delivered by its own threads, workers like the
+        others: their death fails ``/healthz``; its state goes into the status after each pass,
+        its attempts into the metrics as they happen)."""
+        if outbox is not None:
+            outbox.on_thread = self._outbox_thread
         self.lag = OvnLagRetry(config.lag_retries, self.request)
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
@@ -557,6 +560,13 @@ class Loop:
             return
         if not self.stopping.is_set():
             self.worker_died(name, None)
+
+    def _outbox_thread(self, name: str, alive: bool, exc: BaseException | None) -> None:
+        """A security manager's delivery thread started, or died before the outbox closed."""
+        if alive:
+            self.reporter.worker(name, True)
+        else:
+            self.worker_died(name, exc)
 
     def worker_died(self, name: str, exc: BaseException | None) -> None:
         """Record that the worker thread ``name`` ended while it should run (``exc``: why)."""

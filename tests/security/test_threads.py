@@ -167,3 +167,42 @@ def test_a_worker_that_dies_turns_healthz_and_its_metric_red(
         loop.shutdown()
         thread.join(timeout=10)
         server.stop()
+
+
+def test_a_security_manager_thread_that_dies_turns_healthz_red_and_a_closed_one_does_not(
+    tmp_path: Path, json_log: io.StringIO
+) -> None:
+    """The outbox's delivery threads (one per security manager) are the loop's workers too:
+    every delivery error is the manager's state, so only a bug ends one before the outbox
+    closes, and that fails ``/healthz`` like any worker's death; closing it is no death."""
+    from reconciler.engine.notifications import NotifySettings, Outbox
+    from tests.support.paths import POLICIES
+
+    def post(url: str, payload: dict[str, Any]) -> None:
+        if payload.get("event") == "deployed":
+            raise _Bug("a bug outside every delivery's error handling")
+
+    kube, ovn = world(observed_cluster([("shop", "web-1", "node-1", {"app": "web"})]))
+    source = FakeSource()
+    source.publish("r1", POLICIES)
+    metrics = Metrics()
+    config = LoopConfig(options=CompileOptions(), status_file=tmp_path / "status.json")
+    outbox = Outbox(post, NotifySettings(debounce=0.0))
+    loop = Loop(config, source, kube, ovn, reporter=PrometheusReporter(metrics), outbox=outbox)
+    healthy, dying = "http://healthy.example/events", "http://dying.example/events"
+    try:
+        outbox.send(healthy, {"event": "removed"})
+        assert outbox.flush(5)
+        outbox.send(dying, {"event": "deployed"})
+        name = f"notify-{dying}"
+        wait_for(lambda: name in loop.dead_workers, what="the dying manager's thread recorded")
+        ok, detail = loop.health()
+        assert not ok and detail["dead_threads"] == [name]
+        assert metrics.worker_up.labels(name)._value.get() == 0
+        assert metrics.worker_up.labels(f"notify-{healthy}")._value.get() == 1
+        lines = [json.loads(line) for line in json_log.getvalue().splitlines()]
+        (died,) = [line for line in lines if line["msg"].startswith("worker thread died")]
+        assert died["worker"] == name and died["traceback"]
+    finally:
+        outbox.close()
+    assert list(loop.dead_workers) == [name], "closing the outbox ends its threads, no death"

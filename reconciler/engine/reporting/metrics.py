@@ -253,8 +253,8 @@ class Metrics:
             Gauge,
             "worker_up",
             "1 while a worker thread of the loop runs (source-poller, watch-pods, watch-vms, "
-            "lease, metrics-http), 0 once it died: /healthz fails then, and the kubelet "
-            "restarts the process.",
+            "lease, metrics-http, notify-<manager>), 0 once it died: /healthz fails then, and "
+            "the kubelet restarts the process.",
             ["thread"],
         )
 
