@@ -4,7 +4,7 @@ group's bindings, the warnings, then a summary, a table of rows and the full tex
 Every value from the plan (keys, nodes, origins, warnings, health details) goes through
 :mod:`reconciler.render.md`: code spans and fences longer than any backtick run in them, and
 plain text escaped, so nothing in a snapshot or an NB can add a heading, a link, an image or a
-mention to the comment (issue 31)."""
+mention to the comment."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ DEFAULT_MAX_REPLY_BYTES = 256 * 1024 * 1024
 """Largest OVSDB message read (``--ovn-max-reply-mib``). A snapshot of an NB with 10,000 pod
 ports, 4,000 Port_Groups and 16,000 ACLs is one 16.8 MB reply (measured, ``bench/rpc_select.py``'s
 NB), and decoding costs about 8 times its size in memory: 256 MiB admits NBs some 15 times that
-large (interconnect NBs hold one node's share) while a server that never stops sending (1.87 GB
-of RSS within a 5 s timeout on main) is cut off with an error naming it."""
+large (interconnect NBs hold one node's share) while a server that never stops sending
+(gigabytes of RSS within seconds, unbounded) is cut off with an error naming it."""
 
 
 @dataclass(frozen=True)

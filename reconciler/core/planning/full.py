@@ -79,10 +79,10 @@ def compile_plan(
 # --- which Kubernetes objects are ours ---------------------------------------------------------
 #
 # Labels say "osc-gitops, instance X" but anyone who may create a VirtualMachine in their own
-# namespace can write them (issue 31: a tenant's labelled VM was deleted by apply, its
-# ``osc.io/ports`` annotation made us send the security manager a forged "removed" event, its
-# ``rollout.osc.io/*`` annotations could drain a node's functions; with the shipped RBAC the
-# delete was refused and every apply failed from then on). So an object is ours only if it also
+# namespace can write them (were labels enough, apply would delete a tenant's labelled VM, or
+# fail on every run where RBAC refuses that; its ``osc.io/ports`` annotation would forge a
+# "removed" event to the security manager, its ``rollout.osc.io/*`` annotations drain a node's
+# functions). So an object is ours only if it also
 # sits in a namespace our manifests name (Argo CD's project destinations): one a VnfDeployment
 # names, or one the operator lists (``--vnf-namespaces``, where a removed VnfDeployment's
 # objects are pruned). Objects with our labels anywhere else are never read, written or deleted;

@@ -13,7 +13,7 @@ Probes, as Kubernetes uses them:
 - ``/readyz`` (readiness): the first observation succeeded (connections work, manifests loaded).
   A standby replica is ready too (it would serve if it became leader); the body says which.
 
-The server faces the network, so it is bounded (issue 31): at most :data:`MAX_CONNECTIONS`
+The server faces the network, so it is bounded: at most :data:`MAX_CONNECTIONS`
 connections at once (more get an immediate ``503``), each answering one request and cut after
 :data:`IDLE_TIMEOUT` without bytes or :data:`CONNECTION_DEADLINE` in all; what it refuses or
 cuts is counted (``osc_gitops_http_refused_total{reason}``) and logged as JSON, a flood as one
