@@ -179,18 +179,39 @@ def nb() -> Iterator[Callable[[Reply], HostileNb]]:
         server.close()
 
 
+_LAUNCH = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+"""Runs the command as the child of a fresh, small process and writes its peak RSS. Measured
+from the test process itself, ``ru_maxrss`` would start at the test process's own peak:
+subprocess starts children with ``vfork``, and the kernel carries the borrowed memory's high
+water mark across ``exec`` (in a full suite, the number was pytest's size, not ours)."""
+
+
 def _run(*args: object, timeout: float = 60) -> tuple[int, str, int]:
-    """Exit code, stderr and the process's peak RSS in MiB (its own, from wait4)."""
-    proc = subprocess.Popen([str(EXE), *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)  # fmt: skip
-    timer = threading.Timer(timeout, proc.kill)
-    timer.start()
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    timer.cancel()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err, usage.ru_maxrss // 1024
+    """Exit code, stderr and the command's own peak RSS in MiB (see :data:`_LAUNCH`)."""
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("r", suffix=".maxrss") as rss:
+        proc = subprocess.Popen([sys.executable, "-c", _LAUNCH, rss.name, str(EXE),
+                                 *map(str, args)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                start_new_session=True)  # fmt: skip
+        timer = threading.Timer(timeout, os.killpg, (proc.pid, 9))
+        timer.start()
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode(errors="replace")
+        proc.wait()
+        timer.cancel()
+        return proc.returncode, err, int(rss.read() or 0) // 1024
 
 
 @pytest.mark.parametrize("command", ["plan", "apply", "run"])
