@@ -283,6 +283,11 @@ class Reporter(Protocol):
         ``reconciler.core.transitions.rollout``)."""
         ...
 
+    def worker(self, thread: str, up: bool) -> None:
+        """A worker thread of the loop (``source-poller``, ``watch-pods``, ``lease``, the
+        metrics server, ...) started (``True``) or died (``False``)."""
+        ...
+
 
 class NoopReporter:
     """A :class:`Reporter` that ignores everything (no metrics wanted)."""
@@ -323,4 +328,7 @@ class NoopReporter:
     def transitions(
         self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
     ) -> None:
+        pass
+
+    def worker(self, thread: str, up: bool) -> None:
         pass

@@ -117,7 +117,7 @@ class OvnNorthbound:
         schema = until_readable(settings, leader_schema, deadline)
         server = NbSchema(schema)
         columns = {t: server.present(t) for t in NB_TABLES if server.has_table(t)}
-        idl = nb_idl(settings.remote, schema, columns)
+        idl = nb_idl(settings.remote, schema, columns, settings.max_reply_bytes)
         left = max(0.1, deadline - time.monotonic())
         conn = ovsdbapp_connection.Connection(idl=idl, timeout=settings.timeout)
         conn.timeout = left  # bound the initial sync by what is left of the budget
@@ -126,6 +126,8 @@ class OvnNorthbound:
         except ovsdbapp_exceptions.TimeoutException:
             conn.stop(timeout=1)
             idl.close()
+            if idl.osc_too_large is not None:  # the server sent more than we read
+                raise OvnConnectError(f"{where}: {idl.osc_too_large}") from None
             raise OvnConnectError(
                 f"{where}: no complete initial sync within {settings.timeout}s"
             ) from None

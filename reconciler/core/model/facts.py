@@ -54,6 +54,7 @@ Code = Literal[
     "transition",  # held steering and rollouts that cannot keep the old path
     "scope",  # node agents, the central owner, zones
     "typo",  # the typo guards of a review
+    "ownership",  # objects with our labels where no manifest puts ours (subject: Namespace/name)
     "note",  # a warning read back from a saved JSON plan (its kind is not recorded there)
 ]
 
