@@ -64,8 +64,10 @@ def render_markdown(plan: Plan) -> str:
         lines += ["", "**Unbound VNF ports**: the VM runs, OVN has not bound its port", ""]
         lines += ["| VNF | node | port | VirtualMachine | cause |", "|---|---|---|---|---|"]
         for port in plan.unbound:
-            lines.append(f"| {text(port.vnf)} | {text(port.node)} | {code(port.port)} "
-                         f"({text(port.side)}) | {text(port.vm)} | ❗ {text(port.cause)} |")  # fmt: skip
+            lines.append(
+                f"| {text(port.vnf)} | {text(port.node)} | {code(port.port)} "
+                f"({text(port.side)}) | {text(port.vm)} | ❗ {text(port.cause)} |"
+            )
     budget = budget_line(plan)
     if budget:
         lines += ["", f"**NF ids** in this Northbound DB after this plan: {text(budget)}"]
