@@ -248,6 +248,9 @@ class IdlChannel:
         self.conn = nb._conn
         self.idl = nb._conn.idl
         self.request: RawRequest | None = None
+        """The last request sent (the transaction: a read before it is sent earlier)."""
+        self.requests: list[RawRequest] = []
+        """Every request sent, forgotten by the IDL on release (one unanswered blocks it)."""
         self.member = ""
 
     def probe(self) -> EchoProbe:
@@ -289,6 +292,7 @@ class IdlChannel:
 
     def send(self, params: list[Any]) -> RawRequest:
         request = self.request = RawRequest(self.idl, "transact", params)
+        self.requests.append(request)
         self.conn.queue_txn(request)
         return request
 
@@ -313,7 +317,7 @@ class IdlChannel:
 
     def release(self) -> None:
         with self.conn.lock:
-            release_lock(self.idl, self.request)
+            release_lock(self.idl, *self.requests)
 
 
 class IdlIndex:
