@@ -78,3 +78,16 @@ def test_compile_refuses_before_planning_anything() -> None:
     none = OvnCapabilities(schema_version="", network_function=False)
     k8s_only = replace(obs, ovn_kubernetes=OvnKubernetesRows(), capabilities=none)
     assert refusal(k8s_only.ovn_kubernetes, "") is None
+
+
+def test_compile_judges_owner_keyed_rows_by_the_nb_schema_it_reads() -> None:
+    """Owner keys alone do not tell v1.0.x from v1.1.0: the NB's schema does (OVN 24.03's
+    7.3.0 refused, OVN 25.03's 7.11.0 not)."""
+    want = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
+    obs = replace(cluster([("shop", "web-1", "node-1", {"app": "web"})]),
+                  ovn_kubernetes=OvnKubernetesRows(owner_keyed=3))  # fmt: skip
+    old = replace(obs, capabilities=replace(obs.capabilities, schema_version="7.3.0"))
+    with pytest.raises(CompileError, match=r"OVN-Kubernetes v1\.0\.x or older .* NB schema 7\.3"):
+        compile_target(want, old)
+    new = replace(obs, capabilities=replace(obs.capabilities, schema_version="7.11.0"))
+    assert compile_target(want, new)
