@@ -413,6 +413,10 @@ def test_the_bind_only_daemonset_mounts_the_ovs_socket_as_ovs_cni_does_and_reads
     policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
     expressions = " ".join(v["expression"] for v in policy["spec"]["validations"])
     assert "object.metadata.name == 'osc-gitops-binder-' + variables.nodeName" in expressions
+    # a node name over 235 characters: the shortened name (naming.binder_lease) and the full
+    # node name it carries
+    assert "variables.nodeName.substring(0, 200)" in expressions
+    assert "object.metadata.annotations['osc.io/node-name'] == variables.nodeName" in expressions
 
 
 def test_interconnect_rbac_is_least_privilege_per_role() -> None:
@@ -657,6 +661,9 @@ def test_interconnect_agents_can_write_only_their_own_nodes_status_lease() -> No
     assert "authentication.kubernetes.io/node-name" in expressions
     assert "object.metadata.name == 'osc-gitops-agent-' + variables.nodeName" in expressions
     assert "object.metadata.name == 'osc-gitops-binder-' + variables.nodeName" in expressions
+    long_name = "startsWith('osc-gitops-agent-' + variables.nodeName.substring(0, 200))"
+    assert long_name in expressions
+    assert "object.metadata.annotations['osc.io/node-name'] == variables.nodeName" in expressions
 
 
 @pytest.mark.ovn
