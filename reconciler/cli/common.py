@@ -152,6 +152,13 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
         "times the reply of an NB with 10,000 pods)",
     )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-sb", default=env("OSC_OVN_SB"), metavar="REMOTE",
+        help="the Southbound DB northd writes for --ovn-nb (env OSC_OVN_SB; optional; TLS "
+        "files as for the NB): a VNF port whose Port_Binding has no chassis there is reported "
+        "unbound too (without it, the NB's Logical_Switch_Port up alone says); explain --trace "
+        "traces against it",
+    )  # fmt: skip
     kube = parser.add_argument_group("Kubernetes")
     kube.add_argument(
         "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
@@ -571,6 +578,11 @@ def connections(
         ovn = OvnOneShot.connect(settings)
     else:
         ovn = OvnNorthbound.connect(settings)
+    if getattr(args, "ovn_sb", None):
+        from reconciler.adapters.ovn.southbound import WithSouthbound
+
+        check_tls_flags(args, "ovn_sb")
+        ovn = WithSouthbound(ovn, replace(settings, remote=args.ovn_sb))
     try:
         yield kube, ovn
     finally:
@@ -584,14 +596,16 @@ _TLS_FLAGS = (
 )
 
 
-def check_tls_flags(args: argparse.Namespace) -> None:
-    """An ``ssl:`` NB remote needs the three TLS files: say which flags are missing, before
-    anything connects."""
-    if not any(member.strip().startswith("ssl:") for member in args.ovn_nb.split(",")):
+def check_tls_flags(args: argparse.Namespace, remote: str = "ovn_nb") -> None:
+    """An ``ssl:`` NB (or, ``remote="ovn_sb"``, SB) remote needs the three TLS files: say which
+    flags are missing, before anything connects."""
+    value = str(getattr(args, remote))
+    if not any(member.strip().startswith("ssl:") for member in value.split(",")):
         return
     missing = [f"{flag} (or {env})" for attr, flag, env in _TLS_FLAGS if not getattr(args, attr)]
     if missing:
-        raise UserError(f"--ovn-nb {args.ovn_nb} is a TLS remote: also give {', '.join(missing)}")
+        flag = "--" + remote.replace("_", "-")
+        raise UserError(f"{flag} {value} is a TLS remote: also give {', '.join(missing)}")
 
 
 def kube_connection(args: argparse.Namespace) -> KubeCluster:

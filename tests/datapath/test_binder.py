@@ -7,8 +7,9 @@ Here the two cases the default hides:
 - the newer ovs-cni (main since 42291151: ``iface-id`` from the NAD's ``args.cni.ovnPort``)
   without any binder: steered all the same;
 - the released ovs-cni without a binder: the ports are never bound, and every command says so
-  with its exit code (``apply --wait`` 1, ``status`` 1, ``explain`` 3 with the cause); once the
-  binder runs, the same world is steered.
+  with its exit code (``apply --wait`` 1, ``status`` 1, ``explain`` 3 with the cause; with
+  ``--ovn-sb``, that the Southbound Port_Binding has no chassis); once the binder runs, the same
+  world is steered.
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def test_released_ovs_cni_without_a_binder_is_never_silent(env: Path) -> None:
         assert {(u["vm"], u["port"], u["side"]) for u in unbound} >= {(FW1, IN1, "in")}
         code, out, _err = run_cli(["plan", *conn])
         assert code == 0 and "Unbound VNF ports" in out and f"port {IN1} (in)" in out
+        # with the Southbound: its Port_Binding has no chassis, said first
+        sb = ["--ovn-sb", str(w.dp.stack_of("node-1").sb_remote)]
+        code, out, _err = run_cli(["plan", *conn, *sb, "-o", "json"])
+        causes = {u["port"]: u["cause"] for u in json.loads(out)["meta"]["unbound"]}
+        assert causes[IN1].startswith("its Southbound Port_Binding has no chassis; "), causes
         code, out, _err = run_cli(["plan", *conn, "-o", "markdown"])
         assert "**Unbound VNF ports**" in out and f"`{IN1}` (in)" in out
 
@@ -118,6 +124,8 @@ def test_released_ovs_cni_without_a_binder_is_never_silent(env: Path) -> None:
         assert code == 0, out
         code, out, _err = run_cli(["explain", "shop/web-a", *conn])
         assert code == 0, out
+        code, out, _err = run_cli(["plan", *conn, *sb, "-o", "json"])  # chassis there too
+        assert code == 0 and "unbound" not in json.loads(out)["meta"], out
 
 
 def test_traffic_per_instance_is_counted_and_told_apart(env: Path) -> None:

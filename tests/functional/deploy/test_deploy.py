@@ -373,6 +373,7 @@ def test_interconnect_agents_mount_the_zone_socket_where_ovn_kubernetes_puts_it(
     # connect() needs write permission on the socket, not a writable mount (see the next test)
     assert mount["readOnly"] is True
     assert f"--ovn-nb=unix:{OVNK_POD_RUN_DIR}/{OVNK_NB_SOCKET}" in container["args"]
+    assert f"--ovn-sb=unix:{OVNK_POD_RUN_DIR}/ovnsb_db.sock" in container["args"]  # beside it
     # the node binder: OVS' db.sock sits in the same host directory (ovs-cni mounts it too)
     assert f"--ovs-db=unix:{OVNK_POD_RUN_DIR}/db.sock" in container["args"]
 
