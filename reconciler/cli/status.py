@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir, status_name
 
@@ -36,8 +37,8 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
     )
     nodes.add_argument(
         "--all-nodes", action="store_true",
-        help="one line per node; exit 1 if any node failed, is silent or lags the central "
-        "owner's revision",
+        help="one line per node (and the traffic through each VNF instance its binder counts); "
+        "exit 1 if any node failed, is silent or lags the central owner's revision",
     )  # fmt: skip
     nodes.add_argument(
         "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
@@ -62,6 +63,7 @@ def run_status(args: argparse.Namespace) -> int:
     from reconciler.engine.reporting import status
 
     st = status.read(status.status_path(cache_dir(args), status_name(args)))
+    fill_traffic(args, st)
     if args.output == "json":
         json.dump(st.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -74,6 +76,46 @@ def run_status(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_ERROR
 
 
+def fill_traffic(args: argparse.Namespace, st: Any) -> None:
+    """``st.traffic``: from the binder of this process's status (an agent's, ``bind``'s), else,
+    where there are VNF instances, from the node binders' Leases in ``--status-namespace``
+    (the central owner's status); ``st.traffic_problem`` says why they could not be read."""
+    from reconciler.core.views.traffic import node_traffic
+
+    if st.binder:
+        st.traffic = [t.to_json() for t in node_traffic(st.binder)]
+        return
+    if not (st.vnf_instances or st.unbound):
+        return
+    import datetime as dt
+
+    from reconciler.adapters.kube.status_lease import StatusReader
+    from reconciler.cli.common import kube_settings
+    from reconciler.core.model.naming import BINDER_LEASE_PREFIX
+    from reconciler.errors import OscError
+
+    try:
+        binders = StatusReader.for_settings(kube_settings(args)).agents(
+            args.status_namespace, prefix=BINDER_LEASE_PREFIX
+        )
+    except OscError as exc:
+        st.traffic_problem = f"cannot read the node binders' Leases: {exc}"
+        return
+    now = dt.datetime.now(dt.UTC)
+    traffic = []
+    for node, lease in sorted(binders.items()):
+        age = lease.age(now)
+        fresh = age is not None and (lease.duration is None or age <= lease.duration)
+        record = lease.status
+        if not fresh or record is None or record.get("instance", st.instance) != st.instance:
+            continue
+        traffic.extend(node_traffic(record, node))
+    traffic.sort(key=lambda t: (t.verdict != "silent-while-pods-talked", t.node, t.instance))
+    st.traffic = [t.to_json() for t in traffic]
+    if not binders:
+        st.traffic_problem = f"no node binder publishes in namespace {args.status_namespace}"
+
+
 def run_all_nodes(args: argparse.Namespace) -> int:
     """Judge every node that runs OVN from the published statuses (see ``reporting.fleet``)."""
     import datetime as dt
@@ -82,11 +124,13 @@ def run_all_nodes(args: argparse.Namespace) -> int:
     from reconciler.adapters.kube.errors import KubeForbidden
     from reconciler.adapters.kube.status_lease import CENTRAL_LEASE, PublishedStatus, StatusReader
     from reconciler.cli.common import kube_settings
+    from reconciler.core.model.naming import BINDER_LEASE_PREFIX
     from reconciler.engine.reporting.fleet import Heartbeat, judge, render_text
 
     settings = kube_settings(args)
     reader = StatusReader.for_settings(settings)
     published = reader.agents(args.status_namespace)
+    binders = reader.agents(args.status_namespace, prefix=BINDER_LEASE_PREFIX)
     central = reader.one(args.central_namespace, CENTRAL_LEASE)
     kube = KubeCluster(settings)
     try:
@@ -107,6 +151,7 @@ def run_all_nodes(args: argparse.Namespace) -> int:
         {node: beat(status) for node, status in published.items()},
         beat(central) if central is not None else None,
         dt.datetime.now(dt.UTC),
+        {node: beat(status) for node, status in binders.items()},
     )
     if unlisted:
         verdict.notes.append(unlisted)

@@ -179,4 +179,31 @@ def test_a_vnf_that_saw_nothing_while_its_pods_talked_is_named(env: Path) -> Non
         assert hop["traffic"] == "silent-while-pods-talked", hop
         assert "shop_web-a" in hop["trafficDetail"]
         assert any("NOTHING crossed it" in warning for warning in data["warnings"])
+        # status (the central owner's, from the binders' Leases) and status --all-nodes say it
+        # too, before anything else, with their exit codes unchanged by it
+        at = conn.index("--kubeconfig")
+        kube = conn[at : at + 2]
+        code, out = _while_pods_talk(w, ["status", *kube], "! firewall-node-1 on node-1: "
+                                     "silent-while-pods-talked: NOTHING crossed it")  # fmt: skip
+        assert code == 0 and out.index("Traffic per VNF instance") < out.index("VNF instances")
+        code, out = _while_pods_talk(w, ["status", *kube, "-o", "json"], '"verdict": "silent')
+        (silent,) = [t for t in json.loads(out)["traffic"] if t["instance"] == "firewall-node-1"]
+        assert silent["crossed_last_minute"] == 0 and silent["pods_talked"] > 0
+        code, out = _while_pods_talk(w, ["status", "--all-nodes", *kube],
+                                     "! firewall-node-1 on node-1: NOTHING crossed it")  # fmt: skip
+        assert out.index("saw NOTHING while pods") < out.index("NODE ")
+        assert code == 1, "no node agent runs in this central-NB world: every node is missing"
         w.dp.set_forwarding(w.vnf("node-1"), True)
+
+
+def _while_pods_talk(w: World, argv: list[str], wanted: str) -> tuple[int, str]:
+    """``osc-gitops argv`` while the pods talk, until its output shows ``wanted`` (the binders
+    publish every second or so, and judge a 4 s window)."""
+    deadline = time.monotonic() + 30
+    while True:
+        w.dp.probe(w.pod("client-c"), w.pod("web-a"), count=2, timeout=0.2)
+        code, out, err = run_cli(argv)
+        if wanted in out or time.monotonic() > deadline:
+            assert wanted in out, out + err
+            return code, out
+        time.sleep(0.5)

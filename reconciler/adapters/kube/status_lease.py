@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -262,11 +263,16 @@ class StatusReader:
         """Every agent's status Lease in ``namespace`` by node name (one ``list``); with
         ``prefix`` ``osc-gitops-binder-``: every node binder's."""
         try:
-            leases = self._leases.list_namespaced_lease(namespace)
+            leases = self._leases.list_namespaced_lease(namespace, _request_timeout=(10, 30))
         except ApiException as exc:
             raise EndpointError(
                 f"cannot list Leases in namespace {namespace}: {exc.status} {exc.reason}"
                 + (" (check the RBAC: leases list)" if exc.status == 403 else "")
+            ) from None
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            host = self._leases.api_client.configuration.host
+            raise EndpointError(
+                f"cannot list Leases in namespace {namespace} at {host}: {exc}"
             ) from None
         out: dict[str, PublishedStatus] = {}
         for lease in leases.items or ():

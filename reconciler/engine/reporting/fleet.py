@@ -27,6 +27,12 @@ in one of these states, and the command exits 1 unless every node is ``ok``:
 The central owner's revision is the one it published (``osc-gitops-central``); without it
 (no central owner yet, or a central-NB cluster) agents are compared with each other: every
 revision but the most common one lags.
+
+**Traffic per VNF instance.** Where a node's binder publishes (its Lease
+``osc-gitops-binder-<node>``, fresh), its line carries, per VNF instance it counts, whether pod
+traffic crossed it in the last minute (``reconciler.core.views.traffic.node_traffic``); the text
+lists the instances that saw nothing while pods on their node talked before the table. It does
+not change the exit code (a quiet VNF is no failure; ``explain`` tells which pods it steers).
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from reconciler.core.model.target import OVN_TABLES
+from reconciler.core.views.traffic import SILENT, NodeTraffic, node_traffic
 from reconciler.engine.reporting.status import Status, now_iso
 
 __all__ = [
@@ -111,6 +118,9 @@ class NodeLine:
     record: Mapping[str, Any] | None = None
     age: float | None = None
     """Seconds since the last heartbeat."""
+    traffic: tuple[NodeTraffic, ...] = ()
+    """Per VNF instance its binder counts: whether pod traffic crossed it in the last minute
+    (empty: no fresh binder Lease)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +129,7 @@ class NodeLine:
             "detail": self.detail,
             "heartbeat_age_seconds": None if self.age is None else round(self.age, 1),
             "status": dict(self.record) if self.record is not None else None,
+            "traffic": [t.to_json() for t in self.traffic],
         }
 
 
@@ -170,8 +181,34 @@ def judge(
     heartbeats: Mapping[str, Heartbeat],
     central: Heartbeat | None,
     now: dt.datetime,
+    binders: Mapping[str, Heartbeat] | None = None,
 ) -> Verdict:
-    """Judge every node of ``nodes`` (the nodes that run OVN) from what was published."""
+    """Judge every node of ``nodes`` (the nodes that run OVN) from what was published;
+    ``binders``: what each node's binder published (its traffic per VNF instance)."""
+    verdict = _judge(nodes, heartbeats, central, now)
+    if binders:
+        verdict.lines[:] = [
+            replace(line, traffic=tuple(node_traffic(_fresh(binders.get(line.node), now),
+                                                     line.node)))
+            for line in verdict.lines
+        ]  # fmt: skip
+    return verdict
+
+
+def _fresh(beat: Heartbeat | None, now: dt.datetime) -> Mapping[str, Any] | None:
+    """A binder's record while its heartbeat is fresh, else ``None`` (it says nothing)."""
+    if beat is None or beat.record is None or beat.renewed_at is None:
+        return None
+    age = (now - beat.renewed_at).total_seconds()
+    return beat.record if beat.duration is None or age <= beat.duration else None
+
+
+def _judge(
+    nodes: Iterable[str],
+    heartbeats: Mapping[str, Heartbeat],
+    central: Heartbeat | None,
+    now: dt.datetime,
+) -> Verdict:
     wanted = sorted(set(nodes))
     central_record = central.record if central is not None else None
     records = [hb.record for n, hb in heartbeats.items() if n in wanted and hb.record is not None]
@@ -261,6 +298,11 @@ def render_text(verdict: Verdict) -> str:
                 line.detail,
             )
         )
+    silent = [t for line in verdict.lines for t in line.traffic if t.verdict == SILENT]
+    if silent:
+        out.append("VNF instances that saw NOTHING while pods on their node talked:")
+        out.extend(f"  ! {t.instance} on {t.node}: {t.text}" for t in silent)
+        out.append("")
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
@@ -268,6 +310,11 @@ def render_text(verdict: Verdict) -> str:
     counts = Counter(line.state for line in verdict.lines)
     summary = ", ".join(f"{counts[s]} {s}" for s in ("ok", "failed", "lagging", "stale", "missing")
                         if counts[s])  # fmt: skip
+    traffic = [t for line in verdict.lines for t in line.traffic if t.verdict != SILENT]
+    if traffic:
+        out.append("")
+        out.append("Traffic per VNF instance (the node binders' last minute):")
+        out.extend(f"  {t.instance} on {t.node}: {t.verdict}: {t.text}" for t in traffic)
     out.append("")
     out.append(f"{len(verdict.lines)} node(s): {summary or 'none'}")
     out.extend(f"note: {note}" for note in verdict.notes)
