@@ -12,6 +12,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--ovn-certificate`` | ``OSC_OVN_CERTIFICATE`` |
 | ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
 | ``--ovn-max-reply-mib`` | ``OSC_OVN_MAX_REPLY_MIB`` |
+| ``--ovn-sb`` | ``OSC_OVN_SB`` (optional: unbound ports from Port_Binding.chassis too) |
 | ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
