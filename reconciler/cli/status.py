@@ -38,7 +38,8 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
     nodes.add_argument(
         "--all-nodes", action="store_true",
         help="one line per node (and the traffic through each VNF instance its binder counts); "
-        "exit 1 if any node failed, is silent or lags the central owner's revision",
+        "exit 1 if any node failed, is silent or lags the central owner's revision, or "
+        "published a running VNF VM's port that OVN has not bound",
     )  # fmt: skip
     nodes.add_argument(
         "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
@@ -175,7 +176,8 @@ COMMAND = Command(
     epilog=(
         "exit codes: 0 last reconcile ok (--all-nodes: every node ok), 1 error/refused/"
         "unreachable or no status, a rolling update halted, or a running VNF VM's port that "
-        "OVN has not bound (--all-nodes: a node failed, is silent, lags or is missing)\n\n"
+        "OVN has not bound (--all-nodes: a node failed, is silent, lags or is missing, or "
+        "published such a port)\n\n"
         "examples:\n  kubectl -n osc-gitops exec deploy/osc-gitops -- osc-gitops status\n"
         "  osc-gitops status --all-nodes --kubeconfig ~/.kube/config\n"
         "  osc-gitops status --all-nodes -o json"

@@ -207,3 +207,34 @@ def _while_pods_talk(w: World, argv: list[str], wanted: str) -> tuple[int, str]:
             assert wanted in out, out + err
             return code, out
         time.sleep(0.5)
+
+
+def test_interconnect_agents_publish_unbound_ports_and_all_nodes_names_them(env: Path) -> None:
+    """Released ovs-cni, no binder, one NB per node: each agent's pass publishes its zone's
+    unbound VNF ports in its status Lease, and ``status --all-nodes`` names them and exits 1;
+    once the binders run, the next passes publish none and it exits 0."""
+    from osc_gitops_sandbox.datapath.world import ZoneApply
+
+    with world("26.03", workdir=env / "w", topology="zones", binder=False) as w:
+        zone = w.applier
+        assert isinstance(zone, ZoneApply)
+        w.label("web-a", "web")
+        zone.apply(w.manifests)
+        w.dp.sync_vnfs(wait=False)
+        for node in (None, "node-1", "node-2"):
+            code, _out, err = zone.run_once(w.manifests, node, "r1")
+            assert code == 0, err
+        code, report = zone.status()
+        assert code == 1, report
+        assert {n["state"] for n in report["nodes"]} == {"ok"}, "each node applied r1"
+        unbound = {(u["node"], u["port"]) for u in report["unbound"]}
+        assert {("node-1", IN1), ("node-2", "nf_firewall_node-2_in")} <= unbound
+
+        w.dp.start_binders()
+        w.dp.wait_ports_up([IN1, "nf_firewall_node-1_out"])
+        w.dp.wait_ports_up(["nf_firewall_node-2_in", "nf_firewall_node-2_out"])
+        for node in ("node-1", "node-2"):
+            code, _out, err = zone.run_once(w.manifests, node, "r1")
+            assert code == 0, err
+        code, report = zone.status()
+        assert code == 0 and report["unbound"] == [], report

@@ -10,13 +10,16 @@
      "attempted": "<newest commit seen>", "updated_at": "2026-11-20T10:00:00Z",
      "changes": {"create": 0, "update": 0, "delete": 0},
      "rows": {"ACL": 4, "Port_Group": 2, ...}, "vnf_instances": [{"vnf", "node", "health",
-     "detail"}]}
+     "detail"}], "held": [...], "rollouts": [...],
+     "unbound": [{"vnf", "node", "vm", "port", "side", "cause"}]}
 
 ``rows`` counts what the publisher owns (an agent: its node's OVN rows; the central owner: its
 VirtualMachines and NADs). Fields are added, never renamed, within a format version.
 
 **The judgement** (:func:`judge`): one line per node that runs OVN (a Node with a pod subnet),
-in one of these states, and the command exits 1 unless every node is ``ok``:
+in one of these states, and the command exits 1 unless every node is ``ok`` and no node
+published an unbound VNF port (``unbound``: a running VNF VM's data port OVN has not bound,
+listed before the table, as ``status`` lists and exits 1 for its own):
 
 - ``ok``: its last pass applied or found nothing to change, at the central revision;
 - ``failed``: its last pass did not succeed (the message says why, e.g. its NB is down);
@@ -94,6 +97,8 @@ def status_record(
         # steering held until a VNF instance is healthy (a node agent's), rollouts (central)
         "held": [{k: h.get(k) for k in ("binding", "node", "reason")} for h in status.held],
         "rollouts": list(status.rollouts),
+        # data ports of running VNF VMs OVN has not bound (an agent's: its zone's NB)
+        "unbound": list(status.unbound),
     }
 
 
@@ -145,9 +150,22 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def unbound(self) -> list[Mapping[str, Any]]:
+        """The unbound VNF ports the nodes published (their records' ``unbound``)."""
+        return [
+            port
+            for line in self.lines
+            if line.record is not None and line.state != "stale"
+            for port in line.record.get("unbound") or ()
+            if isinstance(port, Mapping)
+        ]
+
+    @property
     def ok(self) -> bool:
-        return all(line.state == "ok" for line in self.lines) and (
-            self.central is None or self.central.get("result") in OK_RESULTS
+        return (
+            all(line.state == "ok" for line in self.lines)
+            and (self.central is None or self.central.get("result") in OK_RESULTS)
+            and not self.unbound
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -159,6 +177,7 @@ class Verdict:
             "revision": self.reference,
             "summary": {state: counts[state] for state in sorted(counts)},
             "nodes": [line.to_json() for line in self.lines],
+            "unbound": [dict(port) for port in self.unbound],
             "notes": list(self.notes),
         }
 
@@ -298,6 +317,11 @@ def render_text(verdict: Verdict) -> str:
                 line.detail,
             )
         )
+    if verdict.unbound:
+        out.append("Unbound VNF ports (the VM runs, OVN has not bound its port; steering waits):")
+        out.extend(f"  ! {p.get('vm')} {p.get('side')} port {p.get('port')} on {p.get('node')}: "
+                   f"{p.get('cause')}" for p in verdict.unbound)  # fmt: skip
+        out.append("")
     silent = [t for line in verdict.lines for t in line.traffic if t.verdict == SILENT]
     if silent:
         out.append("VNF instances that saw NOTHING while pods on their node talked:")

@@ -88,3 +88,37 @@ def test_all_nodes_lists_silent_instances_before_the_table_and_keeps_its_exit_co
     assert [t["verdict"] for t in nodes["node-1"]["traffic"]] == ["silent-while-pods-talked"]
     assert nodes["node-3"]["traffic"] == []
     assert judge(["node-1"], agents, None, NOW).lines[0].traffic == ()  # no binders read
+
+
+def test_all_nodes_names_the_unbound_ports_agents_published_and_exits_1() -> None:
+    """An agent publishes its status's unbound ports (``status_record``); ``--all-nodes`` lists
+    them before the table and is not ok, as ``status`` is not for its own."""
+    from reconciler.engine.reporting.fleet import status_record
+
+    st = status.Status(instance="osc-gitops", result="unchanged", revision="r1")
+    st.unbound = [
+        {
+            "vnf": "firewall",
+            "node": "node-1",
+            "vm": "osc-vnfs/firewall-node-1",
+            "port": "nf_firewall_node-1_in",
+            "side": "in",
+            "cause": "no binder runs",
+        }
+    ]
+    agent = status_record(st, role="agent", node="node-1", rows={"ACL": 2})
+    assert agent["unbound"] == st.unbound
+    fine = status_record(status.Status(instance="osc-gitops", result="unchanged", revision="r1"),
+                         role="agent", node="node-2", rows={})  # fmt: skip
+    verdict = judge(["node-1", "node-2"],
+                    {"node-1": Heartbeat(agent, NOW, 180), "node-2": Heartbeat(fine, NOW, 180)},
+                    None, NOW)  # fmt: skip
+    assert [line.state for line in verdict.lines] == ["ok", "ok"] and not verdict.ok
+    text = render_text(verdict)
+    head, _, _table = text.partition("NODE ")
+    assert ("! osc-vnfs/firewall-node-1 in port nf_firewall_node-1_in on node-1: no binder runs"
+            in head)  # fmt: skip
+    assert verdict.to_json()["unbound"] == st.unbound
+    # a stale node's old record says nothing any more (it is judged stale)
+    stale = Heartbeat(agent, NOW - dt.timedelta(seconds=900), 180)
+    assert judge(["node-1"], {"node-1": stale}, None, NOW).unbound == []
