@@ -111,6 +111,9 @@ def test_released_ovs_cni_without_a_binder_is_never_silent(env: Path) -> None:
         code, out, _err = run_cli(["explain", "shop/web-a", *conn, "-o", "json"])
         hop = json.loads(out)["bindings"][0]["hops"][0]
         assert any(IN1 in line and "no binder runs on node-1" in line for line in hop["unbound"])
+        code, out, _err = run_cli(["explain", "shop/web-a", *conn, *sb])
+        assert code == 3
+        assert "is not bound: its Southbound Port_Binding has no chassis; the CNI did not" in out
 
         # The binder starts: the ports are bound, and the same world is steered.
         w.dp.start_binders()
