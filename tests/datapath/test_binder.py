@@ -92,6 +92,9 @@ def test_released_ovs_cni_without_a_binder_is_never_silent(env: Path) -> None:
         code, out, _err = run_cli(["plan", *conn, *sb, "-o", "json"])
         causes = {u["port"]: u["cause"] for u in json.loads(out)["meta"]["unbound"]}
         assert causes[IN1].startswith("its Southbound Port_Binding has no chassis; "), causes
+        code, _out, err = run_cli(["apply", *conn, *sb, "--wait", "--wait-timeout", "2"])
+        assert code == 1
+        assert f"port {IN1} (in) not bound: its Southbound Port_Binding has no chassis" in err
         code, out, _err = run_cli(["plan", *conn, "-o", "markdown"])
         assert "**Unbound VNF ports**" in out and f"`{IN1}` (in)" in out
 
