@@ -227,14 +227,19 @@ def test_interconnect_agents_publish_unbound_ports_and_all_nodes_names_them(env:
         w.label("web-a", "web")
         zone.apply(w.manifests)
         w.dp.sync_vnfs(wait=False)
-        for node in (None, "node-1", "node-2"):
-            code, _out, err = zone.run_once(w.manifests, node, "r1")
+        code, _out, err = zone.run_once(w.manifests, None, "r1")
+        assert code == 0, err
+        for node in ("node-1", "node-2"):  # node-1's agent also reads its zone's Southbound
+            sb = ["--ovn-sb", str(w.dp.stack_of(node).sb_remote)] if node == "node-1" else []
+            code, _out, err = zone.run_once(w.manifests, node, "r1", *sb)
             assert code == 0, err
         code, report = zone.status()
         assert code == 1, report
         assert {n["state"] for n in report["nodes"]} == {"ok"}, "each node applied r1"
-        unbound = {(u["node"], u["port"]) for u in report["unbound"]}
-        assert {("node-1", IN1), ("node-2", "nf_firewall_node-2_in")} <= unbound
+        unbound = {(u["node"], u["port"]): u["cause"] for u in report["unbound"]}
+        assert {("node-1", IN1), ("node-2", "nf_firewall_node-2_in")} <= set(unbound)
+        assert unbound[("node-1", IN1)].startswith("its Southbound Port_Binding has no chassis")
+        assert unbound[("node-2", "nf_firewall_node-2_in")].startswith("OVN has not bound it")
 
         w.dp.start_binders()
         w.dp.wait_ports_up([IN1, "nf_firewall_node-1_out"])
