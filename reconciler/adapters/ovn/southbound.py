@@ -155,4 +155,6 @@ class WithSouthbound:
 
     def __getattr__(self, name: str) -> Any:
         # what callers look up on the NB adapter itself (``watch_health``, ``settings``)
+        if name == "inner":  # not set yet (a copy): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
