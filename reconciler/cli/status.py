@@ -81,7 +81,7 @@ def fill_traffic(args: argparse.Namespace, st: Any) -> None:
     """``st.traffic``: from the binder of this process's status (an agent's, ``bind``'s), else,
     where there are VNF instances, from the node binders' Leases in ``--status-namespace``
     (the central owner's status); ``st.traffic_problem`` says why they could not be read."""
-    from reconciler.core.views.traffic import node_traffic
+    from reconciler.core.views.traffic import node_traffic, uncounted
 
     if st.binder:
         st.traffic = [t.to_json() for t in node_traffic(st.binder)]
@@ -111,10 +111,12 @@ def fill_traffic(args: argparse.Namespace, st: Any) -> None:
         if not fresh or record is None or record.get("instance", st.instance) != st.instance:
             continue
         traffic.extend(node_traffic(record, node))
-    traffic.sort(key=lambda t: (t.verdict != "silent-while-pods-talked", t.node, t.instance))
-    st.traffic = [t.to_json() for t in traffic]
     if not binders:
         st.traffic_problem = f"no node binder publishes in namespace {args.status_namespace}"
+        return
+    traffic += uncounted(st.vnf_instances, traffic)
+    traffic.sort(key=lambda t: (t.verdict != "silent-while-pods-talked", t.node, t.instance))
+    st.traffic = [t.to_json() for t in traffic]
 
 
 def run_all_nodes(args: argparse.Namespace) -> int:

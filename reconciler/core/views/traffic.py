@@ -37,6 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.core.model.naming import binder_lease, vm_name
+
 __all__ = [
     "COUNTERS",
     "CROSSED",
@@ -49,6 +51,7 @@ __all__ = [
     "NodeTraffic",
     "instance_traffic",
     "node_traffic",
+    "uncounted",
     "verdict",
     "verdict_text",
 ]
@@ -309,3 +312,25 @@ def node_traffic(record: Mapping[str, Any] | None, node: str = "") -> list[NodeT
             pods_talked, text,
         ))  # fmt: skip
     return sorted(out, key=lambda t: (t.verdict != SILENT, t.node, t.instance))
+
+
+def uncounted(
+    instances: Iterable[Mapping[str, Any]], counted: Sequence[NodeTraffic]
+) -> list[NodeTraffic]:
+    """An ``unknown`` entry for each VNF instance (``{vnf, node}``: a status's
+    ``vnf_instances``) whose node's binder counts nothing of that VNF (no fresh binder Lease
+    there, or its VM has no bound NIC yet): nothing can be said of its traffic, and an operator
+    should know that rather than see nothing."""
+    seen = {(t.vnf, t.node) for t in counted}
+    out = []
+    for inst in instances:
+        vnf, node = str(inst.get("vnf", "")), str(inst.get("node", ""))
+        if not vnf or not node or (vnf, node) in seen:
+            continue
+        seen.add((vnf, node))
+        out.append(NodeTraffic(
+            vnf, node, vm_name(vnf, node), UNKNOWN, None, None,
+            f"traffic unknown: no binder on {node} counts it (no fresh Lease "
+            f"{binder_lease(node)}, or its NICs are not bound yet)",
+        ))  # fmt: skip
+    return out

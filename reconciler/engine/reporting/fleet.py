@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from reconciler.core.model.target import OVN_TABLES
-from reconciler.core.views.traffic import SILENT, NodeTraffic, node_traffic
+from reconciler.core.views.traffic import SILENT, NodeTraffic, node_traffic, uncounted
 from reconciler.engine.reporting.status import Status, now_iso
 
 __all__ = [
@@ -206,12 +206,18 @@ def judge(
     ``binders``: what each node's binder published (its traffic per VNF instance)."""
     verdict = _judge(nodes, heartbeats, central, now)
     if binders:
-        verdict.lines[:] = [
-            replace(line, traffic=tuple(node_traffic(_fresh(binders.get(line.node), now),
-                                                     line.node)))
-            for line in verdict.lines
-        ]  # fmt: skip
+        verdict.lines[:] = [replace(line, traffic=_traffic(line, binders, now))
+                            for line in verdict.lines]  # fmt: skip
     return verdict
+
+
+def _traffic(
+    line: NodeLine, binders: Mapping[str, Heartbeat], now: dt.datetime
+) -> tuple[NodeTraffic, ...]:
+    """What the node's binder counts, and ``unknown`` for its VNF instances it does not."""
+    counted = node_traffic(_fresh(binders.get(line.node), now), line.node)
+    instances = (line.record or {}).get("vnf_instances") or ()
+    return (*counted, *uncounted([i for i in instances if i.get("node") == line.node], counted))
 
 
 def _fresh(beat: Heartbeat | None, now: dt.datetime) -> Mapping[str, Any] | None:

@@ -122,3 +122,22 @@ def test_all_nodes_names_the_unbound_ports_agents_published_and_exits_1() -> Non
     # a stale node's old record says nothing any more (it is judged stale)
     stale = Heartbeat(agent, NOW - dt.timedelta(seconds=900), 180)
     assert judge(["node-1"], {"node-1": stale}, None, NOW).unbound == []
+
+
+def test_an_instance_no_binder_counts_is_unknown_and_says_why() -> None:
+    from reconciler.core.views.traffic import uncounted
+
+    counted = node_traffic(record("node-1", {"firewall-node-1": 4}, {}))
+    instances = [{"vnf": "firewall", "node": "node-1"}, {"vnf": "firewall", "node": "node-2"}]
+    (missing,) = uncounted(instances, counted)
+    assert (missing.instance, missing.node, missing.verdict) == ("firewall-node-2", "node-2",
+                                                                 "unknown")  # fmt: skip
+    assert "no binder on node-2 counts it (no fresh Lease osc-gitops-binder-node-2" in missing.text
+    # --all-nodes: the node's own VNF instances its binder does not count
+    agent = {"result": "unchanged", "revision": "r1", "vnf_instances": [
+        {"vnf": "firewall", "node": "node-2", "health": "healthy"}]}  # fmt: skip
+    verdict = judge(["node-2"], {"node-2": Heartbeat(agent, NOW, 180)}, None, NOW,
+                    {"node-1": Heartbeat(record("node-1", {}, {}), NOW, 30)})  # fmt: skip
+    (line,) = verdict.lines
+    assert [(t.instance, t.verdict) for t in line.traffic] == [("firewall-node-2", "unknown")]
+    assert verdict.ok
