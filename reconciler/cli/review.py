@@ -105,10 +105,13 @@ def annotate(
     its warnings (``all_pods``/``all_nodes``: whether ``observed`` holds the whole cluster's,
     see ``typo_warnings``), and the bindings of each changed group (for the pull-request
     diagram)."""
-    from reconciler.core.views.protection import to_json
+    from reconciler.core.transitions.gating import holds_of, nodes_held
+    from reconciler.core.views.protection import to_json, with_pending
     from reconciler.core.views.typos import typo_warnings
     from reconciler.render.mermaid import group_bindings
 
+    if changes is not None:  # steering the plan holds until the VNFs are healthy: pending
+        changes = with_pending(changes, desired, observed, nodes_held(holds_of(plan)), before)
     warnings = typo_warnings(
         desired, observed, changes or (), all_pods=all_pods, all_nodes=all_nodes
     )
@@ -125,7 +128,7 @@ def annotate(
         **plan.meta,
         "protection_changes": to_json(changes) if changes is not None else None,
         "protection_basis": basis,
-        "group_bindings": group_bindings(desired, groups),
+        "group_bindings": group_bindings(desired, groups, changes or (), before),
     }
     return replace(plan, warnings=(*warnings, *plan.warnings), meta=meta)
 

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.core.model.desired import Desired, SecurityGroup, VnfDeployment
 from reconciler.core.model.observed import Observed, Pod
-from reconciler.core.views.protection import BindingProtection, by_namespace
+from reconciler.core.views.protection import BindingProtection, arrow, by_namespace
 
-__all__ = ["one_edit", "typo_warnings"]
+__all__ = ["one_edit", "route_warnings", "typo_warnings"]
 
 
 def one_edit(a: str, b: str) -> bool:
@@ -174,6 +174,7 @@ def typo_warnings(
             likely += [f"VnfDeployment {vnf} nodeSelector: {c}" for c in vnfs.get(vnf, [])]
         quoted.update(likely)
         warnings.append(f"{head}; likely typo: {'; '.join(likely)}" if likely else head)
+    warnings += route_warnings(changes)
     for name, (selects, all_causes) in groups.items():
         causes = [c for c in all_causes if f"SecurityGroup {name}: {c}" not in quoted]
         if all_causes and not causes:
@@ -191,4 +192,27 @@ def typo_warnings(
                 f"{_count(len(observed.nodes), 'node')} ({'; '.join(causes)}): it runs nowhere "
                 "and its bindings steer nothing"
             )
+    return warnings
+
+
+def route_warnings(changes: Sequence[BindingProtection]) -> list[str]:
+    """A binding whose pods stay steered but stop crossing a VNF, or that fails open where it
+    failed closed, weakens their protection as surely as one that stops steering them: a
+    reviewer must not approve it without seeing it (issue 33)."""
+    warnings: list[str] = []
+    for change in changes:
+        for route in change.routes:
+            if route.lost:
+                warnings.append(
+                    f"Binding {change.binding}: {_count(len(route.pods))} stop crossing "
+                    f"{' and '.join(route.lost)} ({arrow(route.before.vnfs)} becomes "
+                    f"{arrow(route.after.vnfs)})"
+                )
+            old, new = route.before.failure_policy, route.after.failure_policy
+            if old == "fail-close" and new == "fail-open":
+                warnings.append(
+                    f"Binding {change.binding}: {_count(len(route.pods))} fail open where they "
+                    f"failed closed: while {arrow(route.after.vnfs)} is unhealthy their traffic "
+                    "bypasses it instead of being dropped"
+                )
     return warnings
