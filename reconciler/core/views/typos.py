@@ -25,7 +25,7 @@ from reconciler.core.model.desired import Desired, SecurityGroup, VnfDeployment
 from reconciler.core.model.observed import Observed, Pod
 from reconciler.core.views.protection import BindingProtection, arrow, by_namespace
 
-__all__ = ["one_edit", "route_warnings", "typo_warnings"]
+__all__ = ["one_edit", "route_warnings", "typo_warnings", "unused_vnfs"]
 
 
 def one_edit(a: str, b: str) -> bool:
@@ -192,6 +192,7 @@ def typo_warnings(
                 f"{_count(len(observed.nodes), 'node')} ({'; '.join(causes)}): it runs nowhere "
                 "and its bindings steer nothing"
             )
+    warnings += unused_vnfs(desired)
     return warnings
 
 
@@ -216,3 +217,15 @@ def route_warnings(changes: Sequence[BindingProtection]) -> list[str]:
                     "bypasses it instead of being dropped"
                 )
     return warnings
+
+
+def unused_vnfs(desired: Desired) -> list[str]:
+    """A VnfDeployment no Binding refers to runs a VM on every selected node and protects
+    nothing: most likely a binding was forgotten or names another VNF."""
+    used = {vnf for binding in desired.bindings.values() for vnf in binding.spec.vnfs}
+    return [
+        f"VnfDeployment {name}: no Binding refers to it, so its VMs run on every selected node "
+        "and steer no traffic (add a Binding with vnf: " + name + ", or remove it)"
+        for name in sorted(desired.vnfs)
+        if name not in used
+    ]

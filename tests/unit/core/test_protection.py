@@ -81,6 +81,9 @@ def test_guards_without_a_before() -> None:
         "'payments'?)",
         "VnfDeployment ids: nodeSelector matches none of the 2 nodes (no node carries zone=dzm "
         "(did you mean zone=dmz?)): it runs nowhere and its bindings steer nothing",
+        # issue 33: a VnfDeployment no binding uses runs VMs for nothing
+        "VnfDeployment ids: no Binding refers to it, so its VMs run on every selected node "
+        "and steer no traffic (add a Binding with vnf: ids, or remove it)",
     ]
 
 
@@ -307,3 +310,15 @@ def test_a_new_binding_held_until_its_vnf_is_healthy_is_pending_not_unsteered() 
     # --base counts them as started from the manifests: they move to pending
     (based,) = with_pending(protection_changes(desired(), observed, CHAIN), CHAIN, observed, held)
     assert (based.start, len(based.pending), based.after) == ((), 2, 0)
+
+
+def test_a_vnf_deployment_no_binding_uses_is_a_warning_and_a_used_one_is_not() -> None:
+    from reconciler.core.views.typos import unused_vnfs
+
+    state = desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), vnf("spare"),
+                    binding("web-chain", "web", ["fw", "ids"], 10))  # fmt: skip
+    assert unused_vnfs(state) == [
+        "VnfDeployment spare: no Binding refers to it, so its VMs run on every selected node "
+        "and steer no traffic (add a Binding with vnf: spare, or remove it)"
+    ]
+    assert unused_vnfs(state).pop() in typo_warnings(state, OBSERVED)
