@@ -21,6 +21,7 @@ from reconciler.cli.common import (
     load_source,
     scope_of,
 )
+from reconciler.cli.plan import add_verbose_arg
 from reconciler.cli.review import add_base_arg
 from reconciler.core.model.observed import Observed
 
@@ -45,6 +46,7 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     )
     add_approve_arg(parser)
     add_base_arg(parser)
+    add_verbose_arg(parser)
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--wait",
@@ -115,7 +117,7 @@ def run_apply(args: argparse.Namespace) -> int:
         return reviewed_plan(args, plan, desired, observed)  # protection changes, typo guards
 
     def show(plan: Plan) -> None:
-        sys.stdout.write(render(plan, args.output))
+        sys.stdout.write(render(plan, args.output, args.verbose))
         sys.stdout.flush()
 
     def unchanged(plan: Plan, observed: Observed) -> None:
@@ -144,7 +146,7 @@ def run_apply(args: argparse.Namespace) -> int:
             saved_plans.check(saved, report.plan)  # an empty fresh plan must be what was saved
         if not review.shown:
             shown = review.plan if review.plan is not None else reviewed(report.plan, review.first)
-            sys.stdout.write(render(shown, args.output))
+            sys.stdout.write(render(shown, args.output, args.verbose))
             sys.stdout.flush()
         for error in report.notification_errors:
             print(f"warning: {error}", file=sys.stderr)
@@ -182,32 +184,21 @@ def _wait(
 ) -> _Waited:  # fmt: skip
     """``--wait``: reconcile until ready (``reconciler.engine.wait``), with a progress line on a
     terminal; prints what is not ready when the timeout passes."""
+    from reconciler.cli.progress import WaitProgress
     from reconciler.engine.transitions import Transitions, VmActions
     from reconciler.engine.wait import wait_until_ready
 
     writes = scope.writes_kubernetes and scope.reads_ovn and isinstance(kube, VmActions)
     transitions = Transitions(kube if writes else None)
-    tty = sys.stderr.isatty()
-    shown: list[str] = []
-
-    def progress(elapsed: float, lines: list[str]) -> None:
-        if tty:
-            head = lines[0] if lines else "ready"
-            more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-            text = f"waiting {elapsed:5.1f}s: {head}{more}"
-            sys.stderr.write("\r\033[K" + text[:150])
-            sys.stderr.flush()
-        elif lines != shown:
-            shown[:] = lines
-            for line in lines:
-                print(f"waiting {elapsed:.1f}s: {line}", file=sys.stderr)
-
-    result = wait_until_ready(
-        pipeline, desired, revision, transitions, outcome, settled.last or outcome.observed,
-        settled, timeout=args.wait_timeout, wake=wake, progress=progress,
-    )  # fmt: skip
-    if tty:
-        sys.stderr.write("\r\033[K")
+    # a terminal: one block redrawn in place; else a line per change of state
+    shown = WaitProgress(sys.stderr, sys.stderr.isatty())
+    try:
+        result = wait_until_ready(
+            pipeline, desired, revision, transitions, outcome, settled.last or outcome.observed,
+            settled, timeout=args.wait_timeout, wake=wake, progress=shown.update,
+        )  # fmt: skip
+    finally:
+        shown.finish()
     last = result.report
     if result.done:
         print(f"Ready after {result.seconds:.1f} s: every VNF instance healthy, nothing held "

@@ -42,6 +42,7 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         "--all-nodes: every zone of an interconnect cluster)",
     )
     add_base_arg(parser)
+    add_verbose_arg(parser)
     parser.add_argument(
         "-out", "--out", dest="out", default=None, metavar="FILE",
         help="also save the plan to FILE: `osc-gitops apply FILE` applies exactly it, and "
@@ -53,6 +54,14 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         help="plan an empty manifest set that deletes everything this instance owns (as apply "
         "--allow-empty; without it such a plan is refused, as apply refuses it)",
     )
+
+
+def add_verbose_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="list every row of the plan text (by default more than three rows of one kind, "
+        "action and origin are counted on one line)",
+    )  # fmt: skip
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -95,7 +104,7 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
 
     the_plan = review(args, the_plan, desired, observed)
     guard_empty(desired, the_plan, args.allow_empty)
-    code = print_plan(the_plan, args.output)
+    code = print_plan(the_plan, args.output, getattr(args, "verbose", False))
     if args.out:
         from reconciler.cli import saved
 
@@ -103,11 +112,11 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
     return code
 
 
-def print_plan(the_plan: Any, output: str) -> int:
+def print_plan(the_plan: Any, output: str, verbose: bool = False) -> int:
     """Print the plan; the exit code says whether it has changes."""
     from reconciler.render import render
 
-    sys.stdout.write(render(the_plan, output))
+    sys.stdout.write(render(the_plan, output, verbose))
     return EXIT_CHANGES if the_plan.changes else EXIT_OK
 
 

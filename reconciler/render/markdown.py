@@ -15,7 +15,7 @@ _MAX_ROWS = 50
 _HEALTH_ICON = {"healthy": "✅", "not healthy": "❌", "unknown": "❔"}
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, verbose: bool = False) -> str:
     """The comment leads with the protection changes, then a diagram of each changed group's
     bindings, then the warnings (the typo guards among them), then the rows."""
     lines = [MARKER, "### osc-gitops plan", ""]
@@ -59,6 +59,6 @@ def render_markdown(plan: Plan) -> str:
     if budget:
         lines += ["", f"**NF ids** in this Northbound DB after this plan: {budget}"]
     lines += ["", "<details><summary>Full plan</summary>", "", "```diff"]
-    lines.append(render_text(plan).rstrip("\n"))
+    lines.append(render_text(plan, verbose).rstrip("\n"))
     lines += ["```", "", "</details>", ""]
     return "\n".join(lines)

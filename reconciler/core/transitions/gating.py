@@ -61,6 +61,7 @@ from reconciler.core.transitions.health import (
     NOT_HEALTHY,
     UNKNOWN,
     Health,
+    in_service,
     why_not_healthy,
 )
 
@@ -203,6 +204,7 @@ def member_health(observed: Observed) -> dict[str, MemberHealth]:
             for nf in members:
                 groups[nf].append((str(row.fields.get("name", row.key)), members))
     out: dict[str, MemberHealth] = {}
+    serving = in_service(observed)
     for name, vnf, node, slot in sorted(functions):
         health: Health = UNKNOWN
         detail = ""
@@ -223,7 +225,7 @@ def member_health(observed: Observed) -> dict[str, MemberHealth]:
         else:
             detail = "standby: northd names only the active function of a group"
         if health == NOT_HEALTHY:
-            detail = why_not_healthy(observed)
+            detail = why_not_healthy(observed, (vnf, node) in serving)
         out[name] = MemberHealth(vnf, node, slot, name, health, detail, checkable)
     return out
 

@@ -32,6 +32,7 @@ __all__ = [
     "InstanceHealth",
     "health_meta",
     "id_budget",
+    "in_service",
     "live_id_budget",
     "plan_report",
     "vnf_health",
@@ -115,6 +116,7 @@ def vnf_health(
             for nf in row.fields.get("network_function") or ():
                 groups[str(nf)].append(name)
     out: dict[tuple[str, str], InstanceHealth] = {}
+    serving = in_service(observed)
     for where in sorted({*functions, *instances}):
         vnf, node = where
         nfs = functions.get(where) or []
@@ -128,22 +130,67 @@ def vnf_health(
         elif all(observed.nf_active.get(g) in nfs for g in steering):
             out[where] = InstanceHealth(vnf, node, HEALTHY)
         else:
-            out[where] = InstanceHealth(vnf, node, NOT_HEALTHY, why_not_healthy(observed))
+            why = why_not_healthy(observed, where in serving)
+            out[where] = InstanceHealth(vnf, node, NOT_HEALTHY, why)
     return out
 
 
-def why_not_healthy(observed: Observed) -> str:
-    """Why OVN does not count a checked function healthy, for humans."""
+def why_not_healthy(observed: Observed, in_service: bool | None = None) -> str:
+    """Why OVN does not count a checked function healthy, what that does to traffic and what
+    to look at next, for humans. ``in_service``: whether some ACL steers traffic to it now
+    (:func:`in_service`); only then does its bindings' failure policy act. While its steering
+    is held (a new instance, issue 22) no ACL names it: the pods' traffic flows unsteered,
+    neither dropped nor inspected. ``None``: not known (say neither)."""
     missing = [k for k in SVC_MONITOR_OPTIONS if k not in observed.nb_global.options]
     if missing:
         return (
             f"NB_Global options:{' and '.join(missing)} not set: OVN never probes, so it "
-            "never counts the function healthy"
+            "never counts the function healthy; next: set them (--svc-monitor-ip, "
+            "--svc-monitor-ip-dst)"
         )
-    return (
-        "probe failing: OVN's probe gets no answer, or northd has not judged it yet; the "
-        "failure policy acts"
+    effect = (
+        "; its bindings' failure policy acts (fail-close drops, fail-open bypasses the VNF)"
+        if in_service
+        else "; no traffic is steered to it yet (its steering is held: the pods' traffic "
+        "flows unsteered)"
+        if in_service is False
+        else ""
     )
+    return (
+        f"probe failing: OVN's probe gets no answer, or northd has not judged it yet{effect}; "
+        "next: check that the guest forwards between its two data NICs, that svc_monitor_ip "
+        "is reachable from the node, and that the VM's ports are bound"
+    )
+
+
+def in_service(observed: Observed) -> set[tuple[str, str]]:
+    """``(vnf, node)`` of every VNF instance some owned ACL steers traffic to now: through a
+    function group holding one of its functions, or a chain's group that crosses it."""
+    groups: dict[str, OvnRow] = {}
+    functions: dict[str, tuple[str, str]] = {}
+    used: set[str] = set()
+    for row in observed.ovn_rows:
+        if row.table == _NFG:
+            groups[str(row.fields.get("name", row.key))] = row
+        elif row.table == _NF:
+            where = _instance_of(row)
+            if where is not None:
+                functions[str(row.fields.get("name", row.key))] = where
+        elif row.table == "ACL" and row.fields.get("network_function_group"):
+            used.add(str(row.fields["network_function_group"]))
+    out: set[tuple[str, str]] = set()
+    for name in used:
+        group = groups.get(name)
+        if group is None:
+            continue
+        for nf in group.fields.get("network_function") or ():
+            if str(nf) in functions:
+                out.add(functions[str(nf)])
+        ids = group.fields.get("external_ids") or {}
+        node = ids.get(own.NODE)
+        if ids.get(own.CHAIN) and isinstance(node, str):
+            out.update((hop, node) for hop in str(ids[own.CHAIN]).split(","))
+    return out
 
 
 def health_meta(health: Mapping[tuple[str, str], InstanceHealth]) -> list[dict[str, Any]]:

@@ -71,10 +71,12 @@ __all__ = [
     "by_namespace",
     "live_changes",
     "planned_rows",
+    "pod_names",
     "protection_changes",
     "steering_in_rows",
     "steering_of",
     "to_json",
+    "unprotected",
     "vnfs_of",
     "with_pending",
 ]
@@ -689,6 +691,29 @@ def with_pending(
             )
         )
     return tuple(sorted(out, key=lambda c: c.binding))
+
+
+def pod_names(pods: Iterable[SteeredPod], shown: int = 4) -> str:
+    """``shop-backend/db-0 and db-1``; ``payments/api-0, api-1, api-2, … (37 pods)``; several
+    namespaces joined with ``;``."""
+    parts: list[str] = []
+    for namespace, members in by_namespace(pods).items():
+        names = [p.pod for p in members]
+        if len(names) <= shown:
+            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        else:
+            listed = f"{', '.join(names[: shown - 1])}, … ({len(names)} pods)"
+        parts.append(f"{namespace}/{listed}")
+    return "; ".join(parts)
+
+
+def unprotected(
+    desired: Desired, observed: Observed, held: Iterable[tuple[str, str]]
+) -> dict[str, tuple[SteeredPod, ...]]:
+    """Per binding with held steering (``(binding, node)`` pairs), the pods that are not
+    protected because of it: members on a held node the binding does not steer now (their
+    traffic flows unsteered until the VNF instances are healthy)."""
+    return {c.binding: c.pending for c in with_pending((), desired, observed, held) if c.pending}
 
 
 def by_namespace(pods: Iterable[SteeredPod]) -> dict[str, list[SteeredPod]]:

@@ -45,10 +45,15 @@ def test_without_healthy_vnfs_the_wait_times_out_naming_each_instance_and_why(
     report = waited.err.split("error: not ready after 2 s (--wait-timeout):\n", 1)[1]
     assert "firewall-node-1: probe failing" in report
     assert "ips-node-1: probe failing" in report
+    # held is not the failure policy acting: nothing steers yet, the pods talk unsteered
+    assert "the failure policy acts" not in report
+    assert "no traffic is steered to it yet (its steering is held" in report
+    assert "next: check that the guest forwards between its two data NICs" in report
     assert (
-        "Binding/web-firewall on node-1: held, waiting for firewall-node-1 to become healthy"
-        in report
-    )
+        "Binding/db-firewall held on node-1, node-2: steered once firewall-node-1 and "
+        "firewall-node-2 are healthy; shop-backend/db-0 and db-1 are NOT protected meanwhile "
+        "(their traffic flows unsteered)"
+    ) in report
     # the plan says so, and holding is no change: exit 0
     planned = cli("plan", policies, *conn(cluster))
     assert planned.code == 0

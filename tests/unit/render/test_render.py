@@ -107,3 +107,32 @@ def test_health_and_id_budget_beside_the_changes():
     md = render(plan, "markdown")
     assert "| fw | node-1 | ❔ unknown | not in the Northbound DB yet |" in md
     assert "**NF ids** in this Northbound DB after this plan: Network_Function 2/255" in md
+
+
+def test_many_rows_of_one_kind_and_origin_read_as_one_line_with_counts_and_v_lists_them():
+    """Issue 33 item 6: a binding's rows read as a few lines with counts; ``-v`` every row."""
+    many = [("shop", f"web-{i}", f"node-{i % 3 + 1}", {"app": "web"}) for i in range(9)]
+    observed = cluster(many, nodes=("node-1", "node-2", "node-3"))
+    both = desired(sg("web", "app=web"), vnf("fw"),
+                   binding("web-fw", "web", "fw", 10, redirection="both"))  # fmt: skip
+    first = diff(compile_target(both, observed), {}, {"steering": "network-function"})
+    text = render(first, "text")
+    acls = [c for c in first.changes if c.kind == "ACL"]
+    assert len(acls) > 3
+    assert (
+        f"  + {len(acls)} rows (Binding/web-fw, on node-1: {len(acls) // 3}, node-2: "
+        f"{len(acls) // 3}, node-3: {len(acls) // 3}): {acls[0].key}, {acls[1].key}, "
+        f"{acls[2].key}, … {len(acls) - 3} more\n"
+    ) in text
+    assert f"  + {acls[3].key}    (Binding/web-fw" not in text
+    assert "(rows of one kind and origin are counted; -v lists every row)" in text
+    verbose = render(first, "text", verbose=True)
+    assert all(f"  + {a.key}    (Binding/web-fw, node {a.node})" in verbose for a in acls)
+    assert "-v lists every row" not in verbose
+    # updates say which fields they change, and how often
+    live = apply_to({}, first)
+    for key in [a.key for a in acls]:
+        live[("ACL", key)]["priority"] = 1
+    updated = render(diff(compile_target(both, observed), live), "text")
+    assert f"  ~ {len(acls)} rows (Binding/web-fw" in updated
+    assert f"      changed: priority ({len(acls)})\n" in updated
