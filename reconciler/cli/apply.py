@@ -158,18 +158,23 @@ def run_apply(args: argparse.Namespace) -> int:
             )
         if args.wait:  # the passes after it never ask: the plan was approved
             waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
-    transitions = waited.transitions if waited is not None else _transitions(report.plan)
+    transitions = (
+        waited.transitions
+        if waited is not None
+        else _transitions(report.plan, desired, settled.last or outcome.observed)
+    )
     _record_apply(args, revision, report, settled.last, transitions)
     if waited is not None and not waited.done:
         return EXIT_ERROR
     return EXIT_OK
 
 
-def _transitions(plan: object) -> dict[str, object]:
-    """The held steering and rollouts a plan reports (for the status file)."""
+def _transitions(plan: Plan, desired: Any, observed: Observed) -> dict[str, object]:
+    """The held steering (and the pods it leaves NOT protected) and the rollouts a plan
+    reports (for the status file)."""
     from reconciler.engine.transitions import Transitions
 
-    return Transitions(None).after_pass(plan, Observed()).status_json()  # type: ignore[arg-type]
+    return Transitions(None).after_pass(plan, observed, desired).status_json()
 
 
 class _Waited:
@@ -189,7 +194,7 @@ def _wait(
     from reconciler.engine.wait import wait_until_ready
 
     writes = scope.writes_kubernetes and scope.reads_ovn and isinstance(kube, VmActions)
-    transitions = Transitions(kube if writes else None)
+    transitions = Transitions(kube if writes else None, instance=args.instance)
     # a terminal: one block redrawn in place; else a line per change of state
     shown = WaitProgress(sys.stderr, sys.stderr.isatty())
     try:
@@ -199,6 +204,7 @@ def _wait(
         )  # fmt: skip
     finally:
         shown.finish()
+        transitions.release()  # a rollout it leaves unfinished: another process goes on at once
     last = result.report
     if result.done:
         print(f"Ready after {result.seconds:.1f} s: every VNF instance healthy, nothing held "

@@ -65,6 +65,7 @@ from typing import Any
 
 from reconciler.core.compiling import diff as diff_mod
 from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed, OvnRow
 from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from reconciler.core.model.plan import Plan
@@ -256,6 +257,7 @@ class Loop:
             kube if writes_kube else None,  # type: ignore[arg-type]
             guard=LoopGuard(self.stopping, lease),
             clock=wall_clock,
+            instance=config.instance,
         )
         """Rolling updates' steps and held steering, after each pass (``engine.transitions``)."""
         self.last_transitions = TransitionReport()
@@ -351,7 +353,9 @@ class Loop:
                               cause="manifests")  # fmt: skip
         revision = current.revision
         outcome = self.pipeline.run(current.desired, revision, _PassEvents(self, revision, trigger))
-        self._after_transitions(outcome.report.plan, self.last_observed or outcome.observed)
+        self._after_transitions(
+            outcome.report.plan, self.last_observed or outcome.observed, current.desired
+        )
         if outcome.after is not None and not outcome.after.empty:
             self.request("ovn-health")  # northd reported held steering ready meanwhile
         if outcome.changed:
@@ -366,10 +370,12 @@ class Loop:
             )
         return result
 
-    def _after_transitions(self, plan: Plan, observed: Observed) -> None:
+    def _after_transitions(
+        self, plan: Plan, observed: Observed, desired: Desired | None = None
+    ) -> None:
         """The rollouts' steps and the held-steering books after a pass; a step written, or a
         time limit ahead, asks for the next pass (a change of health asks through the NB)."""
-        report = self.transitions.after_pass(plan, observed)
+        report = self.transitions.after_pass(plan, observed, desired)
         self.last_transitions = report
         self.reporter.transitions(report.held_instances(self.transitions.clock()),
                                   report.rollouts)  # fmt: skip
@@ -565,9 +571,12 @@ class Loop:
             while (trigger := self._wait_for_work()) is not None:
                 self.reconcile_pass(trigger)
         finally:
-            self.stopping.set()
             if self._recheck is not None:
                 self._recheck.cancel()
+            # another process may go on with a rollout this one rolled, at once (before the
+            # stop flag: the write guard refuses every write after it)
+            self.transitions.release()
+            self.stopping.set()
             if self.lease is not None:
                 self.lease.release()
             for thread in self._threads:

@@ -124,7 +124,7 @@ def wait_until_ready(
     wake = wake if wake is not None else threading.Event()
     outcome, live, passes = first, observed, 1
     while True:
-        report = transitions.after_pass(outcome.report.plan, live)
+        report = transitions.after_pass(outcome.report.plan, live, desired)
         lines = unready(report, live, desired)
         elapsed = clock() - started
         if progress is not None:
@@ -192,8 +192,12 @@ def reconcile_until_ready(
     wake = health_wake(ovn)
     first = pipeline.run(desired, revision, settled)
     writes = isinstance(kube, VmActions)
-    outcome = wait_until_ready(
-        pipeline, desired, revision, Transitions(kube if writes else None),  # type: ignore[arg-type]
-        first, settled.last or first.observed, settled, timeout=timeout, wake=wake,
-    )  # fmt: skip
+    transitions = Transitions(kube if writes else None, instance=options.instance)  # type: ignore[arg-type]
+    try:
+        outcome = wait_until_ready(
+            pipeline, desired, revision, transitions,
+            first, settled.last or first.observed, settled, timeout=timeout, wake=wake,
+        )  # fmt: skip
+    finally:
+        transitions.release()
     return first, outcome

@@ -32,6 +32,18 @@ The state lives in the cluster, in annotations on each VirtualMachine (``rollout
 ``osc.io/`` prefix of managed fields: an update of the VM never removes them and the diff never
 sees them.
 
+**One rollout at a time** (issue 33). A VM being rolled also names the process that rolls it
+(``/owner``: ``<instance> on <host> (pid N)``, ``/owner-since``), which renews ``/renewed``
+every :data:`RENEW` seconds while it runs and clears its name when it exits. Another process
+(a second ``apply --wait`` with a newer image, the ``run`` loop beside a human's apply) takes
+no step for a rollout whose owner is alive: it waits, naming the owner, instead of restarting
+the same VMs again and again with its own template. An owner silent for :data:`STALE` seconds
+(as the other process's own clock sees the ``/renewed`` value not change), or gone, is taken
+over from where its rollout is. A template changed while a rollout runs (the owner's new
+commit, the fix of a halted rollout) re-targets the VM being rolled, from its phase, and the
+rollout goes on from there: the nodes already updated are rolled again after it, and the plan
+says so.
+
 Two pure halves: :func:`hold_updates` turns a plan into the plan of this moment (held updates
 out, released ones in, drained functions out of their groups) and describes every rollout in
 ``meta["rollout"]``; :func:`next_steps` decides, from that description, the live state and the
@@ -62,14 +74,21 @@ from reconciler.core.transitions.health import HEALTHY
 __all__ = [
     "BOOTING",
     "DRAINING",
+    "IMAGE",
+    "OWNER",
     "PHASE",
+    "RENEW",
     "RESTARTING",
     "ROLLOUT_META",
+    "STALE",
+    "LiveRollout",
     "Step",
     "Steps",
     "detection_window",
     "hold_updates",
+    "live_rollouts",
     "next_steps",
+    "owner_name",
     "template_hash",
     "why_unready",
 ]
@@ -82,6 +101,21 @@ TEMPLATE = f"{own.ROLLOUT_PREFIX}template"
 """The hash (:func:`template_hash`) of the template the VM is being rolled to."""
 HALTED = f"{own.ROLLOUT_PREFIX}halted"
 """Why the rollout halted at this VM (set past the deadline, cleared when it is upgraded)."""
+OWNER = f"{own.ROLLOUT_PREFIX}owner"
+"""The process rolling this VM: ``<instance> on <host> (pid N)`` (:func:`owner_name`)."""
+OWNER_SINCE = f"{own.ROLLOUT_PREFIX}owner-since"
+"""Since when that process owns the rollout (RFC 3339, UTC)."""
+IMAGE = f"{own.ROLLOUT_PREFIX}image"
+"""The image of the template the VM is being rolled to (for people: ``status`` reads the
+rollout from the cluster)."""
+RENEWED = f"{own.ROLLOUT_PREFIX}renewed"
+"""The owner's last sign of life (RFC 3339, UTC): renewed every :data:`RENEW` seconds."""
+RENEW = 10.0
+"""How often the owner of a rollout renews :data:`RENEWED`."""
+STALE = 30.0
+"""An owner whose :data:`RENEWED` has not changed for this long (on the observer's clock) is
+gone: its rollout is taken over."""
+_OWNERSHIP = (OWNER, OWNER_SINCE, RENEWED)
 DRAINING, RESTARTING, BOOTING = "draining", "restarting", "booting"
 Phase = Literal["draining", "restarting", "booting"]
 _DRAINED = (DRAINING, RESTARTING, BOOTING)
@@ -116,6 +150,11 @@ def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def owner_name(instance: str, host: str, pid: int) -> str:
+    """``osc-gitops on box-1 (pid 4242)``: who rolls (instance, host, process)."""
+    return f"{instance} on {host} (pid {pid})"
+
+
 def detection_window(vnf: VnfDeployment) -> float:
     """Seconds after a restart before OVN's "healthy" can be trusted to be about the new guest:
     the time OVN needs to declare the old one offline, plus one probe."""
@@ -144,6 +183,8 @@ class VmRollout:
     """This plan writes its new template (it is ``restarting``)."""
     template: str = ""
     """The :func:`template_hash` it is being rolled to (of the manifests)."""
+    image: str = ""
+    """The image of that template."""
     phase: str | None = None
     since: str | None = None
     rolling_to: str | None = None
@@ -152,6 +193,16 @@ class VmRollout:
     peer: str | None = None
     """The other function of its node (``instancesPerNode: 2``), which carries the traffic
     while this one is restarted."""
+    owner: str | None = None
+    """The process rolling it (``OWNER``), and since when (``OWNER_SINCE``)."""
+    owner_since: str | None = None
+
+    @property
+    def retargeted(self) -> bool:
+        """Being rolled to an older template than the manifests' (they changed mid-rollout):
+        the rollout goes on from its phase with the new one."""
+        return bool(self.phase and self.outdated and self.rolling_to and
+                    self.rolling_to != self.template)  # fmt: skip
 
     @property
     def name(self) -> str:
@@ -180,14 +231,30 @@ class VnfRollout:
         return next((vm.halted for vm in self.vms if vm.halted), None)
 
     @property
+    def owner(self) -> tuple[str, str | None] | None:
+        """The process rolling it and since when (the first VM being rolled that names one)."""
+        return next(((vm.owner, vm.owner_since) for vm in self.vms if vm.phase and vm.owner), None)
+
+    @property
     def summary(self) -> str:
-        """``VnfDeployment/firewall: 1 of 3 nodes updated`` and what happens now."""
+        """``VnfDeployment/firewall: 1 of 3 nodes updated`` and what happens now: the VM in
+        progress, who rolls it since when, a template changed mid-rollout."""
         text = f"VnfDeployment/{self.vnf}: {self.nodes_updated} of {self.nodes_total} nodes updated"
         halted = self.halted
         if halted:
             return f"{text}; halted: {halted}"
         busy = [f"{vm.name} {vm.phase}" for vm in self.vms if vm.phase]
-        return f"{text} ({', '.join(busy)})" if busy else text
+        owner = self.owner
+        if owner is not None:
+            busy.append(f"rolled by {owner[0]}" + (f" since {owner[1]}" if owner[1] else ""))
+        text = f"{text} ({', '.join(busy)})" if busy else text
+        moved = [vm.name for vm in self.vms if vm.retargeted]
+        if moved:
+            text += (
+                f"; the template changed during the rollout: it goes on from {', '.join(moved)} "
+                "with the new one (nodes already updated are rolled again after it)"
+            )
+        return text
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -251,6 +318,7 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
         vnf, node, slot = who
         state = obj.state if obj is not None else {}
         target = template_hash(_template(pending.after)) if pending else state.get(TEMPLATE, "")
+        image = vm_image(pending.after) if pending else state.get(IMAGE, "")
         phase = state.get(PHASE)
         released = pending is not None and phase in _RELEASED and state.get(TEMPLATE) == target
         if pending is not None and not released:
@@ -263,6 +331,7 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
             outdated=pending is not None,
             released=released,
             template=target,
+            image=image,
             phase=phase,
             since=state.get(SINCE),
             rolling_to=state.get(TEMPLATE),
@@ -272,6 +341,8 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
                 if desired.vnfs[vnf].spec.instancesPerNode > 1
                 else None
             ),
+            owner=state.get(OWNER) if phase else None,
+            owner_since=state.get(OWNER_SINCE) if phase else None,
         )
         vms[vnf].append(vm)
         if phase in _DRAINED and desired.vnfs[vnf].spec.instancesPerNode > 1:
@@ -431,21 +502,61 @@ class Steps:
     change in the cluster or the NB can."""
     waiting: tuple[str, ...] = ()
     """What each rollout waits for now, for humans (``--wait`` progress, status)."""
+    owned_by: tuple[tuple[str, str, str | None], ...] = ()
+    """``(vnf, owner, since)`` of each rollout another live process owns: no step was taken
+    for it."""
 
 
-def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -> Steps:
+def owners_of(observed: Observed) -> dict[str, str]:
+    """The owner (``OWNER``) named on any VM -> its newest ``RENEWED`` value (what a process
+    watches to tell whether another owner is alive)."""
+    out: dict[str, str] = {}
+    for obj in observed.kube_objects:
+        if obj.kind == _VM and obj.state.get(OWNER):
+            renewed = obj.state.get(RENEWED) or ""
+            out[obj.state[OWNER]] = max(out.get(obj.state[OWNER], ""), renewed)
+    return out
+
+
+def next_steps(
+    rollouts: Iterable[VnfRollout],
+    observed: Observed,
+    now: float,
+    owner: str | None = None,
+    alive: Iterable[str] = (),
+) -> Steps:
     """What to write now for each rollout (module docstring, steps 2-5), from the plan's
     description of it, the live state after that plan was applied (``observed``: VM
     annotations, northd's ``network_function_active``) and the wall-clock time ``now`` (the
-    ``SINCE`` annotations are wall-clock times: the state outlives the process)."""
+    ``SINCE`` annotations are wall-clock times: the state outlives the process).
+
+    ``owner``: who takes the steps (:func:`owner_name`; ``None``: nobody is named and nobody
+    is waited for). A rollout whose VMs name another owner in ``alive`` (the engine tells who
+    is alive, :data:`STALE`) gets no step: it is that process's. The owner's steps name it,
+    and renew ``RENEWED`` every :data:`RENEW` seconds; a rollout whose owner is gone is taken
+    over."""
     health = member_health(observed)
     live = {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM}
     groups = _steering_groups(observed)
     active = {nf for g, nf in observed.nf_active.items() if g in groups and nf}
+    living = set(alive) - {owner}
     steps: list[Step] = []
     waiting: list[str] = []
     rechecks: list[float] = []
+    owned_by: list[tuple[str, str, str | None]] = []
     for rollout in rollouts:
+        finished: set[str] = set()
+        foreign = _foreign_owner(rollout, live, living) if owner is not None else None
+        if foreign is not None:
+            who, who_since = foreign
+            owned_by.append((rollout.vnf, who, who_since))
+            waiting.append(
+                f"VnfDeployment/{rollout.vnf}: its rolling update is owned by {who}"
+                + (f" since {who_since}" if who_since else "")
+                + ": this process restarts none of its VMs; it waits until that one finishes "
+                f"(or is silent for {STALE:.0f} s, then takes it over from where it is)"
+            )
+            continue
         busy: set[str] = set()
         halted = False
         for vm in rollout.vms:
@@ -454,13 +565,19 @@ def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -
             phase = state.get(PHASE)
             if obj is None or not phase:
                 continue
-            busy.add(vm.node)
             since = parse_time(state.get(SINCE)) or now
             elapsed = now - since
             member = health.get(vm.function)
             step, wait = _advance(rollout, vm, phase, state, member, obj, groups, observed, now)
+            busy.add(vm.node)
+            if owner is not None:
+                claim, renew_at = _claim(vm, state, owner, now)
+                steps.extend(claim)
+                rechecks.append(renew_at)
             if step is not None:
-                steps.extend(step)
+                if any(s.annotations.get(PHASE, "") is None for s in step):
+                    finished.add(vm.key)
+                steps.extend(_owned(step, owner, state, now))
                 continue
             waiting.append(f"{vm.name}: {wait}")
             if phase == BOOTING and _up(member):
@@ -479,8 +596,68 @@ def next_steps(rollouts: Iterable[VnfRollout], observed: Observed, now: float) -
         if halted:
             waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
             continue
-        steps.extend(_select(rollout, busy, live, health, active, now, waiting))
-    return Steps(tuple(steps), min(rechecks) if rechecks else None, tuple(waiting))
+        selected = _select(rollout, busy, live, health, active, now, waiting)
+        steps.extend(_owned(selected, owner, {}, now))
+        left = [vm for vm in rollout.vms if vm.key not in finished and (vm.outdated or vm.phase)]
+        if owner is not None and not selected and not left:
+            # the rollout is over: no VM names its owner any more
+            steps.extend(
+                Step(key, "annotate", dict.fromkeys(_OWNERSHIP), "rollout done")
+                for key, obj in sorted(live.items())
+                if _labels(obj.body).get(own.VNF_LABEL) == rollout.vnf and obj.state.get(OWNER)
+            )
+    return Steps(tuple(steps), min(rechecks) if rechecks else None, tuple(waiting), tuple(owned_by))
+
+
+def _foreign_owner(
+    rollout: VnfRollout, live: Mapping[str, KubeObject], alive: set[str]
+) -> tuple[str, str | None] | None:
+    """``(owner, since)`` when a VM of the VnfDeployment names another live process as the
+    owner of its rollout (a VM already upgraded keeps the name until the rollout is over)."""
+    for _, obj in sorted(live.items()):
+        who = obj.state.get(OWNER)
+        if who and who in alive and _labels(obj.body).get(own.VNF_LABEL) == rollout.vnf:
+            return who, obj.state.get(OWNER_SINCE)
+    return None
+
+
+def _claim(
+    vm: VmRollout, state: Mapping[str, str], owner: str, now: float
+) -> tuple[list[Step], float]:
+    """The owner's sign of life on a VM it rolls (renewed every :data:`RENEW` seconds), or
+    the take-over of a VM whose owner is gone or unnamed; and when to renew next."""
+    who = state.get(OWNER)
+    if who != owner:
+        why = f"took over from {who} (silent)" if who else "rolled by this process"
+        claim: dict[str, str | None] = {
+            OWNER: owner,
+            OWNER_SINCE: format_time(now),
+            RENEWED: format_time(now),
+        }
+        return [Step(vm.key, "annotate", claim, why)], now + RENEW
+    renewed = parse_time(state.get(RENEWED)) or 0.0
+    if now - renewed >= RENEW:
+        return [Step(vm.key, "annotate", {RENEWED: format_time(now)}, "renewed")], now + RENEW
+    return [], renewed + RENEW
+
+
+def _owned(
+    steps: Iterable[Step], owner: str | None, state: Mapping[str, str], now: float
+) -> list[Step]:
+    """``steps`` with the owner's name on every phase it enters (``SINCE`` of ownership kept
+    where it already owned the VM); a VM leaving the rollout loses every name."""
+    out: list[Step] = []
+    for step in steps:
+        if owner is None or step.action != "annotate" or PHASE not in step.annotations:
+            out.append(step)
+            continue
+        # a VM upgraded keeps the name too, until the rollout is over (next_steps clears it):
+        # the rollout always names its owner, also between one VM and the next
+        mine = state.get(OWNER) == owner
+        since = state.get(OWNER_SINCE) if mine and state.get(OWNER_SINCE) else format_time(now)
+        names: dict[str, str | None] = {OWNER: owner, OWNER_SINCE: since, RENEWED: format_time(now)}
+        out.append(replace(step, annotations={**step.annotations, **names}))
+    return out
 
 
 def _advance(
@@ -496,12 +673,15 @@ def _advance(
 ) -> tuple[list[Step] | None, str]:
     """The steps that move one VM being rolled to its next phase, or why it waits."""
     target = vm.template or state.get(TEMPLATE) or ""
+    image = vm.image or state.get(IMAGE) or ""
     if vm.outdated and state.get(TEMPLATE) != target and phase != DRAINING:
         # The manifests changed again while it rolled (e.g. the fix of a halted rollout).
-        return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "new template")], ""
+        restart = _phase(RESTARTING, now, target, image)
+        return [Step(vm.key, "annotate", restart, "new template: goes on from here")], ""
     if phase == DRAINING:
         if _drained(vm, rollout.vnf, groups, observed):
-            return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "drained")], ""
+            drained = _phase(RESTARTING, now, target, image)
+            return [Step(vm.key, "annotate", drained, "drained")], ""
         return None, "draining (northd has not moved its traffic to the other instance yet)"
     if phase == RESTARTING:
         if vm.outdated and not vm.released:
@@ -509,7 +689,7 @@ def _advance(
         need = restart_needed(obj)
         if need is None:
             return None, "restarting (KubeVirt has not seen its new template yet)"
-        booting = Step(vm.key, "annotate", _phase(BOOTING, now, target))
+        booting = Step(vm.key, "annotate", _phase(BOOTING, now, target, image))
         if need:
             return [Step(vm.key, "restart", why="its new template is written"), booting], ""
         return [booting], ""  # restarted already (before a crash of ours, or by someone)
@@ -535,11 +715,12 @@ def restart_needed(vm: KubeObject) -> bool | None:
     return int(status["observedGeneration"]) < int(status["desiredGeneration"])
 
 
-def _phase(phase: str | None, now: float, template: str) -> dict[str, str | None]:
+def _phase(phase: str | None, now: float, template: str, image: str = "") -> dict[str, str | None]:
     """The annotations of entering ``phase`` (``None``: done, every annotation removed)."""
     if phase is None:
-        return {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None}
-    return {PHASE: phase, SINCE: format_time(now), TEMPLATE: template, HALTED: None}
+        return {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None, IMAGE: None}
+    return {PHASE: phase, SINCE: format_time(now), TEMPLATE: template, HALTED: None,
+            IMAGE: image or None}  # fmt: skip
 
 
 def _up(member: MemberHealth | None) -> bool:
@@ -626,6 +807,150 @@ def _select(
                 waiting.append(f"{vm.name}: waits until the other instance on {node} is healthy")
                 continue
         phase = DRAINING if two else RESTARTING
-        steps.append(Step(vm.key, "annotate", _phase(phase, now, vm.template), f"node {node}"))
+        enter = _phase(phase, now, vm.template, vm.image)
+        steps.append(Step(vm.key, "annotate", enter, f"node {node}"))
         busy.add(node)
     return steps
+
+
+# ------------------------------------------------------------------------------ the live view
+
+
+def vm_image(body: Mapping[str, Any] | None) -> str:
+    """The (first) containerDisk image of a VM's template: what it runs after its next start."""
+    spec = ((_template(body) or {}).get("spec")) or {}
+    for volume in spec.get("volumes") or ():
+        image = (volume.get("containerDisk") or {}).get("image")
+        if image:
+            return str(image)
+    return "?"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveVm:
+    name: str
+    node: str
+    image: str
+    """Its template's image (what it runs once started from it)."""
+    runs_template: bool
+    """KubeVirt runs it from its current template (no restart pending)."""
+    phase: str | None = None
+    since: str | None = None
+    halted: str | None = None
+    rolling_to: str | None = None
+    """The image it is being rolled to (``IMAGE``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRollout:
+    """A VnfDeployment's rollout as its VirtualMachines say it (``osc-gitops status``): read
+    from the cluster, not from what a reconciler last wrote to a file."""
+
+    vnf: str
+    vms: tuple[LiveVm, ...]
+    owner: str | None = None
+    owner_since: str | None = None
+
+    @property
+    def target(self) -> str | None:
+        """The image being rolled to (a VM's ``IMAGE``), if a VM is being rolled."""
+        return next((vm.rolling_to for vm in self.vms if vm.phase and vm.rolling_to), None)
+
+    @property
+    def images(self) -> dict[str, list[str]]:
+        """Image -> nodes whose VM template has it."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for vm in self.vms:
+            out[vm.image].append(vm.node)
+        return {image: sorted(set(nodes)) for image, nodes in sorted(out.items())}
+
+    @property
+    def in_progress(self) -> bool:
+        """A VM is being rolled, the rollout still names an owner, the VMs differ in image,
+        or one waits for the restart that applies its template."""
+        return bool(
+            self.owner
+            or any(vm.phase for vm in self.vms)
+            or len({vm.image for vm in self.vms}) > 1
+            or any(not vm.runs_template for vm in self.vms)
+        )
+
+    @property
+    def halted(self) -> str | None:
+        return next((vm.halted for vm in self.vms if vm.halted), None)
+
+    @property
+    def summary(self) -> str:
+        """``VnfDeployment/firewall (live): 1 of 2 nodes on the new template; firewall-node-2
+        booting since …; images: fw:1.1 on node-1, fw:1.0 on node-2; rolled by …``."""
+        nodes = sorted({vm.node for vm in self.vms})
+        parts = []
+        target = self.target
+        if target:
+            done = {vm.node for vm in self.vms if vm.image == target and vm.runs_template}
+            done -= {vm.node for vm in self.vms if vm.phase}
+            parts.append(f"{len(done)} of {len(nodes)} nodes done, rolling to {target}")
+        for vm in self.vms:
+            if vm.phase:
+                parts.append(f"{vm.name} {vm.phase}" + (f" since {vm.since}" if vm.since else ""))
+        waiting = [vm.name for vm in self.vms if not vm.runs_template and not vm.phase]
+        if waiting:
+            parts.append(f"restart pending: {', '.join(waiting)}")
+        images = "; ".join(f"{image} on {', '.join(n)}" for image, n in self.images.items())
+        parts.append(f"images: {images}")
+        if self.owner:
+            since = f" since {self.owner_since}" if self.owner_since else ""
+            parts.append(f"rolled by {self.owner}{since}")
+        if self.halted:
+            parts.append(f"halted: {self.halted}")
+        return f"VnfDeployment/{self.vnf} (live): {'; '.join(parts)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vnf": self.vnf,
+            "in_progress": self.in_progress,
+            "halted": self.halted,
+            "owner": self.owner,
+            "owner_since": self.owner_since,
+            "images": self.images,
+            "vms": [vm.to_json() for vm in self.vms],
+            "summary": self.summary,
+        }
+
+
+def live_rollouts(objects: Iterable[KubeObject]) -> list[LiveRollout]:
+    """Per VnfDeployment with VirtualMachines, its rollout as they say it (from the cluster
+    alone: their templates, KubeVirt's status and the ``rollout.osc.io/*`` annotations)."""
+    by_vnf: dict[str, list[LiveVm]] = defaultdict(list)
+    owners: dict[str, tuple[str, str | None]] = {}
+    for obj in objects:
+        if obj.kind != _VM:
+            continue
+        labels = _labels(obj.body)
+        vnf, node = labels.get(own.VNF_LABEL), labels.get(own.NODE_LABEL)
+        if not isinstance(vnf, str) or not isinstance(node, str):
+            continue
+        state = obj.state
+        by_vnf[vnf].append(
+            LiveVm(
+                name=obj.name,
+                node=node,
+                image=vm_image(obj.body),
+                runs_template=restart_needed(obj) is not True or not obj.status,
+                phase=state.get(PHASE),
+                since=state.get(SINCE),
+                halted=state.get(HALTED),
+                rolling_to=state.get(IMAGE),
+            )
+        )
+        if state.get(OWNER) and vnf not in owners:
+            owners[vnf] = (state[OWNER], state.get(OWNER_SINCE))
+    return [
+        LiveRollout(
+            vnf, tuple(sorted(vms, key=lambda v: (v.node, v.name))), *owners.get(vnf, (None, None))
+        )
+        for vnf, vms in sorted(by_vnf.items())
+    ]

@@ -21,6 +21,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,15 @@ class Status:
     rollouts: list[dict[str, Any]] = field(default_factory=list)
     """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
     (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""
+    live_rollouts: list[dict[str, Any]] | None = None
+    """The VnfDeployments' rollouts as their VirtualMachines say them now (``status`` reads
+    them from the cluster: ``LiveRollout.to_json``); ``None``: not read (never in the file)."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.live_rollouts is None:
+            del data["live_rollouts"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Status:
@@ -145,22 +152,71 @@ def transition_lines(status: Status) -> list[str]:
     """``status``'s held steering and rolling updates, for humans."""
     lines: list[str] = []
     if status.held:
-        lines.append("Held steering (switched on once OVN reports the VNF instance healthy):")
+        lines.append(
+            "Held steering (switched on once OVN reports the VNF instance healthy; until then "
+            "no ACL steers these pods: their traffic flows unsteered):"
+        )
         now = time.time()
         for hold in status.held:
             since = hold.get("since")
             age = f", for {now - float(since):.0f} s" if since else ""
             lines.append(f"  ~ held: Binding/{hold['binding']} on {hold['node']}: "
                          f"{hold['reason']}{age}")  # fmt: skip
-    if status.rollouts:
-        lines.append("Rolling updates:")
+            pods = hold.get("unprotected") or []
+            if pods:
+                lines.append(f"      NOT protected: {', '.join(pods)}")
+    if status.live_rollouts is not None:
+        live = [r for r in status.live_rollouts if r.get("in_progress") or r.get("halted")]
+        if live:
+            lines.append("Rolling updates (live, from the cluster's VirtualMachines):")
+            lines.extend(f"  {rollout['summary']}" for rollout in live)
+    elif status.rollouts:
+        lines.append(f"Rolling updates (as of the last pass, {status.updated_at}):")
         lines.extend(f"  {rollout['summary']}" for rollout in status.rollouts)
     return lines
 
 
 def halted(status: Status) -> list[str]:
     """Why each halted rolling update stopped (``osc-gitops status`` exits 1 for them)."""
-    return [str(r["halted"]) for r in status.rollouts if r.get("halted")]
+    rollouts = status.rollouts if status.live_rollouts is None else status.live_rollouts
+    return [str(r["halted"]) for r in rollouts if r.get("halted")]
+
+
+def _held(status: Status) -> list[str]:
+    """Steering held until a VNF instance is healthy: its pods are not protected."""
+    out = []
+    for hold in status.held:
+        pods = hold.get("unprotected") or []
+        who = f": {', '.join(pods)} NOT protected" if pods else ""
+        out.append(f"Binding/{hold['binding']} on {hold['node']} held ({hold['reason']}){who}")
+    return out
+
+
+def _rolling(status: Status) -> list[str]:
+    """A rolling update under way (halted ones are failures, :func:`failures`)."""
+    if status.live_rollouts is not None:
+        rollouts = [r for r in status.live_rollouts if r.get("in_progress")]
+    else:
+        rollouts = list(status.rollouts)
+    return [f"mid-rollout: {r['summary']}" for r in rollouts if not r.get("halted")]
+
+
+PENDING: tuple[Callable[[Status], list[str]], ...] = (_held, _rolling)
+"""What keeps the live state from being what the manifests say although the last pass
+succeeded, one check per cause, each one line per case (held steering, a rollout under way;
+a cause more is one more function here)."""
+
+
+def pending(status: Status) -> list[str]:
+    """Every case of :data:`PENDING` (``osc-gitops status`` exits 3 while there is one)."""
+    return [line for check in PENDING for line in check(status)]
+
+
+def failures(status: Status) -> list[str]:
+    """Why the status is a failure (``osc-gitops status`` exits 1): the last pass did not
+    succeed, or a rolling update is halted."""
+    out = [] if status.result in ("applied", "unchanged") else [f"last run: {status.result}"]
+    return out + [f"rolling update halted: {why}" for why in halted(status)]
 
 
 def record_apply(

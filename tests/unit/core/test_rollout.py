@@ -16,6 +16,7 @@ from reconciler.core.transitions.rollout import (
     BOOTING,
     DRAINING,
     HALTED,
+    IMAGE,
     PHASE,
     RESTARTING,
     SINCE,
@@ -149,7 +150,10 @@ def test_one_node_at_a_time_each_after_ovn_saw_it_healthy_past_the_detection_win
     assert not steps.steps and steps.recheck_at == T0 + 1 + WINDOW
     steps = w.step(T0 + 1 + WINDOW)
     assert [(s.vm, s.annotations) for s in steps.steps] == [
-        ("security/fw-node-1", {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None})
+        (
+            "security/fw-node-1",
+            {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None, IMAGE: None},
+        )
     ]
     assert w.plan().meta["rollout"][0]["summary"].startswith("VnfDeployment/fw: 1 of 3 nodes")
     steps = w.step(T0 + 10)
