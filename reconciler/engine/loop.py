@@ -378,7 +378,7 @@ class Loop:
         report = self.transitions.after_pass(plan, observed, desired)
         self.last_transitions = report
         self.reporter.transitions(report.held_instances(self.transitions.clock()),
-                                  report.rollouts)  # fmt: skip
+                                  report.rollouts, report.allowances)  # fmt: skip
         self.status_book.transitions(report.status_json())
         if report.steps:
             self.request("rollout")

@@ -194,12 +194,16 @@ class Reporter(Protocol):
         ...
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self,
+        held: Mapping[tuple[str, str], float],
+        rollouts: Sequence[Mapping[str, Any]],
+        allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
-        seconds it has waited (``reconciler.core.transitions.gating``), and the rolling updates
+        seconds it has waited (``reconciler.core.transitions.gating``), the rolling updates
         under way (the plan's ``meta["rollout"]`` entries,
-        ``reconciler.core.transitions.rollout``)."""
+        ``reconciler.core.transitions.rollout``), and each waited-for instance's boot
+        allowance (seconds; ``None``: not known)."""
         ...
 
 
@@ -237,6 +241,9 @@ class NoopReporter:
         pass
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self,
+        held: Mapping[tuple[str, str], float],
+        rollouts: Sequence[Mapping[str, Any]],
+        allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         pass

@@ -45,6 +45,7 @@ from reconciler.core.transitions.rollout import (
     STALE,
     Step,
     Steps,
+    boot_allowance,
     next_steps,
     owner_name,
     owners_of,
@@ -96,6 +97,9 @@ class TransitionReport:
     """Wall-clock time when the next pass is due even if nothing changes."""
     owned_by: tuple[tuple[str, str, str | None], ...] = ()
     """``(vnf, owner, since)`` of rollouts another live process owns (this one waits)."""
+    allowances: dict[tuple[str, str], float] = field(default_factory=dict)
+    """``(vnf, node)`` of an instance steering waits for -> its boot allowance (seconds,
+    ``rollout.boot_allowance``): held longer, its pods are unprotected for longer than a boot."""
 
     @property
     def busy(self) -> bool:
@@ -119,7 +123,10 @@ class TransitionReport:
         """For the status file and the published agent status."""
         return {
             "held": [
-                {k: h.get(k) for k in ("binding", "node", "reason", "since", "unprotected")}
+                {
+                    k: h.get(k)
+                    for k in ("binding", "node", "reason", "since", "unprotected", "allowance")
+                }
                 for h in self.held
             ],
             "rollouts": [
@@ -198,8 +205,19 @@ class Transitions:
         names the pods it leaves NOT protected, ``unprotected``)."""
         now = self.clock()
         held = self._held(plan, now)
+        allowances: dict[tuple[str, str], float] = {}
         if held and desired is not None:
             held = _with_unprotected(held, desired, observed)
+            for hold in held:
+                for vnf in hold.get("vnfs") or ():
+                    if vnf in desired.vnfs:
+                        allowance = boot_allowance(desired.vnfs[vnf])
+                        allowances[(str(vnf), str(hold["node"]))] = allowance
+            held = tuple(
+                {**h, "allowance": max((allowances.get((str(v), str(h["node"])), 0.0)
+                                        for v in h.get("vnfs") or ()), default=None)}
+                for h in held
+            )  # fmt: skip
         rollouts = rollouts_of(plan)
         steps = Steps()
         if rollouts:
@@ -230,6 +248,7 @@ class Transitions:
             waiting=steps.waiting,
             recheck_at=steps.recheck_at,
             owned_by=steps.owned_by,
+            allowances=allowances,
         )
 
     def release(self) -> None:

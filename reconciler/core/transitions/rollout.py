@@ -84,6 +84,7 @@ __all__ = [
     "LiveRollout",
     "Step",
     "Steps",
+    "boot_allowance",
     "detection_window",
     "hold_updates",
     "live_rollouts",
@@ -153,6 +154,12 @@ def format_time(epoch: float) -> str:
 def owner_name(instance: str, host: str, pid: int) -> str:
     """``osc-gitops on box-1 (pid 4242)``: who rolls (instance, host, process)."""
     return f"{instance} on {host} (pid {pid})"
+
+
+def boot_allowance(vnf: VnfDeployment) -> float:
+    """Seconds a new or restarted instance may take until OVN reports it healthy without
+    alarm: its boot (``bootSeconds``) plus the health check's detection time."""
+    return float(vnf.spec.bootSeconds) + detection_window(vnf)
 
 
 def detection_window(vnf: VnfDeployment) -> float:

@@ -158,8 +158,12 @@ def transition_lines(status: Status) -> list[str]:
         )
         now = time.time()
         for hold in status.held:
-            since = hold.get("since")
+            since, allowance = hold.get("since"), hold.get("allowance")
             age = f", for {now - float(since):.0f} s" if since else ""
+            if since and allowance:
+                past = now - float(since) > float(allowance)
+                age += (f", past its boot allowance of {float(allowance):.0f} s" if past
+                        else f" of a {float(allowance):.0f} s boot allowance")  # fmt: skip
             lines.append(f"  ~ held: Binding/{hold['binding']} on {hold['node']}: "
                          f"{hold['reason']}{age}")  # fmt: skip
             pods = hold.get("unprotected") or []

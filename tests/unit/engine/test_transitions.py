@@ -375,3 +375,31 @@ def test_a_template_changed_mid_rollout_goes_on_from_the_vm_in_progress_and_says
     w.boot("node-2")
     w.passes(2, seconds=10)
     assert w.image(node2).endswith(":3.0") and w.status().rollouts == []
+
+
+def test_held_steering_reports_the_boot_allowance_and_the_pods_it_leaves_unprotected(
+    tmp_path: Path,
+) -> None:
+    """Issue 33 item 2: the alert compares how long steering is held with the instance's boot
+    allowance (bootSeconds + the health check's detection time), not with a fixed 10 minutes;
+    status names the pods held steering leaves NOT protected and exits 3."""
+    metrics = Metrics()
+    w = World(tmp_path, reporter=PrometheusReporter(metrics))
+    w.passes()
+    text = metrics.exposition().decode()
+    assert 'osc_gitops_held_allowance_seconds{node="node-1",vnf="firewall"} 125.0' in text
+    held = {h["node"]: h for h in w.status().held}
+    assert held["node-1"]["allowance"] == 125.0
+    assert held["node-1"]["unprotected"] == ["shop/web-1"]
+    assert held["node-2"]["unprotected"] == ["shop/web-2"]
+    assert status.pending(w.status()) == [
+        "Binding/web-firewall on node-1 held (" + held["node-1"]["reason"] + "): shop/web-1 NOT "
+        "protected",
+        "Binding/web-firewall on node-2 held (" + held["node-2"]["reason"] + "): shop/web-2 NOT "
+        "protected",
+    ]
+    assert "boot allowance" in status.render_text(w.status())
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes()
+    assert "osc_gitops_held_allowance_seconds{" not in metrics.exposition().decode()
+    assert status.pending(w.status()) == [] and status.failures(w.status()) == []
