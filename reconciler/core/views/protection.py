@@ -648,8 +648,17 @@ def with_pending(
             held_nodes[name].add(node)
     if not held_nodes:
         return tuple(changes)
-    wanted = steering_of(desired, observed)
-    live = steering_in_rows([(r.table, r.fields) for r in observed.ovn_rows], observed.pod_ports)
+    # only the held bindings: a hold must not cost a reading of every steered pod
+    only = desired.model_copy(
+        update={"bindings": {n: b for n, b in desired.bindings.items() if n in held_nodes}}
+    )
+    wanted = steering_of(only, observed)
+    rows = [
+        (r.table, r.fields)
+        for r in observed.ovn_rows
+        if _origin(r.fields)[0] != "Binding" or _origin(r.fields)[1] in held_nodes
+    ]
+    live = steering_in_rows(rows, observed.pod_ports)
     pending: dict[str, tuple[SteeredPod, ...]] = {}
     for name, nodes in held_nodes.items():
         now = live.pods.get(name, {})
