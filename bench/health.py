@@ -20,14 +20,12 @@ from typing import Any
 from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 OWNED = ["external_ids", "includes", ["map", [["osc.io/owner", "osc-gitops"]]]]
-HELD = "held"
-"""The plan's ``meta`` key listing the steering held back
-(``reconciler.core.transitions.gating``)."""
 
 
 def held(plan: Any) -> bool:
-    """Whether a plan held steering back until a VNF instance is healthy."""
-    return bool(getattr(plan, "meta", {}).get(HELD))
+    """Whether a plan held steering back until a VNF instance is healthy
+    (``reconciler.core.transitions.gating``; a tree without it holds nothing)."""
+    return bool(getattr(plan, "held", ()))
 
 
 def full_creates(compiled_plan: Any) -> Any:

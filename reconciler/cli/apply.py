@@ -226,11 +226,11 @@ def _record_apply(
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
     ended. A status that cannot be written is a warning: the apply stands."""
-    from reconciler.core.transitions.health import health_meta, vnf_health
+    from reconciler.core.transitions.health import vnf_health
     from reconciler.engine.reporting import status
 
     path = status.status_path(cache_dir(args), status_name(args))
-    instances = health_meta(vnf_health(observed)) if observed is not None else []
+    instances = [h.to_json() for h in vnf_health(observed).values()] if observed is not None else []
     try:
         status.record_apply(
             path,

@@ -65,7 +65,8 @@ def add_verbose_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from reconciler.core.model.plan import with_meta
+    from dataclasses import replace
+
     from reconciler.core.planning.zoned import is_zoned
     from reconciler.engine.pipeline import Pipeline, preview
 
@@ -85,7 +86,7 @@ def run_plan(args: argparse.Namespace) -> int:
                 )
             the_plan = plan_zoned(args, data, desired, options)
             if revision:
-                the_plan = with_meta(the_plan, revision=revision)
+                the_plan = replace(the_plan, revision=revision)
             return finish_plan(args, desired, the_plan, merged_zones(data))
         observed = parse_snapshot(args.observed, data)
         shown = preview(desired, observed, options, scope=scope, revision=revision)
@@ -108,7 +109,7 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
     if args.out:
         from reconciler.cli import saved
 
-        saved.write(args, args.out, desired, the_plan.meta.get("revision"), the_plan)
+        saved.write(args, args.out, desired, the_plan.revision, the_plan)
     return code
 
 

@@ -44,7 +44,7 @@ def protection_of(
     args: argparse.Namespace, plan: Any, desired: Any, observed: Any
 ) -> tuple[Any, dict[str, str], Any]:
     """The protection changes of ``plan`` (``None``: unknown), their basis
-    (``meta["protection_basis"]``), and the manifests compared with (``--base`` only)."""
+    (``Plan.protection``), and the manifests compared with (``--base`` only)."""
     from reconciler.cli.common import load_manifests
     from reconciler.core.views.protection import live_changes, protection_changes
 
@@ -105,13 +105,14 @@ def annotate(
     its warnings (``all_pods``/``all_nodes``: whether ``observed`` holds the whole cluster's,
     see ``typo_warnings``), and the bindings of each changed group (for the pull-request
     diagram)."""
-    from reconciler.core.transitions.gating import holds_of, nodes_held
+    from reconciler.core.model.facts import Finding, Protection, ProtectionBasis
     from reconciler.core.views.protection import to_json, with_pending
-    from reconciler.core.views.typos import typo_warnings
+    from reconciler.core.views.typos import route_warnings, typo_warnings, unused_vnfs
     from reconciler.render.mermaid import group_bindings
 
     if changes is not None:  # steering the plan holds until the VNFs are healthy: pending
-        changes = with_pending(changes, desired, observed, nodes_held(holds_of(plan)), before)
+        held = {(h.binding, h.node) for h in plan.held}
+        changes = with_pending(changes, desired, observed, held, before)
     warnings = typo_warnings(
         desired, observed, changes or (), all_pods=all_pods, all_nodes=all_nodes
     )
@@ -124,13 +125,23 @@ def annotate(
             binding = desired.bindings.get(name) or (before.bindings.get(name) if before else None)
             if binding is not None:
                 groups.add(binding.spec.securityGroup)
-    meta = {
-        **plan.meta,
-        "protection_changes": to_json(changes) if changes is not None else None,
-        "protection_basis": basis,
-        "group_bindings": group_bindings(desired, groups, changes or (), before),
-    }
-    return replace(plan, warnings=(*warnings, *plan.warnings), meta=meta)
+    protection = Protection(
+        tuple(to_json(changes)) if changes is not None else None,
+        ProtectionBasis(basis["source"], basis["detail"]),
+    )
+    typos = tuple(Finding("typo", "", None, text) for text in warnings)
+    routes = tuple(
+        Finding("route", f"Binding/{binding}", None, text)
+        for binding, text in route_warnings(changes or ())
+    )
+    unused = tuple(Finding("unused", f"VnfDeployment/{vnf}", None, text)
+                   for vnf, text in unused_vnfs(desired))  # fmt: skip
+    return replace(
+        plan,
+        findings=(*typos, *routes, *unused, *plan.findings),
+        protection=protection,
+        group_bindings=group_bindings(desired, groups, changes or (), before),
+    )
 
 
 def merged_zones(snapshot_data: dict[str, Any]) -> Any:

@@ -34,7 +34,7 @@ from typing import Protocol
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
-from reconciler.core.model.plan import Plan, with_meta
+from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import CompiledPlan, FullPlanner, compile_plan
 from reconciler.core.planning.slicing import CentralScope, Scope, ScopedView
 from reconciler.core.transitions.health import plan_report
@@ -157,7 +157,7 @@ def preview(
 ) -> Preview:
     """What a pass would change, from the live state ``observed`` (``osc-gitops plan``; a
     snapshot file, or :meth:`Pipeline.preview`'s read): always a full compile, with each VNF
-    instance's health as OVN reports it and the NF id budget beside the changes (``Plan.meta``,
+    instance's health as OVN reports it and the NF id budget beside the changes (plan facts,
     where the scope reads OVN), and ``revision`` (the commit) when given."""
     scope = scope if scope is not None else CentralScope()
     require_node(scope, observed)
@@ -166,9 +166,9 @@ def preview(
     the_plan = scoped_plan(planner, scope, scope.desired(desired), view, scope.options(options))
     if scope.reads_ovn:
         assert planner.compiled is not None
-        the_plan = with_meta(the_plan, **plan_report(planner.compiled.target, view.observed))
+        the_plan = replace(the_plan, **plan_report(planner.compiled.target, view.observed))
     if revision:
-        the_plan = with_meta(the_plan, revision=revision)
+        the_plan = replace(the_plan, revision=revision)
     return Preview(the_plan, view.observed)
 
 

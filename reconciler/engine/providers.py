@@ -201,9 +201,8 @@ class Reporter(Protocol):
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
         seconds it has waited (``reconciler.core.transitions.gating``), the rolling updates
-        under way (the plan's ``meta["rollout"]`` entries,
-        ``reconciler.core.transitions.rollout``), and each waited-for instance's boot
-        allowance (seconds; ``None``: not known)."""
+        under way (the plan's ``rollouts``, ``reconciler.core.transitions.rollout``), and each
+        waited-for instance's boot allowance (seconds; ``None``: not known)."""
         ...
 
 

@@ -36,7 +36,6 @@ from typing import Any, Protocol, runtime_checkable
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
-from reconciler.core.transitions.gating import HELD_META
 from reconciler.core.transitions.rollout import (
     OWNER,
     OWNER_SINCE,
@@ -50,7 +49,6 @@ from reconciler.core.transitions.rollout import (
     owner_name,
     owners_of,
     parse_time,
-    rollouts_of,
 )
 from reconciler.core.views.protection import unprotected
 from reconciler.engine.guard import WriteGuard
@@ -87,10 +85,10 @@ class TransitionReport:
     """What waits after a pass, and what this step wrote."""
 
     held: tuple[dict[str, Any], ...] = ()
-    """The plan's ``meta["held"]``, each with ``since`` (epoch seconds this process first saw
-    it held)."""
+    """The plan's held steering (JSON form), each with ``since`` (epoch seconds this process
+    first saw it held)."""
     rollouts: tuple[dict[str, Any], ...] = ()
-    """The plan's ``meta["rollout"]``."""
+    """The plan's rollouts (JSON form)."""
     steps: tuple[Step, ...] = ()
     waiting: tuple[str, ...] = ()
     recheck_at: float | None = None
@@ -218,7 +216,7 @@ class Transitions:
                                         for v in h.get("vnfs") or ()), default=None)}
                 for h in held
             )  # fmt: skip
-        rollouts = rollouts_of(plan)
+        rollouts = list(plan.rollouts)
         steps = Steps()
         if rollouts:
             if self.kube is not None:
@@ -243,7 +241,7 @@ class Transitions:
                 steps = Steps((), steps.recheck_at, waiting)
         return TransitionReport(
             held=held,
-            rollouts=tuple(plan.meta.get("rollout") or ()),
+            rollouts=tuple(r.to_json() for r in plan.rollouts),
             steps=steps.steps,
             waiting=steps.waiting,
             recheck_at=steps.recheck_at,
@@ -271,14 +269,12 @@ class Transitions:
         self._mine = set()
 
     def _held(self, plan: Plan, now: float) -> tuple[dict[str, Any], ...]:
-        holds = list(plan.meta.get(HELD_META) or ())
-        current = {(str(h["binding"]), str(h["node"])) for h in holds}
+        current = {(h.binding, h.node) for h in plan.held}
         self._since = {k: v for k, v in self._since.items() if k in current}
         out = []
-        for hold in holds:
-            key = (str(hold["binding"]), str(hold["node"]))
-            since = self._since.setdefault(key, now)
-            out.append({**hold, "since": since})
+        for hold in plan.held:
+            since = self._since.setdefault((hold.binding, hold.node), now)
+            out.append({**hold.to_json(), "since": since})
         return tuple(out)
 
     def _take(self, step: Step) -> None:

@@ -83,6 +83,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.ownership import CHAIN
 from reconciler.core.model.plan import Change, Plan
 
@@ -90,11 +91,12 @@ FORMAT_VERSION = "1"
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    meta = {k: v for k, v in plan.meta.items() if k != "protection_changes"}
+    meta = plan.meta
+    changes = meta.pop("protection_changes", None)
     return {
         "format_version": FORMAT_VERSION,
         "meta": meta,
-        "protection_changes": plan.meta.get("protection_changes"),
+        "protection_changes": changes,
         "changes": [
             {
                 "action": c.action,
@@ -129,8 +131,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
     """The :class:`Plan` a :func:`plan_to_dict` dict describes (a saved plan shown again:
     ``osc-gitops show FILE``), so every renderer prints it as it printed the original."""
     meta = dict(data.get("meta") or {})
-    if data.get("protection_changes") is not None or "protection_basis" in meta:
-        meta["protection_changes"] = data.get("protection_changes")
+    if data.get("protection_changes") is not None:
+        meta["protection_changes"] = data["protection_changes"]
     changes = tuple(
         Change(
             action=change["action"],
@@ -144,7 +146,8 @@ def plan_from_dict(data: dict[str, Any]) -> Plan:
         )
         for change in data.get("changes") or ()
     )
-    return Plan(changes, tuple(data.get("warnings") or ()), meta)
+    findings = tuple(Finding("note", "", None, str(w)) for w in data.get("warnings") or ())
+    return Plan(changes, findings).with_meta(meta)
 
 
 def render_json(plan: Plan) -> str:

@@ -19,8 +19,8 @@ def render_markdown(plan: Plan, verbose: bool = False) -> str:
     """The comment leads with the protection changes, then a diagram of each changed group's
     bindings, then the warnings (the typo guards among them), then the rows."""
     lines = [MARKER, "### osc-gitops plan", ""]
-    lines += protection.markdown_section(plan.meta)
-    lines += markdown_diagrams(plan.meta)
+    lines += protection.markdown_section(plan.protection)
+    lines += markdown_diagrams(plan.group_bindings)
     if plan.warnings:
         lines += ["**Warnings**", ""]
         lines += [f"- ⚠️ {w}" for w in plan.warnings]
@@ -38,24 +38,20 @@ def render_markdown(plan: Plan, verbose: bool = False) -> str:
             )
         if len(plan.changes) > _MAX_ROWS:
             lines.append(f"| | … {len(plan.changes) - _MAX_ROWS} more | | | |")
-    held, rollouts = held_lines(plan.meta), rollout_lines(plan.meta)
+    held, rollouts = held_lines(plan), rollout_lines(plan)
     if held:
         lines += ["", "**Held** until OVN reports the VNF instance healthy", ""]
         lines += [f"- ⏳ {line.removeprefix('~ held: ')}" for line in held]
     if rollouts:
         lines += ["", "**Rolling updates**", ""]
         lines += [f"- 🔄 {line}" for line in rollouts]
-    instances = plan.meta.get("vnf_instances") or ()
-    if instances:
+    if plan.vnf_instances:
         lines += ["", "**VNF instances** (health as OVN reports it)", ""]
         lines += ["| VNF | node | health | |", "|---|---|---|---|"]
-        for inst in instances:
-            icon = _HEALTH_ICON.get(inst["health"], "")
-            lines.append(
-                f"| {inst['vnf']} | {inst['node']} | {icon} {inst['health']} | "
-                f"{inst.get('detail', '')} |"
-            )
-    budget = budget_line(plan.meta)
+        for inst in plan.vnf_instances:
+            icon = _HEALTH_ICON.get(inst.health, "")
+            lines.append(f"| {inst.vnf} | {inst.node} | {icon} {inst.health} | {inst.detail} |")
+    budget = budget_line(plan)
     if budget:
         lines += ["", f"**NF ids** in this Northbound DB after this plan: {budget}"]
     lines += ["", "<details><summary>Full plan</summary>", "", "```diff"]

@@ -3,14 +3,14 @@
 GitHub renders ```` ```mermaid ```` blocks, so a reviewer sees the path a group's traffic takes
 (bindings in evaluation order, each with its direction, filters, failure policy, precedence and
 chain of VNFs) instead of reconstructing it from ACL priorities. :func:`group_bindings` turns the
-manifests into the plain data the plan carries (``meta["group_bindings"]``);
+manifests into the plain data the plan carries (:attr:`Plan.group_bindings`);
 :func:`diagram` draws one group. Every text in a diagram comes from validated names, labels
 and numbers (no free text reaches Mermaid's syntax).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.core.model.desired import Desired, Traffic
@@ -137,9 +137,9 @@ def diagram(group: str, data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def markdown_diagrams(meta: dict[str, Any]) -> list[str]:
-    """One ```` ```mermaid ```` block per changed group (``meta["group_bindings"]``)."""
-    groups = meta.get("group_bindings") or {}
+def markdown_diagrams(groups: Mapping[str, Any] | None) -> list[str]:
+    """One ```` ```mermaid ```` block per changed group (:attr:`Plan.group_bindings`)."""
+    groups = groups or {}
     if not groups:
         return []
     lines = ["#### Bindings of the changed groups", ""]

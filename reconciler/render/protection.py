@@ -1,16 +1,19 @@
 """The "Protection changes" section every plan starts with (text and Markdown).
 
-It reads the plan's ``meta["protection_changes"]`` (the JSON form of
-``reconciler.core.views.protection.BindingProtection``) and ``meta["protection_basis"]`` (what the
-change is compared with), so a plan made anywhere renders the same. Per binding: how many pods
-start and stop being steered, then the pods themselves, one line each, or grouped by namespace
-with counts when a namespace has more than :data:`LIST_PODS`.
+It reads the plan's :attr:`Plan.protection`: the changes in their JSON form (of
+``reconciler.core.views.protection.BindingProtection``) and what they are compared with, so a
+plan made anywhere renders the same. Per binding: how many pods start and stop being steered,
+then the pods themselves, one line each, or grouped by namespace with counts when a namespace
+has more than :data:`LIST_PODS`.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from reconciler.core.model.facts import Protection
 
 LIST_PODS = 5
 """Pods of one namespace listed one per line; above that, a count and the first few names."""
@@ -21,20 +24,19 @@ def _count(n: int) -> str:
     return f"{n} pod{'' if n == 1 else 's'}"
 
 
-def basis_line(meta: dict[str, Any]) -> str:
-    """What the protection changes are compared with (``meta["protection_basis"]``)."""
-    basis = meta.get("protection_basis") or {}
-    return str(basis.get("detail") or "")
+def basis_line(protection: Protection) -> str:
+    """What the protection changes are compared with."""
+    return protection.basis.detail
 
 
-def _pods(pods: list[dict[str, Any]]) -> str:
+def _pods(pods: Sequence[Mapping[str, Any]]) -> str:
     """``2 shop-backend pods``: the count, with the namespace when all are in one."""
     namespaces = {pod["namespace"] for pod in pods}
     where = f"{next(iter(namespaces))} " if len(namespaces) == 1 else ""
     return f"{len(pods)} {where}pod{'' if len(pods) == 1 else 's'}"
 
 
-def headline(change: dict[str, Any]) -> str:
+def headline(change: Mapping[str, Any]) -> str:
     """One line per binding saying what happens to its pods, as a reviewer would say it
     ("37 payments pods lose their ids"): ``Binding db-fw (SecurityGroup db → fw): 2
     shop-backend pods lose their fw; 2 → 0 pods steered``, ``New Binding web-ips (SecurityGroup
@@ -79,7 +81,7 @@ def _namespaces_of(pods: Any) -> str:
     return f" of {next(iter(namespaces))}" if len(namespaces) == 1 else ""
 
 
-def binding_lines(change: dict[str, Any]) -> list[str]:
+def binding_lines(change: Mapping[str, Any]) -> list[str]:
     """The pods of one binding's entry: ``+`` start, ``-`` stop, ``~`` a changed route (per
     route change), ``+`` with ``once healthy`` pending."""
     lines = pod_lines(change["start"], "+")
@@ -90,10 +92,10 @@ def binding_lines(change: dict[str, Any]) -> list[str]:
     return lines
 
 
-def pod_lines(pods: list[dict[str, Any]], sign: str) -> list[str]:
+def pod_lines(pods: Iterable[Mapping[str, Any]], sign: str) -> list[str]:
     """``+ ns/pod on node (via label)`` per pod, or per namespace ``- ns: 37 pods (api-0, …;
     node-1: 19, node-2: 18)`` when it has more than :data:`LIST_PODS`."""
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    grouped: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for pod in pods:
         grouped[pod["namespace"]].append(pod)
     lines: list[str] = []
@@ -111,18 +113,18 @@ def pod_lines(pods: list[dict[str, Any]], sign: str) -> list[str]:
     return lines
 
 
-def _via(pod: dict[str, Any]) -> str:
+def _via(pod: Mapping[str, Any]) -> str:
     """`` (via app=web)``: the group label that selects the pod (none when the planned
     manifests no longer select a pod steered now)."""
     return f" (via {pod['label']})" if pod.get("label") else ""
 
 
-def text_section(meta: dict[str, Any]) -> list[str]:
+def text_section(protection: Protection | None) -> list[str]:
     """The section for the text plan (empty when the plan carries no protection data)."""
-    if "protection_changes" not in meta and "protection_basis" not in meta:
+    if protection is None:
         return []
-    changes = meta.get("protection_changes")
-    basis = basis_line(meta)
+    changes = protection.changes
+    basis = basis_line(protection)
     if changes is None:
         return [f"Protection changes: unknown ({basis})", ""]
     head = "Protection changes" + (f", compared with {basis}" if basis else "") + ":"
@@ -135,13 +137,13 @@ def text_section(meta: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def markdown_section(meta: dict[str, Any]) -> list[str]:
+def markdown_section(protection: Protection | None) -> list[str]:
     """The section for the pull-request comment: one bullet per binding, the pods in a
     ``diff`` block (``+`` start, ``-`` stop) that GitHub colours."""
-    if "protection_changes" not in meta and "protection_basis" not in meta:
+    if protection is None:
         return []
-    changes = meta.get("protection_changes")
-    basis = basis_line(meta)
+    changes = protection.changes
+    basis = basis_line(protection)
     if changes is None:
         return ["#### Protection changes", "", f"Unknown: {basis}", ""]
     lines = ["#### Protection changes", ""]
@@ -158,7 +160,7 @@ def markdown_section(meta: dict[str, Any]) -> list[str]:
     return [*lines, "```", ""]
 
 
-def _icon(change: dict[str, Any]) -> str:
+def _icon(change: Mapping[str, Any]) -> str:
     """🔴 pods lose protection (stop, or a hop lost), 🟡 a changed route or pending steering,
     🟢 pods gain it."""
     routes = change.get("route_changes") or ()

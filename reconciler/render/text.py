@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from itertools import groupby
 from typing import Any
 
@@ -84,19 +85,19 @@ def _create_lines(change: Change) -> list[str]:
     return [f"{k}: {_short(v)}" for k, v in after.items() if k not in ("external_ids", "name")]
 
 
-def health_lines(meta: dict[str, Any]) -> list[str]:
-    """The plan's VNF instances with their health as OVN reports it (``meta["vnf_instances"]``,
+def health_lines(plan: Plan) -> list[str]:
+    """The plan's VNF instances with their health as OVN reports it (:attr:`Plan.vnf_instances`,
     see ``reconciler.core.transitions.health``)."""
     lines: list[str] = []
-    for inst in meta.get("vnf_instances") or ():
-        detail = f" ({inst['detail']})" if inst.get("detail") else ""
-        lines.append(f"{inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
+    for inst in plan.vnf_instances:
+        detail = f" ({inst.detail})" if inst.detail else ""
+        lines.append(f"{inst.vnf} on {inst.node}: {inst.health}{detail}")
     return lines
 
 
-def budget_line(meta: dict[str, Any]) -> str | None:
-    """``Network_Function 3/255, Network_Function_Group 5/255`` (``meta["nf_ids"]``)."""
-    budget = meta.get("nf_ids") or {}
+def budget_line(plan: Plan) -> str | None:
+    """``Network_Function 3/255, Network_Function_Group 5/255`` (:attr:`Plan.nf_ids`)."""
+    budget = plan.nf_ids or {}
     if not budget:
         return None
     return ", ".join(
@@ -104,7 +105,7 @@ def budget_line(meta: dict[str, Any]) -> str | None:
     )
 
 
-def _how(ids: dict[str, Any]) -> str:
+def _how(ids: Mapping[str, Any]) -> str:
     """`` (ours: 100 nodes x up to 3)`` when ours span several nodes (``core.health``)."""
     if ids.get("nodes", 0) < 2:
         return ""
@@ -175,16 +176,11 @@ def change_lines(plan: Plan, verbose: bool = False) -> list[str]:
 
 def render_text(plan: Plan, verbose: bool = False) -> str:
     out: list[str] = []
-    meta = plan.meta
-    bits = [
-        f"{k}: {v}"
-        for k, v in meta.items()
-        if v not in (None, "") and not isinstance(v, (list, dict))
-    ]
+    bits = [f"{key}: {value}" for key, value in plan.header()]
     if bits:
         out.append(" · ".join(bits))
         out.append("")
-    out += protection.text_section(meta)
+    out += protection.text_section(plan.protection)
     if plan.empty:
         out.append("No changes. The live state matches the manifests.")
     else:
@@ -196,13 +192,13 @@ def render_text(plan: Plan, verbose: bool = False) -> str:
         out.append("")
         out.append("Warnings:")
         out.extend(f"  ! {w}" for w in plan.warnings)
-    out.extend(transition_lines(meta))
-    health = health_lines(meta)
+    out.extend(transition_lines(plan))
+    health = health_lines(plan)
     if health:
         out.append("")
         out.append("VNF instances (health as OVN reports it):")
         out.extend(f"  {line}" for line in health)
-    budget = budget_line(meta)
+    budget = budget_line(plan)
     if budget:
         out.append("")
         out.append(f"NF ids in this Northbound DB after this plan: {budget}")

@@ -1,33 +1,31 @@
-"""Held steering and rolling updates, as a plan shows them (``meta["held"]``, ``meta["rollout"]``:
-``reconciler.core.transitions.gating``, ``reconciler.core.transitions.rollout``)."""
+"""Held steering and rolling updates, as a plan shows them (:attr:`Plan.held`,
+:attr:`Plan.rollouts`: ``reconciler.core.transitions.gating``,
+``reconciler.core.transitions.rollout``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from reconciler.core.model.plan import Plan
 
 
-def held_lines(meta: dict[str, Any]) -> list[str]:
+def held_lines(plan: Plan) -> list[str]:
     """``~ held: Binding/web-firewall on node-2: waiting for firewall-node-2 to become
     healthy`` per held (binding, node)."""
-    return [
-        f"~ held: Binding/{hold['binding']} on {hold['node']}: {hold['reason']}"
-        for hold in meta.get("held") or ()
-    ]
+    return [f"~ held: Binding/{h.binding} on {h.node}: {h.reason}" for h in plan.held]
 
 
-def rollout_lines(meta: dict[str, Any]) -> list[str]:
+def rollout_lines(plan: Plan) -> list[str]:
     """``VnfDeployment/firewall: 1 of 3 nodes updated (firewall-node-2 booting)`` per rollout."""
-    return [str(rollout["summary"]) for rollout in meta.get("rollout") or ()]
+    return [rollout.summary for rollout in plan.rollouts]
 
 
-def transition_lines(meta: dict[str, Any]) -> list[str]:
+def transition_lines(plan: Plan) -> list[str]:
     """Both sections, headed, for the text plan (empty when nothing waits)."""
     lines: list[str] = []
-    held = held_lines(meta)
+    held = held_lines(plan)
     if held:
         lines += ["", "Held until OVN reports the VNF instance healthy (not written yet):"]
         lines += [f"  {line}" for line in held]
-    rollouts = rollout_lines(meta)
+    rollouts = rollout_lines(plan)
     if rollouts:
         lines += ["", "Rolling updates (one node at a time, each after OVN saw it healthy):"]
         lines += [f"  {line}" for line in rollouts]

@@ -26,6 +26,7 @@ from typing import Any
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, Precedence, VnfDeployment
+from reconciler.core.model.facts import unique
 from reconciler.core.model.observed import Observed, Pod, PodPort, Switch
 from reconciler.core.model.selectors import LabelIndex, matches_selector
 from reconciler.core.model.target import Resource, Target
@@ -96,7 +97,7 @@ def choose_backend(
 
 
 def choose_steering(desired: Desired, observed: Observed, options: CompileOptions) -> str:
-    """The name of the steering backend of this compile (the plan's ``meta["steering"]``)."""
+    """The name of the steering backend of this compile (the plan's ``steering``)."""
     return choose_backend(desired, observed, options).name
 
 
@@ -172,7 +173,7 @@ def compile_full(
     )
     present = gate_rows(resources, out.gates, states)
     _binding_warnings(desired, members, instances, observed, backend, out)
-    target = Target.of(present, sorted(set(out.warnings)))
+    target = Target.of(present, unique(out.findings))
     return Compiled(
         target,
         backend,
@@ -295,15 +296,20 @@ def _vnf_instances(
             if any(node.labels.get(k) != v for k, v in selector.items()):
                 continue
             if not _NODE_NAME.fullmatch(node.name) or len(node.name) > 253:
-                out.warnings.append(
+                out.warn(
+                    "placement",
                     f"node name {node.name!r} is not a DNS subdomain: it is never used in OVN "
-                    "names or matches"
+                    "names or matches",
+                    f"Node/{node.name}",
                 )
                 continue
             if node.name not in switches:
-                out.warnings.append(
+                out.warn(
+                    "placement",
                     f"node {node.name} has no OVN logical switch named after it: "
-                    f"VnfDeployment {vnf_name} is not deployed there"
+                    f"VnfDeployment {vnf_name} is not deployed there",
+                    f"VnfDeployment/{vnf_name}",
+                    node.name,
                 )
                 continue
             placed[node.name].append(vnf_name)
@@ -330,10 +336,12 @@ def _vnf_instances(
                 first = dataclasses.replace(first, second=second)
             instances[(vnf_name, name)] = first
         if vnf.spec.instancesPerNode > 1 and not backend.active_standby:
-            out.warnings.append(
+            out.warn(
+                "backend",
                 f"VnfDeployment {vnf_name} has instancesPerNode: {vnf.spec.instancesPerNode}, "
                 f"but --steering {backend.name} cannot fail over between two instances of a "
-                "node: one instance per node is deployed"
+                "node: one instance per node is deployed",
+                f"VnfDeployment/{vnf_name}",
             )
     return instances
 
@@ -537,28 +545,25 @@ def _binding_warnings(
         for binding in bindings:
             name = binding.metadata.name
             for direction, by in shadowed.get(name, {}).items():
-                out.warnings.append(
-                    f"Binding {name} is shadowed for {direction} traffic by "
-                    f"{common.shadow_text(by)} (evaluated first, takes every packet it would "
-                    "take): a packet is steered by the first matching binding only"
-                )
+                out.findings.append(common.shadowed_finding(name, direction, by))
             hops = binding.spec.vnfs
             for node, ports in sorted(members.get(group, {}).items()):
                 missing = [vnf for vnf in hops if (vnf, node) not in instances]
                 if not missing:
                     continue
                 if binding.spec.is_chain:
-                    out.warnings.append(
+                    text = (
                         f"{len(ports)} pod(s) of SecurityGroup {group} on node {node} are not "
                         f"steered by Binding {name}: its chain {binding.spec.vnf_text} is "
                         f"incomplete there (VnfDeployment {', '.join(missing)} does not run "
                         "there), and a chain steers only where every VNF of it runs"
                     )
                 else:
-                    out.warnings.append(
+                    text = (
                         f"{len(ports)} pod(s) of SecurityGroup {group} on node {node} are not "
                         f"steered by Binding {name}: VnfDeployment {hops[0]} does not run there"
                     )
+                out.warn("unsteered", text, f"Binding/{name}", node)
         for later, earlier, direction, packets, lost in common.first_match_losses(
             bindings, tiered=tiered
         ):
@@ -568,7 +573,8 @@ def _binding_warnings(
             if not theirs & mine:
                 continue  # they never steer on the same node
             where = "" if mine <= theirs else f" on {', '.join(sorted(theirs & mine))}"
-            out.warnings.append(
+            out.warn(
+                "first-match",
                 f"Binding {later.metadata.name} (VNF {later.spec.vnf_text}) never gets "
                 f"{', '.join(common.describe_filters(packets))} of SecurityGroup {group} "
                 f"({direction}){where}: Binding {earlier.metadata.name} (order "
@@ -576,7 +582,8 @@ def _binding_warnings(
                 f"VNF {earlier.spec.vnf_text}) is evaluated first and takes it, and a packet is "
                 f"steered by the first matching binding only, so it never crosses "
                 f"{', '.join(lost)}. To send it through {' and then '.join(chain)}, give "
-                f"Binding {earlier.metadata.name} the chain vnf: [{', '.join(chain)}]"
+                f"Binding {earlier.metadata.name} the chain vnf: [{', '.join(chain)}]",
+                f"Binding/{later.metadata.name}",
             )
     _network_policy_warnings(desired, members, observed, out)
 
@@ -610,7 +617,9 @@ def _network_policy_warnings(
             effects.append("flows it allows are not steered (precedence after-network-policy)")
         if Precedence.BEFORE_NETWORK_POLICY in precedences:
             effects.append("its denies do not apply to steered flows (before-network-policy)")
-        out.warnings.append(
+        out.warn(
+            "network-policy",
             f"NetworkPolicy {policy.namespace}/{policy.name} selects {len(hit)} steered pod(s): "
-            + "; ".join(effects)
+            + "; ".join(effects),
+            f"NetworkPolicy/{policy.namespace}/{policy.name}",
         )

@@ -159,7 +159,9 @@ def _plain_paths(before: Any, after: Any, path: str, found: set[str]) -> bool:
     return False
 
 
-def diff(target: Target, live: LiveState, meta: Mapping[str, Any] | None = None) -> Plan:
+def diff(target: Target, live: LiveState, facts: Mapping[str, Any] | None = None) -> Plan:
+    """The changes that make ``live`` equal ``target``, with the target's findings and
+    ``facts`` (:class:`Plan` fields by name: how the plan was made)."""
     changes: list[Change] = []
     for ident, res in target.resources.items():
         after = _strip_revision(res.fields, res.is_ovn)
@@ -190,4 +192,4 @@ def diff(target: Target, live: LiveState, meta: Mapping[str, Any] | None = None)
         node = ids.get(own.NODE) or labels.get(own.NODE_LABEL)
         changes.append(Change("delete", kind, key, origin, node, dict(current), None))
     changes.sort(key=lambda c: c.sort_key)
-    return Plan(tuple(changes), target.warnings, dict(meta or {}))
+    return Plan(tuple(changes), target.findings, **(facts or {}))

@@ -57,6 +57,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.core.model.facts import Finding, texts
+
 OVN_TABLES: tuple[str, ...] = (
     # Order matters: a table is created after the tables it references and deleted before them.
     "Logical_Switch",
@@ -111,16 +113,21 @@ class Target:
     """The compiled desired state plus what compile wants the user to know."""
 
     resources: dict[tuple[str, str], Resource] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()
 
     @classmethod
-    def of(cls, resources: Iterable[Resource], warnings: Iterable[str] = ()) -> Target:
+    def of(cls, resources: Iterable[Resource], findings: Iterable[Finding] = ()) -> Target:
         by_ident: dict[tuple[str, str], Resource] = {}
         for res in resources:
             if res.ident in by_ident:
                 raise ValueError(f"compile produced {res.kind} {res.key!r} twice")
             by_ident[res.ident] = res
-        return cls(resources=dict(sorted(by_ident.items())), warnings=tuple(warnings))
+        return cls(resources=dict(sorted(by_ident.items())), findings=tuple(findings))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The findings' wording."""
+        return texts(self.findings)
 
     def __iter__(self) -> Iterator[Resource]:
         return iter(self.resources.values())

@@ -1,7 +1,7 @@
 """A full plan: compile the target, index what we own live, diff, and say how it was made.
 
-The one place a plan is made from scratch and its metadata (``instance``, ``steering``,
-``nb_schema``) is written, so the CLI's plan, the engine's pipeline and the incremental
+The one place a plan is made from scratch and its facts of how it was made (``instance``,
+``steering``, ``nb_schema``) are set, so the CLI's plan, the engine's pipeline and the incremental
 planner's full pass cannot drift apart. Pure: no I/O, no clock.
 """
 
@@ -39,8 +39,8 @@ class CompiledPlan:
         return self.compiled.target
 
 
-def plan_meta(compiled: Compiled, observed: Observed, options: CompileOptions) -> dict[str, Any]:
-    """What renderers show about how a plan was made; never part of its changes."""
+def plan_facts(compiled: Compiled, observed: Observed, options: CompileOptions) -> dict[str, Any]:
+    """How a plan was made (:class:`Plan` facts by field name); never part of its changes."""
     return {
         "instance": options.instance,
         "steering": compiled.backend.name,
@@ -59,8 +59,7 @@ def compile_plan(
     if isinstance(options, AgentOptions):
         compiled = mark_agent_rows(compiled, options.node)
     live = live_state(observed.ovn_rows, observed.kube_objects)
-    meta = plan_meta(compiled, observed, options)
-    raw = diff(compiled.target, live, meta)
+    raw = diff(compiled.target, live, plan_facts(compiled, observed, options))
     return CompiledPlan(compiled, live, apply_transitions(raw, desired, observed), raw)
 
 

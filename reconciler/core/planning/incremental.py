@@ -303,11 +303,11 @@ class IncrementalPlanner:
                 candidates.add(ident)
         sub_target = {i: target[i] for i in candidates if i in target}
         sub_live = {i: live[i] for i in candidates if i in live}
-        sub = diff(Target(resources=sub_target), sub_live, memo.plan.meta)
+        sub = diff(Target(resources=sub_target), sub_live)
         changes = [c for c in memo.plan.changes if (c.kind, c.key) not in candidates]
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
-        the_plan = Plan(tuple(changes), memo.plan.warnings, dict(memo.plan.meta))
+        the_plan = dataclasses.replace(memo.plan, changes=tuple(changes))
         # The memo's potential rows and pair states are updated in place, not copied (some
         # 40,000 rows and 20,000 pairs at 10k pods / 100 nodes / 200 groups: the copies took
         # ~0.7 ms of a pod event's pass), and only here, once nothing can fail any more: a pass

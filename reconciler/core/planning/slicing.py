@@ -50,6 +50,7 @@ from typing import Any
 from reconciler.core.compiling.compile import Compiled, CompileOptions
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import (
     KubeObject,
     NetworkPolicy,
@@ -139,7 +140,7 @@ def mark_agent_rows(compiled: Compiled, node: str) -> Compiled:
 
     target = Target(
         resources={i: marked(r) for i, r in compiled.target.resources.items()},
-        warnings=compiled.target.warnings,
+        findings=compiled.target.findings,
     )
     potential = {i: marked(r) for i, r in compiled.potential.items()}
     return replace(compiled, target=target, potential=potential)
@@ -235,7 +236,8 @@ class CentralScope(Scope):
             f"({', '.join(held[:5])}{', …' if len(held) > 5 else ''}): this run leaves them "
             "alone and plans only their Kubernetes objects"
         )
-        return replace(plan, changes=tuple(kept), warnings=(*plan.warnings, note))
+        finding = Finding("scope", "", None, note)
+        return replace(plan, changes=tuple(kept), findings=(*plan.findings, finding))
 
 
 def _agent_held(rows: Iterable[OvnRow]) -> tuple[frozenset[str], bool]:
@@ -320,21 +322,20 @@ class NodeScope(Scope):
         ovn = [c for c in plan.changes if c.is_ovn]
         if view.foreign_checks:
             ovn = _drop_svc_monitor_delete(ovn)
-        warnings = list(plan.warnings)
+        findings = list(plan.findings)
         if not view.observed.nodes:
-            warnings.append(
-                f"node {node} is not in the cluster's node list: its agent keeps no rows there"
-            )
+            text = f"node {node} is not in the cluster's node list: its agent keeps no rows there"
+            findings.append(Finding("scope", f"Node/{node}", node, text))
         if kube and self.report_kubernetes:
             shown = ", ".join(f"{c.action} {c.kind} {c.key}" for c in kube[:3])
             more = f" and {len(kube) - 3} more" if len(kube) > 3 else ""
-            warnings.append(
+            text = (
                 f"node {node}'s Kubernetes objects are not yet as the manifests say ({shown}"
                 f"{more}): the central owner (run --kubernetes-only) makes them so; an agent "
                 "never writes Kubernetes"
             )
-        return replace(plan, changes=tuple(ovn), warnings=tuple(warnings),
-                       meta={**plan.meta, "node": node})  # fmt: skip
+            findings.append(Finding("scope", f"Node/{node}", node, text))
+        return replace(plan, changes=tuple(ovn), findings=tuple(findings), node=node)
 
 
 class KubernetesScope(Scope):
@@ -361,9 +362,7 @@ class KubernetesScope(Scope):
 
     def restrict(self, plan: Plan, view: ScopedView) -> Plan:
         kube = tuple(c for c in plan.changes if not c.is_ovn)
-        meta = {k: v for k, v in plan.meta.items() if k not in ("steering", "nb_schema")}
-        meta["scope"] = self.name
-        return replace(plan, changes=kube, meta=meta)
+        return replace(plan, changes=kube, steering=None, nb_schema=None, scope=self.name)
 
 
 def object_node(obj: KubeObject) -> str | None:

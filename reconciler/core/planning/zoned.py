@@ -38,6 +38,7 @@ from typing import Any
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import Finding, InstanceHealth
 from reconciler.core.model.observed import SNAPSHOT_FORMAT_VERSION, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import compile_plan
@@ -182,8 +183,8 @@ def zoned_plan(
     central owner would), merged into one; or of one zone only (``node``), or of the Kubernetes
     side only (``kubernetes_only``)."""
     plans: list[Plan] = []
-    warnings: list[str] = []
-    instances: list[dict[str, Any]] = []
+    warnings: list[Finding] = []
+    instances: list[InstanceHealth] = []
     schemas: set[str] = set()
     steering: set[str] = set()
     if kubernetes_only:
@@ -193,21 +194,27 @@ def zoned_plan(
     else:
         names = sorted(snapshot.zones)
         warnings.extend(
-            f"node {name}: its agent has published no observed slice, so its OVN changes are not "
-            "in this plan"
+            Finding(
+                "scope",
+                f"Node/{name}",
+                name,
+                f"node {name}: its agent has published no observed slice, so its OVN changes "
+                "are not in this plan",
+            )
             for name in snapshot.missing
         )
     for name in names:
         zone = snapshot.zones.get(name)
         if zone is None:
-            warnings.append(f"node {name}: not in this snapshot (no observed slice published)")
+            text = f"node {name}: not in this snapshot (no observed slice published)"
+            warnings.append(Finding("scope", f"Node/{name}", name, text))
             continue
         scope = NodeScope(name, report_kubernetes=False)
         plan, report = _plan_of(scope, desired, zone.observed, options)
         plans.append(plan)
-        instances.extend(report.get("vnf_instances", ()))
-        schemas.add(str(plan.meta.get("nb_schema") or ""))
-        steering.add(str(plan.meta.get("steering") or ""))
+        instances.extend(report.get("vnf_instances") or ())
+        schemas.add(plan.nb_schema or "")
+        steering.add(plan.steering or "")
     zone_plans = list(plans)
     central_plan: Plan | None = None
     if node is None:
@@ -215,25 +222,22 @@ def zoned_plan(
         plans.append(central_plan)
     changes = sorted((c for p in plans for c in p.changes), key=lambda c: c.sort_key)
     for plan in plans:
-        warnings.extend(plan.warnings)
+        warnings.extend(plan.findings)
     scope_name = (
         "kubernetes-only" if kubernetes_only
         else f"node {node}" if node is not None
         else f"interconnect, {len(snapshot.zones)} zone(s)"
     )  # fmt: skip
-    meta: dict[str, Any] = {
-        "instance": options.instance,
-        "steering": ", ".join(sorted(s for s in steering if s)) or None,
-        "nb_schema": ", ".join(sorted(s for s in schemas if s)) or None,
-        "scope": scope_name,
-        "zones": {n: snapshot.zones[n].published_at for n in names if n in snapshot.zones},
-    }
-    if instances:
-        meta["vnf_instances"] = instances
     # steering held in each zone; the rollouts as the central owner (who restarts VMs) sees them
-    held = [entry for plan in zone_plans for entry in plan.meta.get("held") or ()]
-    if held:
-        meta["held"] = held
-    if central_plan is not None and central_plan.meta.get("rollout"):
-        meta["rollout"] = central_plan.meta["rollout"]
-    return Plan(tuple(changes), tuple(dict.fromkeys(warnings)), meta)
+    return Plan(
+        tuple(changes),
+        tuple({f.text: f for f in warnings}.values()),
+        instance=options.instance,
+        steering=", ".join(sorted(s for s in steering if s)) or None,
+        nb_schema=", ".join(sorted(s for s in schemas if s)) or None,
+        scope=scope_name,
+        zones={n: snapshot.zones[n].published_at for n in names if n in snapshot.zones},
+        vnf_instances=tuple(instances),
+        held=tuple(hold for plan in zone_plans for hold in plan.held),
+        rollouts=central_plan.rollouts if central_plan is not None else (),
+    )

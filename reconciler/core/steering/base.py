@@ -29,6 +29,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Binding, Desired, Redirection, VnfDeployment
+from reconciler.core.model.facts import Code, Finding
 from reconciler.core.model.observed import Observed, OvnCapabilities, PodPort
 from reconciler.core.model.target import Resource
 from reconciler.errors import UserError
@@ -132,12 +133,12 @@ class PortConfig(NamedTuple):
 
 @dataclass
 class TargetBuilder:
-    """Collects resources and warnings; one instance per compile call. Each resource gets a
+    """Collects resources and findings; one instance per compile call. Each resource gets a
     ``fields`` dict of its own (compile fills pod-dependent ones in place)."""
 
     instance: str
     resources: list[Resource] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     gates: dict[tuple[str, str], Pair] = field(default_factory=dict)
     """Resource identity -> the (group, node) pair whose presence it needs (rows emitted with
     ``gate``); compile drops the rows of absent pairs."""
@@ -150,6 +151,10 @@ class TargetBuilder:
     passes the pairs that can be present (members, or a live Port_Group), since only the
     incremental planner needs the rows of absent pairs (``Compiled.potential``), and building
     them is most of a compile (20,000 pairs, 3 % present, at 10k pods)."""
+
+    def warn(self, code: Code, text: str, subject: str = "", node: str | None = None) -> None:
+        """Tell the user ``text`` (a :class:`~reconciler.core.model.facts.Finding`)."""
+        self.findings.append(Finding(code, subject, node, text))
 
     def ext_ids(self, origin: str, key: str, node: str | None) -> dict[str, str]:
         ids = {own.OWNER: self.instance, own.RESOURCE: origin, own.KEY: key}
@@ -195,7 +200,7 @@ class SteeringBackend(Protocol):
     """
 
     name: str
-    """The ``--steering`` value, and the plan's ``meta["steering"]``."""
+    """The ``--steering`` value, and the plan's ``steering``."""
     observed_fields: frozenset[str]
     """The ``Observed`` fields :meth:`emit_bindings` reads, never ``pods``, ``pod_ports`` or
     ``ovn_rows`` (pods come as :class:`NodePods`, owned rows as :attr:`live_tables`). It sees only

@@ -265,11 +265,14 @@ def paths(
                 if dead and all(spec.hop_policies[i].value == "fail-open" for i in dead):
                     hops = tuple(vnf for i, vnf in enumerate(hops) if i not in dead)
                     left = " -> ".join(hops) if hops else "no VNF at all"
-                    out.warnings.append(
+                    out.warn(
+                        "health-check",
                         f"Binding {name}: VnfDeployment "
                         f"{', '.join(spec.vnfs[i] for i in dead)} of the chain {spec.vnf_text} is "
                         f"not healthy on node {node} as OVN reports it and may fail open: the "
-                        f"chain's traffic there crosses {left} until it is healthy again"
+                        f"chain's traffic there crosses {left} until it is healthy again",
+                        f"Binding/{name}",
+                        node,
                     )
             result[(name, node)] = hops
     return result

@@ -25,6 +25,7 @@ from reconciler.core.model.desired import (
     Protocol,
     Traffic,
 )
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.naming import NameError_
 from reconciler.core.steering.base import directions
 
@@ -357,6 +358,19 @@ def shadowing(bindings: Sequence[Binding], *, tiered: bool) -> dict[str, dict[st
 def shadow_text(names: Sequence[str]) -> str:
     """``Binding a`` or ``Bindings a, b``, for messages."""
     return ("Binding " if len(names) == 1 else "Bindings ") + ", ".join(names)
+
+
+def shadowed_finding(binding: str, direction: str, by: Sequence[str]) -> Finding:
+    """Binding ``binding`` is shadowed in ``direction`` by the bindings ``by`` (compile says it
+    per group, ``explain`` per pod across its groups: one wording)."""
+    return Finding(
+        "shadowed",
+        f"Binding/{binding}",
+        None,
+        f"Binding {binding} is shadowed for {direction} traffic by {shadow_text(by)} "
+        "(evaluated first, takes every packet it would take): a packet is steered by the first "
+        "matching binding only",
+    )
 
 
 def tied(bindings: Iterable[Binding], *, tiered: bool) -> list[list[str]]:

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 
 from reconciler.core.model import naming
 from reconciler.core.model.desired import Binding, Desired, HealthCheck
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import NbGlobal, Observed, OvnCapabilities
 from reconciler.core.model.target import (
     NB_GLOBAL,
@@ -217,7 +218,7 @@ class NetworkFunction(PortGroupPods):
                             )
                         )
 
-        crossed = crossed_acls(desired, instances, paths, inst_id, out.warnings)
+        crossed = crossed_acls(desired, instances, paths, inst_id, out.findings)
         acls += crossed
         emit_port_groups(port_groups, out)
 
@@ -289,7 +290,7 @@ class NetworkFunction(PortGroupPods):
         ]
         note = services.plan_note(inst_id, beside_lbs, [t for t in twice if t[1] in lb_switches])
         if note is not None:
-            out.warnings.append(note)
+            out.warn("load-balancer", note)
         if wires:
             tags = chains.allocate_tags({w.key for w in wires}, wires, observed)
             for w in wires:
@@ -361,7 +362,7 @@ def crossed_acls(
     instances: Mapping[tuple[str, str], VnfInstance],
     paths: Mapping[tuple[str, str], tuple[str, ...]],
     instance: str,
-    warnings: list[str],
+    findings: list[Finding],
 ) -> list[AclRow]:
     """The ACLs that let a packet which already crossed a VNF instance on its switch reach a
     steered pod without crossing it again (see the module docstring): per binding steering
@@ -398,7 +399,9 @@ def crossed_acls(
         above = _one_order_above(binding, desired)
         for other in above:
             if other.spec.securityGroup != spec.securityGroup:
-                warnings.append(_tie_warning(other, binding))
+                findings.append(
+                    Finding("tie", f"Binding/{name}", None, _tie_warning(other, binding))
+                )
         if not entered:
             continue  # nothing steers from-lport: no packet crossed a VNF before (the warnings
             # above still apply)
@@ -468,10 +471,12 @@ def _chain_warnings(desired: Desired, out: TargetBuilder) -> None:
             if policy.value == "fail-open" and not desired.vnfs[vnf].spec.healthCheck.enabled
         ]
         if blind:
-            out.warnings.append(
+            out.warn(
+                "health-check",
                 f"Binding {name}: VnfDeployment {', '.join(blind)} of the chain "
                 f"{spec.vnf_text} may fail open but has healthCheck.enabled: false, so it is "
-                "never found dead and the chain's traffic is dropped when it stops forwarding"
+                "never found dead and the chain's traffic is dropped when it stops forwarding",
+                f"Binding/{name}",
             )
 
 
@@ -565,9 +570,10 @@ def emit_svc_monitor(
             ours[key] = wanted[key]
         elif explicit[key] and live != wanted[key]:
             flag = "--" + key.replace("_", "-")
-            out.warnings.append(
+            out.warn(
+                "health-check",
                 f"NB_Global options:{key} is {live}, set by someone else: osc-gitops keeps it "
-                f"(it never changes what it did not set), so {flag} {wanted[key]} is not used"
+                f"(it never changes what it did not set), so {flag} {wanted[key]} is not used",
             )
     if ours:
         fields = {"options": ours, "external_ids": {marker: ",".join(sorted(ours))}}
@@ -586,20 +592,23 @@ def _unchecked_warnings(desired: Desired, out: TargetBuilder) -> None:
     for vnf_name, vnf in sorted(desired.vnfs.items()):
         if vnf.spec.healthCheck.enabled or not bindings.get(vnf_name):
             continue
-        out.warnings.append(
+        out.warn(
+            "health-check",
             f"VnfDeployment {vnf_name} has healthCheck.enabled: false: OVN counts its "
             "instances healthy whenever their ports are bound, so the failure policy of "
             f"Binding {', '.join(sorted(bindings[vnf_name]))} cannot act when the VNF stops "
-            "forwarding (a dead VNF drops the steered traffic, fail-open or not)"
+            "forwarding (a dead VNF drops the steered traffic, fail-open or not)",
+            f"VnfDeployment/{vnf_name}",
         )
 
 
 def _budget_warning(table: str, ours: int, observed: Observed, out: TargetBuilder) -> None:
     used = ids_in_use(table, ours, observed)
     if used > ID_BUDGET_WARN * MAX_OVN_ID:
-        out.warnings.append(
+        out.warn(
+            "nf-ids",
             f"{table} ids: {used}/{MAX_OVN_ID} used in this Northbound DB after this plan "
             f"({ours} by osc-gitops, {used - ours} by others), above "
             f"{ID_BUDGET_WARN:.0%}: bind fewer VNFs per NB, run one NB per node (OVN-Kubernetes "
-            "interconnect), or use --steering router-policy before the ids run out"
+            "interconnect), or use --steering router-policy before the ids run out",
         )

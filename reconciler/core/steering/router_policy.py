@@ -135,8 +135,9 @@ class RouterPolicy(PortGroupPods):
                 "chains need Network Function insertion (OVN >= 26.03, the default steering)"
             )
         if desired.bindings and router not in observed.routers:
-            out.warnings.append(
-                f"router-policy: logical router {router} not found: no binding is steered"
+            out.warn(
+                "backend",
+                f"router-policy: logical router {router} not found: no binding is steered",
             )
             return
         _agent_entry_warnings(desired, options, out)
@@ -155,9 +156,11 @@ class RouterPolicy(PortGroupPods):
             for binding in bindings:
                 spec = binding.spec
                 if spec.failurePolicy.value == "fail-open":
-                    out.warnings.append(
+                    out.warn(
+                        "backend",
                         f"Binding {binding.metadata.name}: router-policy cannot fail open (no "
-                        "health check); a VNF that stops forwarding blackholes the traffic"
+                        "health check); a VNF that stops forwarding blackholes the traffic",
+                        f"Binding/{binding.metadata.name}",
                     )
                 steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
                 for inst in binding_nodes(binding, instances):
@@ -167,10 +170,13 @@ class RouterPolicy(PortGroupPods):
                         net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
                         networks[node] = net
                     if inst.ip is None or net.version != 4:
-                        out.warnings.append(
+                        out.warn(
+                            "unsteered",
                             f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
                             f"{spec.vnf} has no address there: Binding {binding.metadata.name} "
-                            f"is not steered on {node}"
+                            f"is not steered on {node}",
+                            f"Binding/{binding.metadata.name}",
+                            node,
                         )
                         continue
                     steered.append((inst, inst.ip, str(net)))
@@ -234,12 +240,15 @@ def _agent_entry_warnings(desired: Desired, options: CompileOptions, out: Target
         if "from-lport" not in directions(binding.spec.redirection):
             continue
         kept = " Its exit-lport part is steered." if redirection == "both" else ""
-        out.warnings.append(
+        out.warn(
+            "backend",
             f"Binding {name} ({redirection}): router-policy run as a node agent (--node "
             f"{agent}) cannot steer entry-lport traffic: the policy {agent}'s agent writes "
             f"matches {agent}'s pods going to {agent}'s own subnet, traffic that never crosses "
             "the router, and their traffic to other nodes would need policies in those nodes' "
             f"slices naming {agent}'s pods, which no agent writes (measured in zone mode: not "
             f"steered).{kept} Use network-function steering (OVN >= 26.03), or protect the "
-            "destination pods exit-lport"
+            "destination pods exit-lport",
+            f"Binding/{name}",
+            agent,
         )

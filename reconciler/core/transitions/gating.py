@@ -47,13 +47,14 @@ plan however it was made (``reconciler.core.transitions.hold``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
+from reconciler.core.model.facts import Finding, Hold
 from reconciler.core.model.observed import Observed, OvnRow
 from reconciler.core.model.plan import Change, Plan
 from reconciler.core.transitions.health import (
@@ -66,18 +67,14 @@ from reconciler.core.transitions.health import (
 )
 
 __all__ = [
-    "HELD_META",
-    "Hold",
     "MemberHealth",
     "gate",
     "held_idents",
     "member_health",
 ]
 
-HELD_META = "held"
 CHAIN = "osc.io/chain"
-"""``external_ids`` key of a service chain's rows (issue 21): its hops, ``h1,...,hk``."""
-"""The plan's ``meta`` key listing what is held (:meth:`Hold.to_json` each)."""
+"""``external_ids`` key of a service chain's rows: its hops, ``h1,...,hk``."""
 
 _NF, _NFG, _CHECK, _ACL = (
     "Network_Function",
@@ -109,46 +106,6 @@ class MemberHealth:
     def vm(self) -> str:
         """The VirtualMachine's name (``naming.vm_name``)."""
         return naming.vm_name(self.vnf, self.node, self.slot)
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    """The steering of one binding on one node, held until its function groups are active."""
-
-    binding: str
-    node: str
-    waiting_for: tuple[str, ...]
-    """The VNF VMs (names) any of which, once healthy, would let the unit switch on (all of
-    them with ``chain``)."""
-    groups: tuple[str, ...]
-    """The function groups the held ACLs steer to that northd has not reported active."""
-    changes: tuple[Ident, ...]
-    """The held changes (``(kind, key)``): the unit's ACL changes, and the deletes of function
-    groups its live ACLs still steer to."""
-    why: str = ""
-    vnfs: tuple[str, ...] = ()
-    """The VnfDeployments of those VMs (labels of the held-steering metric)."""
-    chain: bool = False
-    """The held ACLs steer through a chain: every one of ``waiting_for`` (its hops, in order)
-    must become healthy, not any one."""
-
-    @property
-    def reason(self) -> str:
-        """``waiting for firewall-node-2 to become healthy`` (what the plan, explain and status
-        say)."""
-        names = (" and " if self.chain else " or ").join(self.waiting_for)
-        names = names or ", ".join(self.groups)
-        why = f" ({self.why})" if self.why else ""
-        return f"waiting for {names} to become healthy{why}"
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["changes"] = [list(i) for i in self.changes]
-        data["waiting_for"] = list(self.waiting_for)
-        data["groups"] = list(self.groups)
-        data["vnfs"] = list(self.vnfs)
-        data["reason"] = self.reason
-        return data
 
 
 def _ids(fields: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -267,7 +224,7 @@ def _planned_members(plan: Plan) -> dict[str, list[str] | None]:
 
 def gate(plan: Plan, observed: Observed) -> Plan:
     """``plan`` without the steering transitions whose function groups are not ready, and with
-    ``meta["held"]`` saying what waits and why (absent when nothing does). See the module
+    :attr:`Plan.held` saying what waits and why. See the module
     docstring for the rules."""
     units: dict[tuple[str, str], list[Change]] = defaultdict(list)
     for change in plan.changes:
@@ -356,7 +313,7 @@ def gate(plan: Plan, observed: Observed) -> Plan:
 
     held: list[Hold] = []
     dropped: set[Ident] = set()
-    warnings: list[str] = []
+    warnings: list[Finding] = []
     old_path: _OldPath | None = None
     for unit, groups in sorted(candidates.items()):
         waiting = [g for g in groups if not ready(g)]
@@ -376,10 +333,14 @@ def gate(plan: Plan, observed: Observed) -> Plan:
         lost = sorted({nf for nf in old_functions if live_ports.get(nf, set()) & deleted_ports})
         if lost:
             warnings.append(
-                f"Binding {binding} on node {node} is switched onto "
-                f"{', '.join(waiting)} before OVN reported it healthy: the VNF it steered "
-                f"through until now ({', '.join(lost)}) is removed in the same plan, so its "
-                "steering cannot be kept until then (the failure policy acts meanwhile)"
+                _cannot_keep(
+                    binding,
+                    node,
+                    f"Binding {binding} on node {node} is switched onto "
+                    f"{', '.join(waiting)} before OVN reported it healthy: the VNF it steered "
+                    f"through until now ({', '.join(lost)}) is removed in the same plan, so its "
+                    "steering cannot be kept until then (the failure policy acts meanwhile)",
+                )
             )
             continue
         keep = {(_NFG, g) for g in kept}
@@ -388,9 +349,13 @@ def gate(plan: Plan, observed: Observed) -> Plan:
         clash = sorted(key for table, key in keep if live_ids.get((table, key)) in new_ids[table])
         if clash:  # only when the ids ran out: a new row of the plan takes the kept row's id
             warnings.append(
-                f"Binding {binding} on node {node} is switched onto {', '.join(waiting)} before "
-                f"OVN reported it healthy: {', '.join(clash)} cannot be kept until then (its id "
-                "is given to a new row; the ids are nearly exhausted)"
+                _cannot_keep(
+                    binding,
+                    node,
+                    f"Binding {binding} on node {node} is switched onto {', '.join(waiting)} "
+                    f"before OVN reported it healthy: {', '.join(clash)} cannot be kept until "
+                    "then (its id is given to a new row; the ids are nearly exhausted)",
+                )
             )
             continue
         idents = tuple(sorted({(c.kind, c.key) for c in units[unit]} | keep))
@@ -413,13 +378,19 @@ def gate(plan: Plan, observed: Observed) -> Plan:
     if not held and not warnings:
         return plan
     changes = tuple(c for c in plan.changes if (c.kind, c.key) not in dropped)
-    meta = dict(plan.meta)
-    if held:
-        meta[HELD_META] = [h.to_json() for h in held]
-    return replace(plan, changes=changes, warnings=(*plan.warnings, *warnings), meta=meta)
+    return replace(
+        plan,
+        changes=changes,
+        findings=(*plan.findings, *warnings),
+        held=(*plan.held, *held) if held else plan.held,
+    )
 
 
 _NEW = "new: OVN has not probed it yet"
+
+
+def _cannot_keep(binding: str, node: str, text: str) -> Finding:
+    return Finding("transition", f"Binding/{binding}", node, text)
 
 
 @dataclass(frozen=True)
@@ -491,19 +462,5 @@ def _functions(plan: Plan, observed: Observed) -> dict[str, tuple[str, str, str]
 
 
 def held_idents(plan: Plan) -> set[Ident]:
-    """The changes ``plan`` holds back (``meta["held"]``)."""
-    return {
-        (str(kind), str(key))
-        for hold in plan.meta.get(HELD_META) or ()
-        for kind, key in hold.get("changes") or ()
-    }
-
-
-def holds_of(plan: Plan) -> list[dict[str, Any]]:
-    """``meta["held"]`` of a plan (an empty list when nothing is held)."""
-    return list(plan.meta.get(HELD_META) or ())
-
-
-def nodes_held(holds: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """``(binding, node)`` of every hold."""
-    return {(str(h["binding"]), str(h["node"])) for h in holds}
+    """The changes ``plan`` holds back (:attr:`Plan.held`)."""
+    return {ident for hold in plan.held for ident in hold.changes}

@@ -3,8 +3,8 @@
 Nothing here feeds compile or the diff. Health changes by the second (northd rewrites
 ``Network_Function_Group.network_function_active`` as its probes succeed or fail) and must
 never cause a write or a full compile; it is read from ``Observed.nf_active`` and shown in the
-plan (``meta["vnf_instances"]``), in ``osc-gitops status`` and as metrics. The id budget is
-shown in the plan (``meta["nf_ids"]``) and exported as a metric, so an alert fires long before
+plan (``Plan.vnf_instances``), in ``osc-gitops status`` and as metrics. The id budget is
+shown in the plan (``Plan.nf_ids``) and exported as a metric, so an alert fires long before
 OVN's 255 ids per NB run out.
 
 Pure, no I/O.
@@ -13,11 +13,17 @@ Pure, no I/O.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import Any
 
 from reconciler.core.model import ownership as own
+from reconciler.core.model.facts import (
+    HEALTHY,
+    NOT_HEALTHY,
+    UNKNOWN,
+    Health,
+    InstanceHealth,
+)
 from reconciler.core.model.naming import is_probe_group
 from reconciler.core.model.observed import Observed, OvnRow
 from reconciler.core.model.target import SVC_MONITOR_OPTIONS, Target
@@ -30,7 +36,6 @@ __all__ = [
     "UNKNOWN",
     "Health",
     "InstanceHealth",
-    "health_meta",
     "id_budget",
     "in_service",
     "live_id_budget",
@@ -39,38 +44,12 @@ __all__ = [
     "why_not_healthy",
 ]
 
-Health = Literal["healthy", "not healthy", "unknown"]
-HEALTHY: Health = "healthy"
-NOT_HEALTHY: Health = "not healthy"
-UNKNOWN: Health = "unknown"
-
 NF_ID_TABLES: tuple[str, ...] = ("Network_Function", "Network_Function_Group")
 """The tables whose ids (1-255) are allocated among every writer of one NB."""
 
 _NF = "Network_Function"
 _NFG = "Network_Function_Group"
 _CHECK = "Network_Function_Health_Check"
-
-
-@dataclass(frozen=True, slots=True)
-class InstanceHealth:
-    """One VNF instance (a VnfDeployment on one node) as OVN reports it.
-
-    ``healthy`` only means something with a health check: without one OVN counts an instance
-    healthy whenever its ports are bound, so it is reported ``unknown`` then."""
-
-    vnf: str
-    node: str
-    health: Health
-    detail: str = ""
-    """Why it is ``unknown`` or ``not healthy``, for humans."""
-
-    @property
-    def healthy(self) -> bool | None:
-        """True/False when OVN can tell, None when it cannot (the metric's 1/0/absent)."""
-        if self.health == UNKNOWN:
-            return None
-        return self.health == HEALTHY
 
 
 def _instance_of(row: OvnRow) -> tuple[str, str] | None:
@@ -193,11 +172,6 @@ def in_service(observed: Observed) -> set[tuple[str, str]]:
     return out
 
 
-def health_meta(health: Mapping[tuple[str, str], InstanceHealth]) -> list[dict[str, Any]]:
-    """The plan's ``meta["vnf_instances"]``: one ``{vnf, node, health, detail}`` per instance."""
-    return [asdict(h) for h in health.values()]
-
-
 def id_budget(target: Target, observed: Observed) -> dict[str, dict[str, int]]:
     """Per NF id table: ids in use in the NB once the plan is applied (ours in the target plus
     everyone else's), the limit, and how ours add up: ``ours`` over ``nodes`` nodes, at most
@@ -236,9 +210,9 @@ def live_id_budget(observed: Observed) -> dict[str, int]:
 
 
 def plan_report(target: Target, observed: Observed) -> dict[str, Any]:
-    """What a plan shows beside its changes (``Plan.meta`` keys): ``vnf_instances``, the
-    health of every VNF instance with a Network_Function in the target or the NB, and
-    ``nf_ids``, the id budget of this NB after the plan. Keys are left out where they say
+    """What a plan shows beside its changes (:class:`Plan` facts by field name):
+    ``vnf_instances``, the health of every VNF instance with a Network_Function in the target
+    or the NB, and ``nf_ids``, the id budget of this NB after the plan. Left out where they say
     nothing (no Network_Function anywhere; an NB without the tables)."""
     report: dict[str, Any] = {}
     instances = {
@@ -248,7 +222,7 @@ def plan_report(target: Target, observed: Observed) -> dict[str, Any]:
     }
     health = vnf_health(observed, {(v, n) for v, n in instances if n is not None})
     if health:
-        report["vnf_instances"] = health_meta(health)
+        report["vnf_instances"] = tuple(health.values())
     budget = id_budget(target, observed)
     if budget:
         report["nf_ids"] = budget

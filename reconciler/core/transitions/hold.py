@@ -18,19 +18,16 @@ through it again). Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
-from reconciler.core.transitions.gating import HELD_META, gate, held_idents
-from reconciler.core.transitions.rollout import ROLLOUT_META, hold_updates
+from reconciler.core.transitions.gating import gate, held_idents
+from reconciler.core.transitions.rollout import hold_updates
 
 __all__ = [
     "apply_transitions",
-    "in_transition",
     "only_progress",
-    "transitions_meta",
     "with_health_of",
 ]
 
@@ -57,14 +54,3 @@ def with_health_of(observed: Observed, before: Observed) -> Observed:
     found dead): new input, which the next pass follows, not a failure to converge."""
     health = {g: before.nf_active[g] for g in observed.nf_active if g in before.nf_active}
     return replace(observed, nf_active=health)
-
-
-def in_transition(plan: Plan) -> bool:
-    """Something is held or a rollout is under way: a later pass has work to do even when the
-    plan is empty."""
-    return bool(plan.meta.get(HELD_META) or plan.meta.get(ROLLOUT_META))
-
-
-def transitions_meta(plan: Plan) -> dict[str, Any]:
-    """The plan's ``held`` and ``rollout`` entries (for status and reports)."""
-    return {k: plan.meta[k] for k in (HELD_META, ROLLOUT_META) if plan.meta.get(k)}

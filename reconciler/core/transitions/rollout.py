@@ -46,7 +46,7 @@ says so.
 
 Two pure halves: :func:`hold_updates` turns a plan into the plan of this moment (held updates
 out, released ones in, drained functions out of their groups) and describes every rollout in
-``meta["rollout"]``; :func:`next_steps` decides, from that description, the live state and the
+:attr:`Plan.rollouts`; :func:`next_steps` decides, from that description, the live state and the
 time, which annotations to write and which VMs to restart (``reconciler.engine.rollout`` does
 it). Neither does I/O.
 """
@@ -65,6 +65,7 @@ from reconciler.core.compiling.diff import diff, live_state
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, VnfDeployment
+from reconciler.core.model.facts import Finding, VmRollout, VnfRollout
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import Resource, Target
@@ -79,7 +80,6 @@ __all__ = [
     "PHASE",
     "RENEW",
     "RESTARTING",
-    "ROLLOUT_META",
     "STALE",
     "LiveRollout",
     "Step",
@@ -121,8 +121,6 @@ DRAINING, RESTARTING, BOOTING = "draining", "restarting", "booting"
 Phase = Literal["draining", "restarting", "booting"]
 _DRAINED = (DRAINING, RESTARTING, BOOTING)
 _RELEASED = (RESTARTING, BOOTING)
-ROLLOUT_META = "rollout"
-"""The plan's ``meta`` key: one entry per VnfDeployment with a rollout under way."""
 _VM = "VirtualMachine"
 _NFG = "Network_Function_Group"
 
@@ -174,109 +172,6 @@ def detection_window(vnf: VnfDeployment) -> float:
 # ------------------------------------------------------------------------------- the plan side
 
 
-@dataclass(frozen=True, slots=True)
-class VmRollout:
-    """One VirtualMachine of a VnfDeployment with a rollout under way."""
-
-    key: str
-    """``namespace/name``."""
-    node: str
-    slot: str
-    function: str
-    """Its Network_Function (what is drained from the node's steering groups)."""
-    outdated: bool
-    """Its live template differs from the manifests' (it needs a restart)."""
-    released: bool = False
-    """This plan writes its new template (it is ``restarting``)."""
-    template: str = ""
-    """The :func:`template_hash` it is being rolled to (of the manifests)."""
-    image: str = ""
-    """The image of that template."""
-    phase: str | None = None
-    since: str | None = None
-    rolling_to: str | None = None
-    """``TEMPLATE`` as annotated."""
-    halted: str | None = None
-    peer: str | None = None
-    """The other function of its node (``instancesPerNode: 2``), which carries the traffic
-    while this one is restarted."""
-    owner: str | None = None
-    """The process rolling it (``OWNER``), and since when (``OWNER_SINCE``)."""
-    owner_since: str | None = None
-
-    @property
-    def retargeted(self) -> bool:
-        """Being rolled to an older template than the manifests' (they changed mid-rollout):
-        the rollout goes on from its phase with the new one."""
-        return bool(self.phase and self.outdated and self.rolling_to and
-                    self.rolling_to != self.template)  # fmt: skip
-
-    @property
-    def name(self) -> str:
-        return self.key.partition("/")[2]
-
-
-@dataclass(frozen=True, slots=True)
-class VnfRollout:
-    """A VnfDeployment whose VMs are being rolled (``meta["rollout"]`` entry)."""
-
-    vnf: str
-    max_unavailable: int
-    deadline: float
-    window: float
-    instances_per_node: int
-    nodes_total: int
-    vms: tuple[VmRollout, ...] = ()
-
-    @property
-    def nodes_updated(self) -> int:
-        pending = {vm.node for vm in self.vms if vm.outdated or vm.phase}
-        return self.nodes_total - len(pending)
-
-    @property
-    def halted(self) -> str | None:
-        return next((vm.halted for vm in self.vms if vm.halted), None)
-
-    @property
-    def owner(self) -> tuple[str, str | None] | None:
-        """The process rolling it and since when (the first VM being rolled that names one)."""
-        return next(((vm.owner, vm.owner_since) for vm in self.vms if vm.phase and vm.owner), None)
-
-    @property
-    def summary(self) -> str:
-        """``VnfDeployment/firewall: 1 of 3 nodes updated`` and what happens now: the VM in
-        progress, who rolls it since when, a template changed mid-rollout."""
-        text = f"VnfDeployment/{self.vnf}: {self.nodes_updated} of {self.nodes_total} nodes updated"
-        halted = self.halted
-        if halted:
-            return f"{text}; halted: {halted}"
-        busy = [f"{vm.name} {vm.phase}" for vm in self.vms if vm.phase]
-        owner = self.owner
-        if owner is not None:
-            busy.append(f"rolled by {owner[0]}" + (f" since {owner[1]}" if owner[1] else ""))
-        text = f"{text} ({', '.join(busy)})" if busy else text
-        moved = [vm.name for vm in self.vms if vm.retargeted]
-        if moved:
-            text += (
-                f"; the template changed during the rollout: it goes on from {', '.join(moved)} "
-                "with the new one (nodes already updated are rolled again after it)"
-            )
-        return text
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["nodes_updated"] = self.nodes_updated
-        data["halted"] = self.halted
-        data["summary"] = self.summary
-        return data
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> VnfRollout:
-        fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "vms"}
-        vms = tuple(VmRollout(**vm) for vm in data.get("vms") or ())
-        return cls(**fields, vms=vms)
-
-
 def _vm_identity(obj_labels: Mapping[str, Any], key: str) -> tuple[str, str, str] | None:
     """``(vnf, node, slot)`` of one of our VMs (its labels and name)."""
     vnf, node = obj_labels.get(own.VNF_LABEL), obj_labels.get(own.NODE_LABEL)
@@ -294,9 +189,9 @@ def _labels(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     """The plan of this moment of every rollout (see the module docstring): template updates of
     VMs not yet ``restarting`` are left out, the functions of VMs being rolled on a
-    two-instance node are taken out of the node's steering groups, and ``meta["rollout"]``
+    two-instance node are taken out of the node's steering groups, and :attr:`Plan.rollouts`
     describes each VnfDeployment whose VMs are outdated or being rolled."""
-    owner = str(plan.meta.get("instance") or own.DEFAULT_INSTANCE)
+    owner = plan.instance or own.DEFAULT_INSTANCE
     live_vms = {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM}
     outdated: dict[str, Change] = {}
     for change in plan.changes:
@@ -366,14 +261,13 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
         _vnf_rollout(desired.vnfs[vnf], sorted(vm_list, key=lambda v: (v.node, v.slot)), vm_labels)
         for vnf, vm_list in sorted(vms.items())
     ]
-    meta = {**plan.meta, ROLLOUT_META: [r.to_json() for r in rollouts]}
     changes.sort(key=lambda c: c.sort_key)
-    warnings = (*plan.warnings, *_chain_warnings(desired, vms))
-    return replace(plan, changes=tuple(changes), meta=meta, warnings=warnings)
+    findings = (*plan.findings, *_chain_warnings(desired, vms))
+    return replace(plan, changes=tuple(changes), rollouts=tuple(rollouts), findings=findings)
 
 
-def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[str]:
-    """A chain (issue 21) is wired through the first instance of each hop only: a standby
+def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[Finding]:
+    """A chain is wired through the first instance of each hop only: a standby
     serves the VNF's own bindings, not the chain, so restarting the first instance interrupts
     the chain on that node whatever ``instancesPerNode`` is; the plan says so."""
     out = []
@@ -382,12 +276,13 @@ def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> lis
             continue  # one instance: every binding through it is interrupted, as documented
         for name, binding in sorted(desired.bindings.items()):
             if binding.spec.is_chain and vnf in binding.spec.vnfs:
-                out.append(
+                text = (
                     f"VnfDeployment {vnf}: its rolling update interrupts Binding {name}'s chain "
                     f"{binding.spec.vnf_text} on each node while the first instance there "
                     f"restarts (a chain crosses the first instance of each hop only; the "
                     "standby takes over the VNF's own bindings): its failure policy acts meanwhile"
                 )
+                out.append(Finding("transition", f"VnfDeployment/{vnf}", None, text))
     return out
 
 
@@ -404,7 +299,8 @@ def _unrolled(plan: Plan, outdated: Mapping[str, Change]) -> Plan:
         "(Network Function steering, not --kubernetes-only): restart them one node at a time "
         "(virtctl restart)"
     )
-    return replace(plan, warnings=(*plan.warnings, warning))
+    finding = Finding("transition", f"VnfDeployment/{vnfs[0]}", None, warning)
+    return replace(plan, findings=(*plan.findings, finding))
 
 
 def _vnf_rollout(
@@ -481,11 +377,6 @@ def _touched(
     return out
 
 
-def rollouts_of(plan: Plan) -> list[VnfRollout]:
-    """The rollouts a plan describes (``meta["rollout"]``)."""
-    return [VnfRollout.from_json(r) for r in plan.meta.get(ROLLOUT_META) or ()]
-
-
 # ------------------------------------------------------------------------------ the engine side
 
 
@@ -525,6 +416,22 @@ def owners_of(observed: Observed) -> dict[str, str]:
     return out
 
 
+@dataclass
+class _Pass:
+    """What :func:`next_steps` reads once and writes as it goes, for every rollout."""
+
+    observed: Observed
+    now: float
+    owner: str | None
+    health: Mapping[str, MemberHealth]
+    live: Mapping[str, KubeObject]
+    groups: Mapping[str, tuple[str, str, list[str]]]
+    active: set[str]
+    steps: list[Step] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    rechecks: list[float] = field(default_factory=list)
+
+
 def next_steps(
     rollouts: Iterable[VnfRollout],
     observed: Observed,
@@ -542,78 +449,89 @@ def next_steps(
     is alive, :data:`STALE`) gets no step: it is that process's. The owner's steps name it,
     and renew ``RENEWED`` every :data:`RENEW` seconds; a rollout whose owner is gone is taken
     over."""
-    health = member_health(observed)
-    live = {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM}
     groups = _steering_groups(observed)
-    active = {nf for g, nf in observed.nf_active.items() if g in groups and nf}
+    run = _Pass(
+        observed, now, owner, member_health(observed),
+        {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM},
+        groups, {nf for g, nf in observed.nf_active.items() if g in groups and nf},
+    )  # fmt: skip
     living = set(alive) - {owner}
-    steps: list[Step] = []
-    waiting: list[str] = []
-    rechecks: list[float] = []
     owned_by: list[tuple[str, str, str | None]] = []
     for rollout in rollouts:
-        finished: set[str] = set()
-        foreign = _foreign_owner(rollout, live, living) if owner is not None else None
-        if foreign is not None:
-            who, who_since = foreign
-            owned_by.append((rollout.vnf, who, who_since))
-            waiting.append(
-                f"VnfDeployment/{rollout.vnf}: its rolling update is owned by {who}"
-                + (f" since {who_since}" if who_since else "")
-                + ": this process restarts none of its VMs; it waits until that one finishes "
-                f"(or is silent for {STALE:.0f} s, then takes it over from where it is)"
-            )
+        foreign = _foreign_owner(rollout, run.live, living) if owner is not None else None
+        if foreign is None:
+            _roll(run, rollout)
             continue
-        busy: set[str] = set()
-        halted = False
-        for vm in rollout.vms:
-            obj = live.get(vm.key)
-            state = obj.state if obj is not None else {}
-            phase = state.get(PHASE)
-            if obj is None or not phase:
-                continue
-            since = parse_time(state.get(SINCE)) or now
-            elapsed = now - since
-            member = health.get(vm.function)
-            step, wait = _advance(rollout, vm, phase, state, member, obj, groups, observed, now)
-            busy.add(vm.node)
-            if owner is not None:
-                claim, renew_at = _claim(vm, state, owner, now)
-                steps.extend(claim)
-                rechecks.append(renew_at)
-            if step is not None:
-                if any(s.annotations.get(PHASE, "") is None for s in step):
-                    finished.add(vm.key)
-                steps.extend(_owned(step, owner, state, now))
-                continue
-            waiting.append(f"{vm.name}: {wait}")
-            if phase == BOOTING and _up(member):
-                rechecks.append(since + rollout.window)
-            if elapsed > rollout.deadline:
-                halted = True
-                if not state.get(HALTED):
-                    message = (
-                        f"{vm.name} not healthy {rollout.deadline:.0f} s after its {phase} "
-                        f"began ({why_unready(member, obj)})"
-                    )
-                    steps.append(Step(vm.key, "annotate", {HALTED: message}, "deadline passed"))
-            else:
-                rechecks.append(since + rollout.deadline + 0.001)
-            halted = halted or bool(state.get(HALTED))
-        if halted:
-            waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
+        who, who_since = foreign
+        owned_by.append((rollout.vnf, who, who_since))
+        run.waiting.append(
+            f"VnfDeployment/{rollout.vnf}: its rolling update is owned by {who}"
+            + (f" since {who_since}" if who_since else "")
+            + ": this process restarts none of its VMs; it waits until that one finishes "
+            f"(or is silent for {STALE:.0f} s, then takes it over from where it is)"
+        )
+    recheck = min(run.rechecks) if run.rechecks else None
+    return Steps(tuple(run.steps), recheck, tuple(run.waiting), tuple(owned_by))
+
+
+def _roll(run: _Pass, rollout: VnfRollout) -> None:
+    """One rollout's steps: each VM being rolled moved on (or why it waits, or the halt past
+    its deadline), then the next VMs selected, and the owner's name cleared once it is over."""
+    busy: set[str] = set()
+    finished: set[str] = set()
+    halted = False
+    for vm in rollout.vms:
+        obj = run.live.get(vm.key)
+        if obj is None or not obj.state.get(PHASE):
             continue
-        selected = _select(rollout, busy, live, health, active, now, waiting)
-        steps.extend(_owned(selected, owner, {}, now))
-        left = [vm for vm in rollout.vms if vm.key not in finished and (vm.outdated or vm.phase)]
-        if owner is not None and not selected and not left:
-            # the rollout is over: no VM names its owner any more
-            steps.extend(
-                Step(key, "annotate", dict.fromkeys(_OWNERSHIP), "rollout done")
-                for key, obj in sorted(live.items())
-                if _labels(obj.body).get(own.VNF_LABEL) == rollout.vnf and obj.state.get(OWNER)
-            )
-    return Steps(tuple(steps), min(rechecks) if rechecks else None, tuple(waiting), tuple(owned_by))
+        busy.add(vm.node)
+        done, vm_halted = _roll_vm(run, rollout, vm, obj)
+        if done:
+            finished.add(vm.key)
+        halted = halted or vm_halted
+    if halted:
+        run.waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
+        return
+    selected = _select(rollout, busy, run.live, run.health, run.active, run.now, run.waiting)
+    run.steps.extend(_owned(selected, run.owner, {}, run.now))
+    left = [vm for vm in rollout.vms if vm.key not in finished and (vm.outdated or vm.phase)]
+    if run.owner is not None and not selected and not left:
+        # the rollout is over: no VM names its owner any more
+        run.steps.extend(
+            Step(key, "annotate", dict.fromkeys(_OWNERSHIP), "rollout done")
+            for key, obj in sorted(run.live.items())
+            if _labels(obj.body).get(own.VNF_LABEL) == rollout.vnf and obj.state.get(OWNER)
+        )
+
+
+def _roll_vm(run: _Pass, rollout: VnfRollout, vm: VmRollout, obj: KubeObject) -> tuple[bool, bool]:
+    """One VM being rolled: its next phase (or why it waits), the owner's claim on it, the
+    halt past its deadline. Returns (it is upgraded now, its rollout is halted)."""
+    state, now = obj.state, run.now
+    phase = state[PHASE]
+    since = parse_time(state.get(SINCE)) or now
+    member = run.health.get(vm.function)
+    step, wait = _advance(rollout, vm, phase, state, member, obj, run.groups, run.observed, now)
+    if run.owner is not None:
+        claim, renew_at = _claim(vm, state, run.owner, now)
+        run.steps.extend(claim)
+        run.rechecks.append(renew_at)
+    if step is not None:
+        run.steps.extend(_owned(step, run.owner, state, now))
+        return any(s.annotations.get(PHASE, "") is None for s in step), False
+    run.waiting.append(f"{vm.name}: {wait}")
+    if phase == BOOTING and _up(member):
+        run.rechecks.append(since + rollout.window)
+    if now - since <= rollout.deadline:
+        run.rechecks.append(since + rollout.deadline + 0.001)
+        return False, bool(state.get(HALTED))
+    if not state.get(HALTED):
+        message = (
+            f"{vm.name} not healthy {rollout.deadline:.0f} s after its {phase} began "
+            f"({why_unready(member, obj)})"
+        )
+        run.steps.append(Step(vm.key, "annotate", {HALTED: message}, "deadline passed"))
+    return False, True
 
 
 def _foreign_owner(

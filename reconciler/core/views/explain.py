@@ -32,15 +32,15 @@ from typing import Any, Literal
 from reconciler.core.compiling.compile import members_by_group_and_node
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
-from reconciler.core.model.desired import Binding, Desired, Precedence, Redirection
+from reconciler.core.model.desired import Binding, Desired, Redirection
 from reconciler.core.model.observed import Observed, Pod, PodPort
 from reconciler.core.model.plan import Change
 from reconciler.core.model.selectors import matches_selector
-from reconciler.core.model.target import Resource
+from reconciler.core.model.target import Resource, Target
 from reconciler.core.planning.full import CompiledPlan
 from reconciler.core.steering import common, services
 from reconciler.core.steering.base import directions
-from reconciler.core.transitions.gating import HELD_META, held_idents
+from reconciler.core.transitions.gating import held_idents
 from reconciler.core.transitions.health import HEALTHY, UNKNOWN, Health, InstanceHealth, vnf_health
 from reconciler.errors import UserError
 
@@ -249,10 +249,7 @@ def explain_pod(
     shadowed = common.shadowing(on_node, tiered=tiered)
     health = _health(planned, observed, node, bindings)
     vm_states = _vm_states(planned, node, bindings)
-    held = {
-        (str(h["binding"]), str(h["node"])): str(h["reason"])
-        for h in planned.plan.meta.get(HELD_META) or ()
-    }
+    held = {(h.binding, h.node): h.reason for h in planned.plan.held}
     views: list[BindingView] = []
     for binding in bindings:
         spec = binding.spec
@@ -298,7 +295,7 @@ def explain_pod(
 
     rows = _rows(planned, observed, pod, node, bindings)
     warnings += _binding_warnings(views, on_node, tiered, backend.name)
-    instance = str(planned.plan.meta.get("instance", own.DEFAULT_INSTANCE))
+    instance = planned.plan.instance or own.DEFAULT_INSTANCE
     warnings += _cluster_warnings(
         desired, observed, pod, node, views, backend.name, instance, planned.target
     )
@@ -543,7 +540,7 @@ def _rows(
     }
     stateless: set[tuple[str, str]] = set()
     if node is not None and bindings:  # the VNF ports made stateless beside load balancers
-        instance = str(planned.plan.meta.get("instance", own.DEFAULT_INSTANCE))
+        instance = planned.plan.instance or own.DEFAULT_INSTANCE
         pg = services.stateless_port_group(instance, node)
         stateless = {("Port_Group", pg), *select("ACL", lambda f: f.get("port_group") == pg)}
     changes = _changes_by_ident((planned.untransitioned or planned.plan).changes)
@@ -619,10 +616,7 @@ def _binding_warnings(
         if view.reason:
             out.append(f"Binding {view.name} does not steer this pod: {view.reason}")
         for direction, by in view.shadowed.items():
-            out.append(
-                f"Binding {view.name} is shadowed for {direction} traffic of this pod by "
-                f"{common.shadow_text(by)} (evaluated first, takes every packet it would take)"
-            )
+            out.append(common.shadowed_finding(view.name, direction, by).text)
         if view.steers and view.health == "not healthy":
             effect = "drops" if view.failure_policy == "fail-close" else "bypasses the VNF for"
             out.append(
@@ -660,27 +654,22 @@ def _cluster_warnings(
     views: Sequence[BindingView],
     steering: str,
     instance: str,
-    planned_target: Iterable[Resource] = (),
+    planned_target: Target,
 ) -> list[str]:
+    """What the plan found about the cluster that concerns this pod (the NetworkPolicies that
+    select it, as compile words them), and what steering beside load balancers or without a
+    health check means for it."""
+    findings = planned_target.findings
     out: list[str] = []
     steering_views = [v for v in views if v.steers]
     if not steering_views:
         return out
-    precedences = {Precedence(v.precedence) for v in steering_views}
-    for policy in sorted(observed.network_policies, key=lambda p: p.name):
-        if policy.namespace != pod.namespace or not matches_selector(
-            pod.labels, policy.pod_selector
-        ):
-            continue
-        effects = []
-        if Precedence.AFTER_NETWORK_POLICY in precedences:
-            effects.append("flows it allows are not steered (precedence after-network-policy)")
-        if Precedence.BEFORE_NETWORK_POLICY in precedences:
-            effects.append("its denies do not apply to steered flows (before-network-policy)")
-        out.append(
-            f"NetworkPolicy {policy.namespace}/{policy.name} selects this pod: "
-            + "; ".join(effects)
-        )
+    selecting = {
+        f"NetworkPolicy/{policy.namespace}/{policy.name}"
+        for policy in observed.network_policies
+        if policy.namespace == pod.namespace and matches_selector(pod.labels, policy.pod_selector)
+    }
+    out += [f.text for f in findings if f.code == "network-policy" and f.subject in selecting]
     switch = next((s for s in observed.switches if s.name == node), None)
     if steering == "network-function" and switch is not None and switch.load_balancers:
         twice = any(

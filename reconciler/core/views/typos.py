@@ -174,7 +174,6 @@ def typo_warnings(
             likely += [f"VnfDeployment {vnf} nodeSelector: {c}" for c in vnfs.get(vnf, [])]
         quoted.update(likely)
         warnings.append(f"{head}; likely typo: {'; '.join(likely)}" if likely else head)
-    warnings += route_warnings(changes)
     for name, (selects, all_causes) in groups.items():
         causes = [c for c in all_causes if f"SecurityGroup {name}: {c}" not in quoted]
         if all_causes and not causes:
@@ -192,40 +191,40 @@ def typo_warnings(
                 f"{_count(len(observed.nodes), 'node')} ({'; '.join(causes)}): it runs nowhere "
                 "and its bindings steer nothing"
             )
-    warnings += unused_vnfs(desired)
     return warnings
 
 
-def route_warnings(changes: Sequence[BindingProtection]) -> list[str]:
-    """A binding whose pods stay steered but stop crossing a VNF, or that fails open where it
-    failed closed, weakens their protection as surely as one that stops steering them: a
-    reviewer must not approve it without seeing it (issue 33)."""
-    warnings: list[str] = []
+def route_warnings(changes: Sequence[BindingProtection]) -> list[tuple[str, str]]:
+    """``(binding, warning)``: a binding whose pods stay steered but stop crossing a VNF, or
+    that fails open where it failed closed, weakens their protection as surely as one that
+    stops steering them: a reviewer must not approve it without seeing it."""
+    warnings: list[tuple[str, str]] = []
     for change in changes:
         for route in change.routes:
             if route.lost:
-                warnings.append(
+                warnings.append((change.binding,
                     f"Binding {change.binding}: {_count(len(route.pods))} stop crossing "
                     f"{' and '.join(route.lost)} ({arrow(route.before.vnfs)} becomes "
                     f"{arrow(route.after.vnfs)})"
-                )
+                ))  # fmt: skip
             old, new = route.before.failure_policy, route.after.failure_policy
             if old == "fail-close" and new == "fail-open":
-                warnings.append(
+                warnings.append((change.binding,
                     f"Binding {change.binding}: {_count(len(route.pods))} fail open where they "
                     f"failed closed: while {arrow(route.after.vnfs)} is unhealthy their traffic "
                     "bypasses it instead of being dropped"
-                )
+                ))  # fmt: skip
     return warnings
 
 
-def unused_vnfs(desired: Desired) -> list[str]:
-    """A VnfDeployment no Binding refers to runs a VM on every selected node and protects
-    nothing: most likely a binding was forgotten or names another VNF."""
+def unused_vnfs(desired: Desired) -> list[tuple[str, str]]:
+    """``(vnf, warning)``: a VnfDeployment no Binding refers to runs a VM on every selected
+    node and protects nothing: most likely a binding was forgotten or names another VNF."""
     used = {vnf for binding in desired.bindings.values() for vnf in binding.spec.vnfs}
     return [
-        f"VnfDeployment {name}: no Binding refers to it, so its VMs run on every selected node "
-        "and steer no traffic (add a Binding with vnf: " + name + ", or remove it)"
+        (name, f"VnfDeployment {name}: no Binding refers to it, so its VMs run on every "
+               f"selected node and steer no traffic (add a Binding with vnf: {name}, or "
+               "remove it)")
         for name in sorted(desired.vnfs)
         if name not in used
-    ]
+    ]  # fmt: skip

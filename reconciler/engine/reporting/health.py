@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reconciler.core.model.observed import Observed
-from reconciler.core.transitions.health import health_meta, live_id_budget, vnf_health
+from reconciler.core.transitions.health import live_id_budget, vnf_health
 from reconciler.engine.providers import Reporter
 
 
@@ -48,4 +48,4 @@ class OvnHealthReport:
         self.reporter.vnf_health({where: h.healthy for where, h in health.items()})
         self.reporter.nf_ids_used(live_id_budget(observed))
         if self.sink is not None:
-            self.sink.vnf_health(health_meta(health))
+            self.sink.vnf_health([h.to_json() for h in health.values()])

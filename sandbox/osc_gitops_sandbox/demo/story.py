@@ -146,7 +146,7 @@ def _story(
             else:
                 report = reconcile(load_path(policies_copy), kube, ovn, options)
             s = report.plan.summary()
-            held = len(report.plan.meta.get("held") or ())
+            held = len(report.plan.held)
             _say(
                 f"Apply complete: {s['create']} created, {s['update']} changed, {s['delete']} "
                 f"deleted in {sum(report.seconds.values()) * 1000:.0f} ms; re-plan is empty"

@@ -38,15 +38,22 @@ spec: {securityGroup: edge, vnf: firewall, order: 30}
 """
 
 
+# What northd writes into rows we own (its verdict on a function group), at its own moment: a
+# verdict landing between the two reads is northd's write, not ours, and bumps ``_version``.
+NORTHD_WRITES = ("network_function_active", "_version")
+
+
 def _raw(remote: str) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every row we own, whole (``_uuid`` and ``_version`` included), by (table, key)."""
+    """Every row we own, whole (``_uuid`` included), by (table, key), without what northd
+    writes into it (:data:`NORTHD_WRITES`)."""
     dump = ovsdb_rpc.dump(remote, "OVN_Northbound", [t for t in OVN_TABLES if t != "NB_Global"])
     rows = {}
     for table, found in dump.items():
         for row in found:
             ids = row.get("external_ids") or {}
             if isinstance(ids, dict) and ids.get(own.OWNER):
-                rows[(table, ids[own.KEY])] = row
+                kept = {k: v for k, v in row.items() if k not in NORTHD_WRITES}
+                rows[(table, ids[own.KEY])] = kept
     return rows
 
 

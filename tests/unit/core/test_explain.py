@@ -242,8 +242,9 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
         switches=(Switch("node-1", "10.244.1.0/24", load_balancers=True), *obs.switches[1:]),
     )
     e = explain("web-1", obs)
+    # the plan's finding, as compile words it (explain filters, never words it again)
     assert (
-        "NetworkPolicy shop/deny-all selects this pod: flows it allows are not steered "
+        "NetworkPolicy shop/deny-all selects 2 steered pod(s): flows it allows are not steered "
         "(precedence after-network-policy)" in e.warnings
     )
     assert not [w for w in e.warnings if "db-only" in w]

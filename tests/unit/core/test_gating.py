@@ -273,7 +273,7 @@ def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
             OvnRow("Network_Function_Health_Check", nf, {"network_function": nf}),
             OvnRow("Network_Function_Group", f"{nf}.probe", probe),
         ]
-    plan = Plan((acl, group), meta={"instance": "osc-gitops"})
+    plan = Plan((acl, group), instance="osc-gitops")
     one_up = Observed(ovn_rows=tuple(hop_rows), nf_active={"osc.fw.node_1.probe": "osc.fw.node_1"})
     held = gate(plan, one_up)
     assert [c.kind for c in held.changes] == ["Network_Function_Group"]

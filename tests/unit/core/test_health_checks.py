@@ -281,7 +281,7 @@ def test_unknown_health_says_why() -> None:
     assert vnf_health(live)[("fw", "node-1")].healthy is None
     # an instance a plan is about to create
     report = plan_report(compile_target(manifests(), observed), observed)
-    assert [(i["node"], i["health"], i["detail"]) for i in report["vnf_instances"]] == [
+    assert [(i.node, i.health, i.detail) for i in report["vnf_instances"]] == [
         ("node-1", "unknown", "not in the Northbound DB yet"),
         ("node-2", "unknown", "not in the Northbound DB yet"),
     ]

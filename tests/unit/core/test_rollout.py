@@ -24,7 +24,6 @@ from reconciler.core.transitions.rollout import (
     Steps,
     format_time,
     next_steps,
-    rollouts_of,
 )
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, converge, live_of, northd_healthy, with_live
@@ -76,7 +75,7 @@ class World:
     def step(self, now: float) -> Steps:
         """One pass: apply, then the rollout's steps."""
         plan = self.apply()
-        steps = next_steps(rollouts_of(plan), self.obs, now)
+        steps = next_steps(plan.rollouts, self.obs, now)
         for step in steps.steps:
             key = tuple(step.vm.split("/"))
             if step.action == "restart":
@@ -245,7 +244,7 @@ def test_state_is_read_from_annotations_only_a_new_process_continues() -> None:
     w.step(T0)
     # "a new process": nothing but the observed cluster is carried over
     fresh = make_plan(w.want, w.obs, NF)
-    (rollout,) = rollouts_of(fresh)
+    (rollout,) = fresh.rollouts
     (vm,) = [v for v in rollout.vms if v.phase]
     assert (vm.key, vm.phase, vm.released) == ("security/fw-node-1", RESTARTING, True)
     assert vm.since == format_time(T0)

@@ -111,7 +111,7 @@ class AddressList:
         out: TargetBuilder,
     ) -> None:
         if options.cluster_router not in observed.routers:
-            out.warnings.append("address-list: no cluster router")
+            out.warn("backend", "address-list: no cluster router")
             return
         for group, bindings in bindings_by_group(desired).items():
             for b in bindings:
