@@ -156,6 +156,13 @@ def run_apply(args: argparse.Namespace) -> int:
                 f"(OVN transaction {report.seconds.get('ovn_transaction', 0) * 1000:.0f} ms).",
                 file=sys.stderr,
             )
+        if report.plan.pending and not args.wait:
+            print(
+                f"Not converged yet: {len(report.plan.pending)} pending (a rolling update, "
+                "steering held until a VNF instance is healthy): later passes write them "
+                "(apply --wait, or the run loop).",
+                file=sys.stderr,
+            )
         if args.wait:  # the passes after it never ask: the plan was approved
             waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
     transitions = (

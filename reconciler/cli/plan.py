@@ -118,7 +118,8 @@ def print_plan(the_plan: Any, output: str, verbose: bool = False) -> int:
     from reconciler.render import render
 
     sys.stdout.write(render(the_plan, output, verbose))
-    return EXIT_CHANGES if the_plan.changes else EXIT_OK
+    # pending (a template waiting for its rollout, held steering) is not converged either
+    return EXIT_OK if the_plan.converged else EXIT_CHANGES
 
 
 def read_snapshot(path: str) -> Any:

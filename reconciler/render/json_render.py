@@ -108,7 +108,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             for c in plan.changes
         ],
         "warnings": list(plan.warnings),
-        "summary": plan.summary(),
+        "summary": {**plan.summary(), "pending": len(plan.pending)},
     }
 
 

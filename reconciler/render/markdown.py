@@ -7,7 +7,7 @@ from reconciler.core.model.plan import Plan
 from reconciler.render import protection
 from reconciler.render.mermaid import markdown_diagrams
 from reconciler.render.text import SYMBOL, budget_line, render_text, summary_line
-from reconciler.render.transitions import held_lines, rollout_lines
+from reconciler.render.transitions import held_lines, not_converged, pending_lines, rollout_lines
 
 MARKER = "<!-- osc-gitops-plan -->"
 """Lets the PR workflow find and update its one sticky comment."""
@@ -26,8 +26,10 @@ def render_markdown(plan: Plan, verbose: bool = False) -> str:
         lines += [f"- ⚠️ {w}" for w in plan.warnings]
         lines.append("")
     lines += ["#### Rows", ""]
-    if plan.empty:
+    if plan.converged:
         lines.append("**No changes.** The live state matches the manifests.")
+    elif plan.empty:
+        lines.append(f"**{not_converged(plan)}**")
     else:
         lines.append(f"**{summary_line(plan)}**")
         lines += ["", "| | kind | name | node | from |", "|---|---|---|---|---|"]
@@ -39,6 +41,10 @@ def render_markdown(plan: Plan, verbose: bool = False) -> str:
         if len(plan.changes) > _MAX_ROWS:
             lines.append(f"| | … {len(plan.changes) - _MAX_ROWS} more | | | |")
     held, rollouts = held_lines(plan), rollout_lines(plan)
+    pending = pending_lines(plan)
+    if pending:
+        lines += ["", "**Pending** (not written by this plan: rolled node by node)", ""]
+        lines += [f"- ⏳ {line.removeprefix('~ ')}" for line in pending]
     if held:
         lines += ["", "**Held** until OVN reports the VNF instance healthy", ""]
         lines += [f"- ⏳ {line.removeprefix('~ held: ')}" for line in held]

@@ -10,7 +10,7 @@ from typing import Any
 
 from reconciler.core.model.plan import Change, Plan
 from reconciler.render import protection
-from reconciler.render.transitions import transition_lines
+from reconciler.render.transitions import not_converged, transition_lines
 
 SYMBOL = {"create": "+", "update": "~", "delete": "-"}
 _MAX_LIST = 8
@@ -19,6 +19,13 @@ _MAX_LIST = 8
 def summary_line(plan: Plan) -> str:
     s = plan.summary()
     return f"Plan: {s['create']} to create, {s['update']} to change, {s['delete']} to delete."
+
+
+def pending_line(plan: Plan) -> str | None:
+    """``Pending: 8 (not written by this plan; not converged until they are).``"""
+    if not plan.pending:
+        return None
+    return f"Pending: {len(plan.pending)} (not written by this plan; not converged until they are)."
 
 
 def _short(value: Any) -> str:
@@ -181,8 +188,10 @@ def render_text(plan: Plan, verbose: bool = False) -> str:
         out.append(" · ".join(bits))
         out.append("")
     out += protection.text_section(plan.protection)
-    if plan.empty:
+    if plan.converged:
         out.append("No changes. The live state matches the manifests.")
+    elif plan.empty:
+        out.append(not_converged(plan))
     else:
         out.append("osc-gitops will perform the following actions:")
         out += change_lines(plan, verbose)
@@ -204,4 +213,7 @@ def render_text(plan: Plan, verbose: bool = False) -> str:
         out.append(f"NF ids in this Northbound DB after this plan: {budget}")
     out.append("")
     out.append(summary_line(plan))
+    pending = pending_line(plan)
+    if pending:
+        out.append(pending)
     return "\n".join(out) + "\n"

@@ -28,6 +28,7 @@ __all__ = [
     "Health",
     "Hold",
     "InstanceHealth",
+    "Pending",
     "Protection",
     "ProtectionBasis",
     "VmRollout",
@@ -207,6 +208,8 @@ class VmRollout:
     while this one is restarted."""
     image: str = ""
     """The image of the template it is being rolled to."""
+    change: str = ""
+    """What the new template changes, for people: ``image fw:1.0 → fw:1.1``, ``cpu 1 → 2``."""
     owner: str | None = None
     """The process rolling it (``rollout.osc.io/owner``: instance, host, pid), and since when
     (``rollout.osc.io/owner-since``)."""
@@ -285,6 +288,41 @@ class VnfRollout:
         fields = {k: data[k] for k in names if k in data and k != "vms"}
         vms = tuple(VmRollout(**vm) for vm in data.get("vms") or ())
         return cls(**fields, vms=vms)
+
+
+# ---------------------------------------------------------------------------------- pending
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A difference between the live state and the manifests that this plan does not write,
+    but later passes will (the plan's ``pending``): a template change waiting for its rollout,
+    a VM being rolled, steering held until a VNF instance is healthy. A plan with one is not
+    converged (``plan`` exits 2)."""
+
+    kind: str
+    """``VirtualMachine`` or ``Binding``."""
+    name: str
+    """``namespace/name`` of a VM, the Binding's name."""
+    node: str | None
+    change: str
+    """What differs: ``image fw:1.0 → fw:1.1, rolled node by node``."""
+    why: str = ""
+    """Why it is not written now, and what happens meanwhile."""
+
+    @property
+    def line(self) -> str:
+        """``VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1, rolled node by node``."""
+        where = f" on {self.node}" if self.kind == "Binding" and self.node else ""
+        why = f" ({self.why})" if self.why else ""
+        return f"{self.kind} {self.name}{where}: {self.change}{why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Pending:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 # ------------------------------------------------------------------------------ protection

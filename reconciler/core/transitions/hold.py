@@ -17,24 +17,40 @@ through it again). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import Hold, Pending
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.transitions.gating import gate, held_idents
-from reconciler.core.transitions.rollout import hold_updates
+from reconciler.core.transitions.rollout import hold_updates, pending_of
 
 __all__ = [
     "apply_transitions",
+    "held_pending",
     "only_progress",
     "with_health_of",
 ]
 
 
 def apply_transitions(plan: Plan, desired: Desired, observed: Observed) -> Plan:
-    """``plan`` as it may be applied now (see the module docstring)."""
-    return gate(hold_updates(plan, desired, observed), observed)
+    """``plan`` as it may be applied now (see the module docstring), with what it leaves
+    pending: the live state does not match the manifests until later passes write it."""
+    ready = gate(hold_updates(plan, desired, observed), observed)
+    pending = (*pending_of(ready.rollouts), *held_pending(ready.held))
+    return replace(ready, pending=pending) if pending or ready.pending else ready
+
+
+def held_pending(held: Iterable[Hold]) -> list[Pending]:
+    """Steering held until a VNF instance is healthy, per binding and node: until then no ACL
+    steers the binding's pods there, their traffic flows unsteered."""
+    return [
+        Pending("Binding", hold.binding, hold.node, f"steering held, {hold.reason}",
+                "until then no ACL steers its pods there: their traffic flows unsteered")
+        for hold in held
+    ]  # fmt: skip
 
 
 def only_progress(first: Plan, second: Plan) -> bool:

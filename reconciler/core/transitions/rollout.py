@@ -65,7 +65,7 @@ from reconciler.core.compiling.diff import diff, live_state
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, VnfDeployment
-from reconciler.core.model.facts import Finding, VmRollout, VnfRollout
+from reconciler.core.model.facts import Finding, Pending, VmRollout, VnfRollout
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import Resource, Target
@@ -90,6 +90,8 @@ __all__ = [
     "live_rollouts",
     "next_steps",
     "owner_name",
+    "pending_of",
+    "template_change",
     "template_hash",
     "why_unready",
 ]
@@ -221,6 +223,7 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
         state = obj.state if obj is not None else {}
         target = template_hash(_template(pending.after)) if pending else state.get(TEMPLATE, "")
         image = vm_image(pending.after) if pending else state.get(IMAGE, "")
+        what = template_change(pending.before, pending.after) if pending else ""
         phase = state.get(PHASE)
         released = pending is not None and phase in _RELEASED and state.get(TEMPLATE) == target
         if pending is not None and not released:
@@ -234,6 +237,7 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
             released=released,
             template=target,
             image=image,
+            change=what,
             phase=phase,
             since=state.get(SINCE),
             rolling_to=state.get(TEMPLATE),
@@ -739,6 +743,44 @@ def _select(
 
 
 # ------------------------------------------------------------------------------ the live view
+
+
+def template_change(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
+    """What a VM's new template changes, for people: ``image fw:1.0 → fw:1.1``, ``cpu 1 →
+    2``, ``memory 1Gi → 2Gi``; ``template`` when it is something else."""
+
+    def domain(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        return (((_template(body) or {}).get("spec") or {}).get("domain")) or {}
+
+    def cpu(body: Mapping[str, Any] | None) -> Any:
+        return (domain(body).get("cpu") or {}).get("cores")
+
+    def memory(body: Mapping[str, Any] | None) -> Any:
+        return ((domain(body).get("resources") or {}).get("requests") or {}).get("memory")
+
+    parts = [
+        f"{what} {old} → {new}"
+        for what, read in (("image", vm_image), ("cpu", cpu), ("memory", memory))
+        if (old := read(before)) != (new := read(after))
+    ]
+    return ", ".join(parts) or "template"
+
+
+def pending_of(rollouts: Iterable[VnfRollout]) -> list[Pending]:
+    """What every rollout still has to do, one entry per VM: a template change waiting for
+    its turn (``image fw:1.0 → fw:1.1, rolled node by node``), a VM being rolled now."""
+    out: list[Pending] = []
+    for rollout in rollouts:
+        for vm in rollout.vms:
+            if vm.phase:
+                what = f"{vm.change}, " if vm.outdated and vm.change else ""
+                why = f"halted: {vm.halted}" if vm.halted else ""
+                change = f"{what}{vm.phase} (rolled node by node)"
+                out.append(Pending(_VM, vm.key, vm.node, change, why))
+            elif vm.outdated:
+                why = "waits for its turn: KubeVirt applies a new template at a restart"
+                out.append(Pending(_VM, vm.key, vm.node, f"{vm.change}, rolled node by node", why))
+    return out
 
 
 def vm_image(body: Mapping[str, Any] | None) -> str:

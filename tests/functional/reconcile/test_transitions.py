@@ -54,9 +54,13 @@ def test_without_healthy_vnfs_the_wait_times_out_naming_each_instance_and_why(
         "firewall-node-2 are healthy; shop-backend/db-0 and db-1 are NOT protected meanwhile "
         "(their traffic flows unsteered)"
     ) in report
-    # the plan says so, and holding is no change: exit 0
+    # the plan says so: nothing to write, but held steering is pending, not converged (exit 2)
     planned = cli("plan", policies, *conn(cluster))
-    assert planned.code == 0
+    assert planned.code == 2, planned.out
+    assert "No changes to write now, but the live state does not match the manifests yet: " \
+           "8 pending (below)." in planned.out  # fmt: skip
+    assert "No changes. The live state matches the manifests." not in planned.out
+    assert "\nPending: 8 (not written by this plan; not converged until they are).\n" in planned.out
     assert (
         "~ held: Binding/web-firewall on node-2: waiting for firewall-node-2 to become healthy"
         in planned.out
@@ -98,6 +102,20 @@ def test_an_image_change_rolls_out_node_by_node_through_kubevirt_restarts(
     planned = cli("plan", policies, *conn(cluster))
     assert "VnfDeployment/firewall: 0 of 2 nodes updated" in planned.out
     assert "VirtualMachine" not in planned.out.split("Warnings:")[0]  # no VM changes at once
+    # an image bump is no "No changes": each VM's new image is pending, rolled node by node
+    assert planned.code == 2, planned.out
+    for node in ("node-1", "node-2"):
+        assert (
+            f"  ~ VirtualMachine osc-vnfs/firewall-{node}: image "
+            "quay.io/example/vnf-firewall:1.4.2 → quay.io/example/vnf-firewall:1.5.0, rolled "
+            "node by node"
+        ) in planned.out
+    data = json.loads(cli("plan", policies, *conn(cluster), "-o", "json").out)
+    assert data["summary"] == {"create": 0, "update": 0, "delete": 0, "pending": 2}
+    assert data["meta"]["pending"][0]["change"] == (
+        "image quay.io/example/vnf-firewall:1.4.2 → quay.io/example/vnf-firewall:1.5.0, "
+        "rolled node by node"
+    )
     rolled = cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "60s")
     assert rolled.code == 0, rolled.err
     vms = {o["metadata"]["name"]: o for o in cluster.kube.objects("VirtualMachine")}

@@ -52,7 +52,7 @@ def test_json_contract():
     _, mixed = plans()
     data = json.loads(render(mixed, "json"))
     assert data["format_version"] == "1"
-    assert data["summary"] == {"create": 1, "update": 1, "delete": 1}
+    assert data["summary"] == {"create": 1, "update": 1, "delete": 1, "pending": 0}
     update = next(c for c in data["changes"] if c["action"] == "update")
     assert update["resource"] == {
         "kind": "Port_Group",
