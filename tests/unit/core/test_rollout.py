@@ -297,10 +297,10 @@ def test_an_image_bump_is_pending_not_converged_until_every_node_is_rolled() -> 
     w.want = manifests("fw:1.1", cpu=2)
     plan = w.plan()
     assert plan.empty and not plan.converged
+    bump = "image fw:1.0 → fw:1.1, cpu 1 → 2"
     assert [(p.kind, p.name, p.change) for p in plan.pending] == [
-        ("VirtualMachine", f"security/fw-{n}", "image fw:1.0 → fw:1.1, cpu 1 → 2, rolled node by node")
-        for n in NODES
-    ]  # fmt: skip
+        ("VirtualMachine", f"security/fw-{n}", f"{bump}, rolled node by node") for n in NODES
+    ]
     w.step(T0)  # node-1 selected: its template is written by the next pass
     pending = {p.name: p.change for p in w.plan().pending}
     assert (
