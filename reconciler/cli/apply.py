@@ -15,13 +15,13 @@ from reconciler.cli.common import (
     add_connection_args,
     add_scope_args,
     add_source_args,
+    add_verbose_arg,
     cache_dir,
     compile_options,
     connections,
     load_source,
     scope_of,
 )
-from reconciler.cli.plan import add_verbose_arg
 from reconciler.cli.review import add_base_arg
 from reconciler.core.model.observed import Observed
 

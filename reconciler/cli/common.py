@@ -527,3 +527,12 @@ def print_json(data: object) -> None:
 
 def plural(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+def add_verbose_arg(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose`` of the commands that print a plan (plan, apply, show)."""
+    parser.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="list every row of the plan text (by default more than three rows of one kind, "
+        "action and origin are counted on one line)",
+    )  # fmt: skip

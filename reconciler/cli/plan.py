@@ -16,6 +16,7 @@ from reconciler.cli.common import (
     add_connection_args,
     add_scope_args,
     add_source_args,
+    add_verbose_arg,
     compile_options,
     connections,
     load_source,
@@ -54,14 +55,6 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         help="plan an empty manifest set that deletes everything this instance owns (as apply "
         "--allow-empty; without it such a plan is refused, as apply refuses it)",
     )
-
-
-def add_verbose_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-v", "--verbose", action="store_true",
-        help="list every row of the plan text (by default more than three rows of one kind, "
-        "action and origin are counted on one line)",
-    )  # fmt: skip
 
 
 def run_plan(args: argparse.Namespace) -> int:

@@ -13,8 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reconciler.cli.common import EXIT_OK, Command
-from reconciler.cli.plan import add_verbose_arg
+from reconciler.cli.common import EXIT_OK, Command, add_verbose_arg
 from reconciler.errors import UserError
 
 
