@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck schemas check
+.PHONY: setup demo test lint typecheck schemas docs check
 
 setup:
 	@bash scripts/setup.sh
@@ -37,5 +37,9 @@ typecheck: setup
 
 schemas: setup
 	$(VENV)/bin/osc-gitops schema --write
+
+# The documentation site (docs/, mkdocs.yml) into site/, strict: a broken link or anchor fails.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 check: lint test

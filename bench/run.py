@@ -17,8 +17,6 @@ Why the measurements are taken the way they are (details in ``docs/benchmarks.md
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
 import statistics
 import subprocess
@@ -177,24 +175,6 @@ sys.exit(code)
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-c", _CHILD, *args]
-
-
-def patch_labels(kube_url: str, namespace: str, name: str, labels: dict[str, str]) -> None:
-    host, _, port = kube_url.removeprefix("http://").partition(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request(
-            "PATCH",
-            f"/api/v1/namespaces/{namespace}/pods/{name}",
-            json.dumps({"metadata": {"labels": labels}}),
-            {"Content-Type": "application/merge-patch+json"},
-        )
-        response = conn.getresponse()
-        body = response.read()
-        if response.status >= 300:
-            raise RuntimeError(f"PATCH {namespace}/{name}: HTTP {response.status} {body[:200]!r}")
-    finally:
-        conn.close()
 
 
 def measure_scale(
@@ -431,56 +411,6 @@ def _measure(
             "cold_plan": cold_plan,
         },
     )
-
-
-def group_without(groups: Any, labels: dict[str, str], start: int, count: int) -> str:
-    """The first group from ``start`` on that the pod is not yet a member of (at tiny scales
-    a pod often is), so every event is a real membership change."""
-    for i in range(count):
-        name = f"sg-{(start + i) % count:03d}"
-        if not set(groups[name].spec.label_pairs()) & set(labels.items()):
-            return name
-    raise RuntimeError("the pod is a member of every group")
-
-
-def wait_cache(cache: Any, namespace: str, name: str, labels: dict[str, str],
-                timeout: float = 30.0) -> None:  # fmt: skip
-    """Spin until the watch has delivered the change to the cache (part of the latency)."""
-    deadline = time.perf_counter() + timeout
-    while True:
-        for pod in cache.list_pods():
-            if pod.namespace == namespace and pod.name == name:
-                if pod.labels == labels:
-                    return
-                break
-        if time.perf_counter() > deadline:
-            raise RuntimeError(f"the pod cache did not see {namespace}/{name} relabelled")
-        time.sleep(0.0005)
-
-
-def port_group_exists(remote: str, pg: str) -> bool:
-    """Whether the NB has a Port_Group of that name (a pod joining its group's rows on its
-    node, or creating them as the first member there)."""
-    res = ovsdb_rpc.transact(remote, "OVN_Northbound", [
-        {"op": "select", "table": "Port_Group", "where": [["name", "==", pg]],
-         "columns": ["name"]},
-    ])  # fmt: skip
-    return bool(res[0]["rows"])
-
-
-def check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
-    res = ovsdb_rpc.transact(remote, "OVN_Northbound", [
-        {"op": "select", "table": "Port_Group", "where": [["name", "==", pg]],
-         "columns": ["ports"]},
-        {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
-         "columns": ["_uuid"]},
-    ])  # fmt: skip
-    ports = ovsdb_rpc.from_atom(res[0]["rows"][0]["ports"]) if res[0]["rows"] else []
-    port_uuid = res[1]["rows"][0]["_uuid"][1]
-    if port_uuid not in (ports if isinstance(ports, list) else [ports]):
-        raise RuntimeError(
-            f"after the labelled pod's reconcile, {lsp} is not in Port_Group {pg} ({the_plan})"
-        )
 
 
 def groups_active(remote: str) -> bool:

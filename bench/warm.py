@@ -20,6 +20,8 @@ API server, the IDL-backed :class:`OvnNorthbound`, the incremental planner, a lo
 
 from __future__ import annotations
 
+import http.client
+import json
 import multiprocessing
 import os
 import statistics
@@ -27,6 +29,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from osc_gitops_sandbox.ovn import ovsdb_rpc
 
 from bench.scenario import Scale
 
@@ -103,7 +107,6 @@ def _measure(
     noops: int,
     fulls: int,
 ) -> dict[str, Any]:
-    from bench.run import check_member, group_without, patch_labels, port_group_exists, wait_cache
     from bench.scenario import pod_labels
     from reconciler.adapters.kube.cache import KubeCache
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
@@ -210,3 +213,71 @@ def _measure(
         stop.set()
         ovn.close()
         kube.close()
+
+
+def patch_labels(kube_url: str, namespace: str, name: str, labels: dict[str, str]) -> None:
+    host, _, port = kube_url.removeprefix("http://").partition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        conn.request(
+            "PATCH",
+            f"/api/v1/namespaces/{namespace}/pods/{name}",
+            json.dumps({"metadata": {"labels": labels}}),
+            {"Content-Type": "application/merge-patch+json"},
+        )
+        response = conn.getresponse()
+        body = response.read()
+        if response.status >= 300:
+            raise RuntimeError(f"PATCH {namespace}/{name}: HTTP {response.status} {body[:200]!r}")
+    finally:
+        conn.close()
+
+
+def group_without(groups: Any, labels: dict[str, str], start: int, count: int) -> str:
+    """The first group from ``start`` on that the pod is not yet a member of (at tiny scales
+    a pod often is), so every event is a real membership change."""
+    for i in range(count):
+        name = f"sg-{(start + i) % count:03d}"
+        if not set(groups[name].spec.label_pairs()) & set(labels.items()):
+            return name
+    raise RuntimeError("the pod is a member of every group")
+
+
+def wait_cache(cache: Any, namespace: str, name: str, labels: dict[str, str],
+                timeout: float = 30.0) -> None:  # fmt: skip
+    """Spin until the watch has delivered the change to the cache (part of the latency)."""
+    deadline = time.perf_counter() + timeout
+    while True:
+        for pod in cache.list_pods():
+            if pod.namespace == namespace and pod.name == name:
+                if pod.labels == labels:
+                    return
+                break
+        if time.perf_counter() > deadline:
+            raise RuntimeError(f"the pod cache did not see {namespace}/{name} relabelled")
+        time.sleep(0.0005)
+
+
+def port_group_exists(remote: str, pg: str) -> bool:
+    """Whether the NB has a Port_Group of that name (a pod joining its group's rows on its
+    node, or creating them as the first member there)."""
+    res = ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Port_Group", "where": [["name", "==", pg]],
+         "columns": ["name"]},
+    ])  # fmt: skip
+    return bool(res[0]["rows"])
+
+
+def check_member(remote: str, pg: str, lsp: str, the_plan: Any) -> None:
+    res = ovsdb_rpc.transact(remote, "OVN_Northbound", [
+        {"op": "select", "table": "Port_Group", "where": [["name", "==", pg]],
+         "columns": ["ports"]},
+        {"op": "select", "table": "Logical_Switch_Port", "where": [["name", "==", lsp]],
+         "columns": ["_uuid"]},
+    ])  # fmt: skip
+    ports = ovsdb_rpc.from_atom(res[0]["rows"][0]["ports"]) if res[0]["rows"] else []
+    port_uuid = res[1]["rows"][0]["_uuid"][1]
+    if port_uuid not in (ports if isinstance(ports, list) else [ports]):
+        raise RuntimeError(
+            f"after the labelled pod's reconcile, {lsp} is not in Port_Group {pg} ({the_plan})"
+        )

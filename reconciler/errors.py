@@ -169,3 +169,34 @@ class PathNotFound(UserError):
     def __init__(self, path: str, reason: str = "no such file or directory") -> None:
         self.path = path
         super().__init__(f"cannot read manifests at {path}: {reason}")
+
+
+_UNCLOSED = {
+    "while parsing a flow mapping": "the mapping '{' opened here is never closed",
+    "while parsing a flow sequence": "the list '[' opened here is never closed",
+    "while scanning a quoted scalar": "the quoted string opened here is never closed",
+}
+"""Constructs that run until they are closed: a parser notices the missing end only later (often
+at the next ``---``), so the error is reported where the construct opened."""
+
+
+def yaml_syntax_message(exc: Any) -> tuple[str, Any]:
+    """A YAML syntax error's message (ruamel's ``MarkedYAMLError``: its problem, context and
+    marks) and the mark it is reported at: one wording for manifests and kubeconfigs."""
+    problem = str(exc.problem or "invalid YAML")
+    mark = exc.problem_mark or exc.context_mark
+    if "'\\t'" in problem:
+        return "tab character: YAML indentation must use spaces, not tabs", mark
+    context = str(exc.context or "")
+    opened = _UNCLOSED.get(context)
+    if opened and exc.context_mark is not None:
+        found = ""
+        if exc.problem_mark is not None:
+            found = (
+                f" (at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1}: "
+                f"{problem})"
+            )
+        return f"YAML syntax error: {opened}{found}", exc.context_mark
+    if context:
+        return f"YAML syntax error: {context}: {problem}", mark
+    return f"YAML syntax error: {problem}", mark

@@ -6,22 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from reconciler.cli import common
 from reconciler.cli.approve import add_approve_arg
-from reconciler.cli.common import (
-    EXIT_ERROR,
-    EXIT_OK,
-    Command,
-    add_compile_args,
-    add_connection_args,
-    add_scope_args,
-    add_source_args,
-    add_verbose_arg,
-    cache_dir,
-    compile_options,
-    connections,
-    load_source,
-    scope_of,
-)
 from reconciler.cli.review import add_base_arg
 from reconciler.core.model.observed import Observed
 
@@ -31,10 +17,7 @@ if TYPE_CHECKING:
 
 
 def configure_apply(parser: argparse.ArgumentParser) -> None:
-    add_source_args(parser)
-    add_connection_args(parser)
-    add_compile_args(parser)
-    add_scope_args(parser)
+    common.add_reconcile_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="how to print the plan that is applied",
@@ -46,14 +29,13 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     )
     add_approve_arg(parser)
     add_base_arg(parser)
-    add_verbose_arg(parser)
+    common.add_verbose_arg(parser)
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
-        "--wait",
-        action="store_true",
+        "--wait", action="store_true",
         help="after the writes, keep reconciling until every VNF instance is healthy, no "
         "steering is held and no rolling update is under way (Helm's --wait)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--wait-timeout", type=parse_duration, default=300.0, metavar="DURATION",
         help="how long --wait waits: 90, 90s, 5m, 1h30m (default 5m); exit 1 after it",
@@ -108,9 +90,9 @@ def run_apply(args: argparse.Namespace) -> int:
         saved_plans.adopt(args, saved)
         desired, revision = saved.desired(), saved.body.get("revision")
     else:
-        desired, revision = load_source(args)
-    options = compile_options(args)
-    scope = scope_of(args)
+        desired, revision = common.load_source(args)
+    options = common.compile_options(args)
+    scope = common.scope_of(args)
     settled = _Settled()
 
     def reviewed(plan: Plan, observed: Observed) -> Plan:
@@ -131,7 +113,7 @@ def run_apply(args: argparse.Namespace) -> int:
     waited = None
     # --wait reconciles again and again: the IDL mirror reads the NB cheaply each time and tells
     # when northd changes a group's active function; the warm loop's planner
-    with connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
+    with common.connections(args, one_shot=not args.wait, scope=scope) as (kube, ovn):
         wake = planner = None
         if args.wait:
             from reconciler.core.planning.incremental import IncrementalPlanner
@@ -172,8 +154,8 @@ def run_apply(args: argparse.Namespace) -> int:
     )
     _record_apply(args, revision, report, settled.last, transitions)
     if waited is not None and not waited.done:
-        return EXIT_ERROR
-    return EXIT_OK
+        return common.EXIT_ERROR
+    return common.EXIT_OK
 
 
 def _transitions(plan: Plan, desired: Any, observed: Observed) -> dict[str, object]:
@@ -233,11 +215,15 @@ def _record_apply(
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
     ended. A status that cannot be written is a warning: the apply stands."""
-    from reconciler.core.transitions.health import vnf_health
+    from reconciler.core.steering import HealthIndex
     from reconciler.engine.reporting import status
 
-    path = status.status_path(cache_dir(args), status_name(args))
-    instances = [h.to_json() for h in vnf_health(observed).values()] if observed is not None else []
+    path = status.status_path(common.cache_dir(args), common.status_name(args))
+    instances = (
+        [h.to_json() for h in HealthIndex(observed).instances().values()]
+        if observed is not None
+        else []
+    )
     try:
         status.record_apply(
             path,
@@ -253,17 +239,7 @@ def _record_apply(
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)
 
 
-def status_name(args: argparse.Namespace) -> str:
-    """The status file's name: the instance, plus the scope when it is not the whole (a node
-    agent and the central owner of one instance may share a cache dir)."""
-    if getattr(args, "node", None):
-        return f"{args.instance}.node.{args.node}"
-    if getattr(args, "kubernetes_only", False):
-        return f"{args.instance}.kubernetes"
-    return str(args.instance)
-
-
-COMMAND = Command(
+COMMAND = common.Command(
     name="apply",
     help="make the cluster and OVN match the manifests, then verify convergence",
     configure=configure_apply,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from reconciler.errors import Aborted
@@ -46,43 +47,35 @@ def asks(args: argparse.Namespace, stdin: TextIO | None = None) -> bool:
     return interactive and not getattr(args, "auto_approve", False)
 
 
+@dataclass
 class ReviewListener:
     """Annotates the plan before it is applied; asks when :func:`asks` says so."""
 
-    def __init__(
-        self,
-        inner: Any,
-        annotate: Callable[[Any, Any], Any],
-        *,
-        ask: bool,
-        show: Callable[[Any], None],
-        stdin: TextIO | None = None,
-        check: Callable[[Any, Any], None] | None = None,
-    ) -> None:
-        self.inner = inner
-        self._annotate = annotate
-        self.ask = ask
-        self._show = show
-        self._stdin = stdin
-        self._check = check
-        self.first: Any = None
-        self.plan: Any = None
-        """The annotated plan that was applied (``None`` until one was)."""
-        self.shown = False
+    inner: Any
+    annotate: Callable[[Any, Any], Any]
+    ask: bool = field(kw_only=True)
+    show: Callable[[Any], None] = field(kw_only=True)
+    stdin: TextIO | None = field(default=None, kw_only=True)
+    check: Callable[[Any, Any], None] | None = field(default=None, kw_only=True)
+    """A saved plan's check: the live plan must be the saved one."""
+    first: Any = field(default=None, init=False)
+    plan: Any = field(default=None, init=False)
+    """The annotated plan that was applied (``None`` until one was)."""
+    shown: bool = field(default=False, init=False)
 
     def observed(self, observed: Any) -> None:
         self.first = observed
         self.inner.observed(observed)
 
     def applying(self, plan: Any) -> None:
-        self.plan = self._annotate(plan, self.first)
-        if self._check is not None:  # a saved plan: the live plan must be the saved one
-            self._check(self.plan, self.first)
+        self.plan = self.annotate(plan, self.first)
+        if self.check is not None:
+            self.check(self.plan, self.first)
         if self.ask:
-            self._show(self.plan)
+            self.show(self.plan)
             self.shown = True
             print(PROMPT, end="", file=sys.stderr, flush=True)
-            stream = self._stdin if self._stdin is not None else sys.stdin
+            stream = self.stdin if self.stdin is not None else sys.stdin
             answer = stream.readline().strip()
             if answer != "yes":
                 raise ApplyCancelled("apply cancelled: nothing was written")

@@ -27,6 +27,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -36,8 +37,12 @@ from typing import TYPE_CHECKING, Any
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
-    from reconciler.adapters.kube.client import KubeCluster
+    from reconciler.adapters.git import Checkout, GitSource
+    from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.core.model.desired import Desired
+    from reconciler.core.model.observed import Observed
     from reconciler.core.planning.slicing import Scope
+    from reconciler.core.steering.base import CompileOptions
     from reconciler.engine.providers import OvnProvider
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
@@ -67,30 +72,21 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "or an ssh key with --git-ssh-key.",
     )
     git.add_argument(
-        "--repo",
-        default=env("OSC_GIT_REPO"),
-        metavar="URL|PATH",
+        "--repo", default=env("OSC_GIT_REPO"), metavar="URL|PATH",
         help="git remote (https://, ssh://, git@host:path, or a local path)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--ref",
-        default=env("OSC_GIT_REF", "main"),
-        metavar="BRANCH|TAG|SHA",
+        "--ref", default=env("OSC_GIT_REF", "main"), metavar="BRANCH|TAG|SHA",
         help="what to check out (default: main)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--path",
-        dest="repo_path",
-        default=env("OSC_GIT_PATH", "."),
-        metavar="DIR",
+        "--path", dest="repo_path", default=env("OSC_GIT_PATH", "."), metavar="DIR",
         help="manifest folder inside the repository (default: the root)",
-    )
+    )  # fmt: skip
     git.add_argument(
-        "--cache-dir",
-        default=env("OSC_CACHE_DIR"),
-        metavar="DIR",
+        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
         help="clone cache and status file (default: ~/.cache/osc-gitops)",
-    )
+    )  # fmt: skip
     git.add_argument(
         "--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE",
         help="file holding an https access token (a GitHub, GitLab or Gitea token; surrounding "
@@ -109,15 +105,22 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def add_reconcile_args(parser: argparse.ArgumentParser) -> None:
+    """The flags of every command that plans or applies: the manifests' source, the
+    connections, the compile options and the scope."""
+    add_source_args(parser)
+    add_connection_args(parser)
+    add_compile_args(parser)
+    add_scope_args(parser)
+
+
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     ovn = parser.add_argument_group("OVN Northbound")
     ovn.add_argument(
-        "--ovn-nb",
-        default=env("OSC_OVN_NB"),
-        metavar="REMOTE",
+        "--ovn-nb", default=env("OSC_OVN_NB"), metavar="REMOTE",
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
-    )
+    )  # fmt: skip
     ovn.add_argument(
         "--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE",
         help="client key for an ssl: remote (env OSC_OVN_PRIVATE_KEY)",
@@ -144,12 +147,10 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
     )
     parser.add_argument(
-        "--instance",
-        default=env("OSC_INSTANCE", "osc-gitops"),
-        metavar="NAME",
+        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
         help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
         "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
-    )
+    )  # fmt: skip
 
 
 def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) -> None:
@@ -163,21 +164,17 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     )
 
     parser.add_argument(
-        "--steering",
-        choices=STEERING_CHOICES,
-        default=None,
+        "--steering", choices=STEERING_CHOICES, default=None,
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
-    )
+    )  # fmt: skip
     env = os.environ.get
     parser.add_argument(
-        "--empty-grace",
-        type=float,
-        default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
+        "--empty-grace", type=float, default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
         metavar="SECONDS",
         help="how long a group's Port_Group and ACLs on a node outlive its last member pod "
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
-    )
+    )  # fmt: skip
     if not health:
         return
     probe = parser.add_argument_group(
@@ -187,17 +184,13 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         "changes one someone else set, and removes its own once no health-checked VNF is left.",
     )
     probe.add_argument(
-        "--svc-monitor-ip",
-        default=env("OSC_SVC_MONITOR_IP"),
-        metavar="ADDRESS",
+        "--svc-monitor-ip", default=env("OSC_SVC_MONITOR_IP"), metavar="ADDRESS",
         help=f"source address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP}, link-local)",
-    )
+    )  # fmt: skip
     probe.add_argument(
-        "--svc-monitor-ip-dst",
-        default=env("OSC_SVC_MONITOR_IP_DST"),
-        metavar="ADDRESS",
+        "--svc-monitor-ip-dst", default=env("OSC_SVC_MONITOR_IP_DST"), metavar="ADDRESS",
         help=f"destination address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP_DST})",
-    )
+    )  # fmt: skip
 
 
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
@@ -209,24 +202,20 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
         "Without these flags, one process reconciles everything in one central NB.",
     )
     group.add_argument(
-        "--node",
-        default=os.environ.get("OSC_NODE_NAME") or None,
-        metavar="NAME",
+        "--node", default=os.environ.get("OSC_NODE_NAME") or None, metavar="NAME",
         help="node agent: only this node's OVN rows, in the NB --ovn-nb names (its zone's); "
         "Kubernetes is read (this node's pods only), never written",
-    )
+    )  # fmt: skip
     if kubernetes_only:
         group.add_argument(
-            "--kubernetes-only",
-            action="store_true",
+            "--kubernetes-only", action="store_true",
             help="central owner: the VNF VirtualMachines and NADs of every node and the "
             "security-manager notifications; no OVN access at all (no --ovn-nb)",
-        )
+        )  # fmt: skip
 
 
 def scope_of(args: argparse.Namespace) -> Scope:
     """The scope the flags ask for; refuses a bad node name or both flags at once."""
-    import re
 
     from reconciler.core.planning.slicing import scope_for
 
@@ -245,13 +234,12 @@ def scope_of(args: argparse.Namespace) -> Scope:
 _NODE_NAME = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 
-def compile_options(args: argparse.Namespace) -> Any:
-    import re
+def compile_options(args: argparse.Namespace) -> CompileOptions:
 
     from reconciler.core.compiling.compile import CompileOptions
     from reconciler.core.model.desired import DNS1123_LABEL
+    from reconciler.core.steering import check_options
     from reconciler.core.steering.base import DEFAULT_EMPTY_GRACE
-    from reconciler.core.steering.network_function import svc_monitor_addresses
 
     if not re.fullmatch(DNS1123_LABEL, args.instance):
         raise UserError(f"--instance {args.instance!r} must be a DNS-1123 label")
@@ -265,7 +253,7 @@ def compile_options(args: argparse.Namespace) -> Any:
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
         empty_grace=grace,
     )
-    svc_monitor_addresses(options)  # refuse a bad address now, before connecting anywhere
+    check_options(options)  # refuse a bad address now, before connecting anywhere
     return options
 
 
@@ -352,79 +340,24 @@ def kube_connection(args: argparse.Namespace) -> KubeCluster:
     return KubeCluster(kube_settings(args), node=getattr(args, "node", None) or None)
 
 
-def kube_settings(args: argparse.Namespace) -> Any:
+def kube_settings(args: argparse.Namespace) -> KubeSettings:
     """Where the Kubernetes API is, from ``--kubeconfig``/``--context``/``--in-cluster``."""
-    from reconciler.adapters.kube.client import KubeSettings
+    from reconciler.adapters.kube.kubeconfig import settings
 
-    in_cluster = args.in_cluster or (
-        not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    if not args.kubeconfig and not in_cluster:
-        default = Path.home() / ".kube" / "config"
-        if not default.exists():
-            raise UserError(
-                "no Kubernetes credentials: pass --kubeconfig FILE, set KUBECONFIG, or run "
-                "in a cluster (--in-cluster)"
-            )
-    if not in_cluster:
-        for path in (args.kubeconfig or str(Path.home() / ".kube" / "config")).split(os.pathsep):
-            if path:
-                check_kubeconfig(path)
-    return KubeSettings(kubeconfig=args.kubeconfig, context=args.context, in_cluster=in_cluster)
-
-
-class KubeconfigError(UserError):
-    """A kubeconfig that cannot be used (missing, unreadable, not YAML, not a mapping): a
-    Kubernetes problem for ``-o json``'s ``cause`` and the error metric, like the ones the
-    client library reports."""
-
-    cause = "kubernetes"
-
-
-def check_kubeconfig(path: str) -> None:
-    """A kubeconfig that is not a YAML mapping, as one ``error:`` line naming the file and line
-    (the client library would raise a parser error or a ``TypeError`` from deep inside). A
-    syntax error is reported where the construct that was never closed opened, as for
-    manifests (``reconciler.manifests.yaml_positions.syntax_message``)."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MarkedYAMLError, YAMLError
-
-    from reconciler.manifests.yaml_positions import syntax_message
-
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KubeconfigError(f"kubeconfig {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise KubeconfigError(
-            f"cannot read kubeconfig {path}: {getattr(exc, 'strerror', exc)}"
-        ) from exc
-    try:
-        data = YAML(typ="safe", pure=True).load(text)
-    except MarkedYAMLError as exc:
-        message, mark = syntax_message(exc)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        raise KubeconfigError(f"kubeconfig {where}: {message}") from None
-    except YAMLError as exc:
-        raise KubeconfigError(f"kubeconfig {path}: not valid YAML: {exc}") from None
-    if data is not None and not isinstance(data, dict):
-        raise KubeconfigError(
-            f"kubeconfig {path} is a YAML {type(data).__name__}, expected a mapping with "
-            "clusters, users, contexts and current-context (kubectl config view shows one)"
-        )
+    return settings(args.kubeconfig, args.context, args.in_cluster)
 
 
 def cache_dir(args: argparse.Namespace) -> Path:
     if getattr(args, "cache_dir", None):
         return Path(args.cache_dir)
     # ``reconciler.adapters.git.default_cache_dir``'s rule, inline: importing that module loads
-    # GitPython (~0.08 s, ~7 MiB), which a command without ``--repo`` never uses (issue 20's
-    # cold paths). tests/unit/cli pins the two equal.
+    # GitPython, which a command without ``--repo`` never uses and should not pay for.
+    # tests/unit/cli pins the two equal.
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "osc-gitops"
 
 
-def git_source(args: argparse.Namespace) -> Any:
+def git_source(args: argparse.Namespace) -> GitSource:
     """A :class:`reconciler.adapters.git.GitSource` from the flags (``--repo`` given)."""
     from reconciler.adapters.git import TOKEN_ENV, GitSettings, GitSource
 
@@ -442,7 +375,7 @@ def git_source(args: argparse.Namespace) -> Any:
     )
 
 
-def load_source(args: argparse.Namespace) -> tuple[Any, str | None]:
+def load_source(args: argparse.Namespace) -> tuple[Desired, str | None]:
     """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
     if not getattr(args, "repo", None):
         return load_manifests(args.path), getattr(args, "revision", None)
@@ -471,7 +404,7 @@ def print_notes(notes: list[str]) -> None:
         print(f"note: {note}", file=sys.stderr)
 
 
-def load_checkout(checkout: Any) -> Any:
+def load_checkout(checkout: Checkout) -> Desired:
     from dataclasses import replace
 
     from reconciler.errors import ValidationFailed
@@ -493,7 +426,7 @@ def load_checkout(checkout: Any) -> Any:
     return desired
 
 
-def load_manifests(path: str) -> Any:
+def load_manifests(path: str) -> Desired:
     from reconciler.cli.saved import refuse_as_manifests
     from reconciler.errors import ValidationFailed
     from reconciler.manifests.load import load_path
@@ -512,12 +445,9 @@ def load_manifests(path: str) -> Any:
 
 def add_output(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
+        "-o", "--output", choices=("text", "json"), default="text",
         help="text (stderr, for humans) or json (stdout, for tools); default: text",
-    )
+    )  # fmt: skip
 
 
 def print_json(data: object) -> None:
@@ -527,6 +457,70 @@ def print_json(data: object) -> None:
 
 def plural(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+DEMO_OVN_VERSIONS = ("26.03", "23.03")
+"""The OVN versions the demo and ``sandbox up`` run, the first the default: the one list of them
+(the sandbox's ``osc_gitops_sandbox.datapath.world.OVN_VERSIONS`` is keyed by it)."""
+
+
+def add_ovn_version_arg(parser: argparse.ArgumentParser, old_ovn: str) -> None:
+    """``--ovn``: which OVN the sandbox runs (``old_ovn``: what the older one means)."""
+    parser.add_argument(
+        "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
+        help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
+        f"steering); 23.03: the host's Debian OVN ({old_ovn}). Default: 26.03",
+    )  # fmt: skip
+
+
+def status_name(args: argparse.Namespace) -> str:
+    """The status file's name: the instance, plus the scope when it is not the whole (a node
+    agent and the central owner of one instance may share a cache dir)."""
+    if getattr(args, "node", None):
+        return f"{args.instance}.node.{args.node}"
+    if getattr(args, "kubernetes_only", False):
+        return f"{args.instance}.kubernetes"
+    return str(args.instance)
+
+
+_POD_REF = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")
+
+
+def parse_pod(ref: str) -> tuple[str, str]:
+    """``NAMESPACE/POD`` -> ``(namespace, pod)``, in Kubernetes name syntax."""
+    match = _POD_REF.fullmatch(ref)
+    if match is None or len(match.group(1)) > 63 or len(match.group(3)) > 253:
+        raise UserError(
+            f"{ref!r} is not NAMESPACE/POD (a namespace and a pod name, e.g. shop/web-7)"
+        )
+    return match.group(1), match.group(3)
+
+
+def read_snapshot(path: str) -> Observed:
+    """The ``Observed`` of a plain snapshot file (``plan --observed``, ``explain --observed``)."""
+    return parse_snapshot(path, read_json(path))
+
+
+def read_json(path: str) -> dict[str, Any]:
+    """A snapshot file's JSON (plain or zoned)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
+    if not isinstance(data, dict):
+        raise UserError(f"{path} is not an osc-gitops snapshot")
+    return data
+
+
+def parse_snapshot(path: str, data: dict[str, Any]) -> Observed:
+    from reconciler.core.model.observed import Observed
+
+    try:
+        return Observed.from_json(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
 
 
 def add_verbose_arg(parser: argparse.ArgumentParser) -> None:

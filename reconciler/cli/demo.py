@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from reconciler.cli.common import Command
+from reconciler.cli.common import Command, add_ovn_version_arg
 from reconciler.errors import UserError
-
-DEMO_OVN_VERSIONS = ("26.03", "23.03")
-"""The OVN distributions the sandbox runs (``osc_gitops_sandbox.datapath.world.OVN_VERSIONS``);
-the first is the default."""
 
 
 def configure_demo(parser: argparse.ArgumentParser) -> None:
@@ -18,29 +14,23 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
         "--policies", default=None, metavar="DIR", help="default: examples/policies"
     )
     parser.add_argument("--cluster", default=None, metavar="DIR", help="default: examples/cluster")
-    parser.add_argument(
-        "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
-        help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
-        "steering); 23.03: the host's Debian OVN (router-policy steering). Default: 26.03",
-    )  # fmt: skip
+    add_ovn_version_arg(parser, "router-policy steering")
     parser.add_argument(
         "--steering", choices=("network-function", "router-policy"), default=None,
         help="default: network-function if the OVN NB has Network Function tables "
         "(26.03), else router-policy",
     )  # fmt: skip
     parser.add_argument(
-        "--datapath",
-        action="store_true",
+        "--datapath", action="store_true",
         help="run a real OVS/ovn-controller data path instead and show packets through the "
         "VNF: steering, fail-close/fail-open when a VNF dies, recovery",
-    )
+    )  # fmt: skip
     parser.add_argument(
-        "--zones",
-        action="store_true",
+        "--zones", action="store_true",
         help="with --datapath: OVN-Kubernetes interconnect, one zone (NB, SB, northd, chassis) "
         "per node, a --node agent per zone and the --kubernetes-only owner; packets across the "
         "zones, a firewall and a zone's NB dying, a pod moving zones",
-    )
+    )  # fmt: skip
 
 
 def run_demo(args: argparse.Namespace) -> int:

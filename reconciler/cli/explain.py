@@ -8,7 +8,6 @@ snapshot with ``--observed``), makes the same full plan as ``osc-gitops plan`` a
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from reconciler.cli.common import (
@@ -21,15 +20,15 @@ from reconciler.cli.common import (
     compile_options,
     connections,
     load_source,
+    parse_pod,
     print_json,
+    read_snapshot,
 )
 from reconciler.cli.trace import add_trace_args
-from reconciler.errors import UserError
 
 EXIT_NOT_STEERED = 3
 """Selected but not (yet) steered as declared: rows missing or different, or no VNF instance on
 the pod's node (2 is ``plan``'s "changes"; 3 keeps the two apart in scripts)."""
-_POD_REF = re.compile(r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?)/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$")
 
 
 def configure_explain(parser: argparse.ArgumentParser) -> None:
@@ -38,12 +37,9 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
     add_connection_args(parser)
     add_compile_args(parser, health=False)
     parser.add_argument(
-        "-o",
-        "--output",
-        choices=("text", "json"),
-        default="text",
+        "-o", "--output", choices=("text", "json"), default="text",
         help="text (for humans) or json (the contract in reconciler/render/explain.py)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--observed",
         metavar="FILE",
@@ -52,18 +48,7 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
     add_trace_args(parser)
 
 
-def parse_pod(ref: str) -> tuple[str, str]:
-    """``NAMESPACE/POD`` -> ``(namespace, pod)``, in Kubernetes name syntax."""
-    match = _POD_REF.fullmatch(ref)
-    if match is None or len(match.group(1)) > 63 or len(match.group(3)) > 253:
-        raise UserError(
-            f"{ref!r} is not NAMESPACE/POD (a namespace and a pod name, e.g. shop/web-7)"
-        )
-    return match.group(1), match.group(3)
-
-
 def run_explain(args: argparse.Namespace) -> int:
-    from reconciler.cli.plan import read_snapshot
     from reconciler.core.planning.full import compile_plan
     from reconciler.core.views.explain import explain_pod
     from reconciler.engine.pipeline import observe

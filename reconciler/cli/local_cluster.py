@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from reconciler.cli.common import Command
-from reconciler.cli.demo import DEMO_OVN_VERSIONS
+from reconciler.cli.common import Command, add_ovn_version_arg
 from reconciler.errors import UserError
 
 
@@ -50,11 +49,7 @@ def configure_sandbox(parser: argparse.ArgumentParser) -> None:
         help="cluster description: namespaces.yaml, nodes.yaml, pods.yaml in kubectl's List "
         "format (default: examples/cluster)",
     )  # fmt: skip
-    start.add_argument(
-        "--ovn", choices=DEMO_OVN_VERSIONS, default=DEMO_OVN_VERSIONS[0],
-        help="26.03: OVN 26.03 from the Debian sid root `make setup` builds (Network Function "
-        "steering); 23.03: the host's Debian OVN (use --steering router-policy). Default 26.03",
-    )  # fmt: skip
+    add_ovn_version_arg(start, "use --steering router-policy")
     start.add_argument(
         "--datapath", action="store_true",
         help="also run the data path (root only): OVS and ovn-controller, every pod and a VNF "

@@ -3,58 +3,38 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
-from reconciler.cli.common import (
-    EXIT_CHANGES,
-    EXIT_OK,
-    Command,
-    add_compile_args,
-    add_connection_args,
-    add_scope_args,
-    add_source_args,
-    add_verbose_arg,
-    compile_options,
-    connections,
-    load_source,
-    scope_of,
-)
+from reconciler.cli import common
 from reconciler.cli.review import add_base_arg
 from reconciler.errors import UserError
 
 
 def configure_plan(parser: argparse.ArgumentParser) -> None:
-    add_source_args(parser)
-    add_connection_args(parser)
-    add_compile_args(parser)
-    add_scope_args(parser)
+    common.add_reconcile_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="text (default), json (the versioned contract in reconciler/render/json_render.py) "
         "or markdown (a pull-request comment)",
     )  # fmt: skip
     parser.add_argument(
-        "--observed",
-        metavar="FILE",
+        "--observed", metavar="FILE",
         help="plan offline against a snapshot written by `osc-gitops snapshot` (with "
         "--all-nodes: every zone of an interconnect cluster)",
-    )
+    )  # fmt: skip
     add_base_arg(parser)
-    add_verbose_arg(parser)
+    common.add_verbose_arg(parser)
     parser.add_argument(
         "-out", "--out", dest="out", default=None, metavar="FILE",
         help="also save the plan to FILE: `osc-gitops apply FILE` applies exactly it, and "
         "refuses when the live state changed since",
     )  # fmt: skip
     parser.add_argument(
-        "--allow-empty",
-        action="store_true",
+        "--allow-empty", action="store_true",
         help="plan an empty manifest set that deletes everything this instance owns (as apply "
         "--allow-empty; without it such a plan is refused, as apply refuses it)",
-    )
+    )  # fmt: skip
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -63,11 +43,11 @@ def run_plan(args: argparse.Namespace) -> int:
     from reconciler.core.planning.zoned import is_zoned
     from reconciler.engine.pipeline import Pipeline, preview
 
-    desired, revision = load_source(args)
-    options = compile_options(args)
-    scope = scope_of(args)
+    desired, revision = common.load_source(args)
+    options = common.compile_options(args)
+    scope = common.scope_of(args)
     if args.observed:
-        data = read_json(args.observed)
+        data = common.read_json(args.observed)
         if is_zoned(data):  # an interconnect cluster: every zone, as its agent published it
             from reconciler.cli.review import merged_zones
             from reconciler.cli.zones import plan_zoned
@@ -81,10 +61,10 @@ def run_plan(args: argparse.Namespace) -> int:
             if revision:
                 the_plan = replace(the_plan, revision=revision)
             return finish_plan(args, desired, the_plan, merged_zones(data))
-        observed = parse_snapshot(args.observed, data)
+        observed = common.parse_snapshot(args.observed, data)
         shown = preview(desired, observed, options, scope=scope, revision=revision)
     else:
-        with connections(args, read_only=True, scope=scope) as (kube, ovn):
+        with common.connections(args, read_only=True, scope=scope) as (kube, ovn):
             shown = Pipeline(kube, ovn, options, scope=scope).preview(desired, revision)
     return finish_plan(args, desired, shown.plan, shown.observed)
 
@@ -112,36 +92,10 @@ def print_plan(the_plan: Any, output: str, verbose: bool = False) -> int:
 
     sys.stdout.write(render(the_plan, output, verbose))
     # pending (a template waiting for its rollout, held steering) is not converged either
-    return EXIT_OK if the_plan.converged else EXIT_CHANGES
+    return common.EXIT_OK if the_plan.converged else common.EXIT_CHANGES
 
 
-def read_snapshot(path: str) -> Any:
-    return parse_snapshot(path, read_json(path))
-
-
-def read_json(path: str) -> dict[str, Any]:
-    """A snapshot file's JSON (plain or zoned)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read snapshot {path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
-    if not isinstance(data, dict):
-        raise UserError(f"{path} is not an osc-gitops snapshot")
-    return data
-
-
-def parse_snapshot(path: str, data: dict[str, Any]) -> Any:
-    from reconciler.core.model.observed import Observed
-
-    try:
-        return Observed.from_json(data)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
-
-
-COMMAND = Command(
+COMMAND = common.Command(
     name="plan",
     help="show what apply would change (exit 0 none, 2 changes, 1 error)",
     configure=configure_plan,

@@ -10,25 +10,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from reconciler.cli.common import (
-    EXIT_OK,
-    Command,
-    add_compile_args,
-    add_connection_args,
-    add_scope_args,
-    add_source_args,
-    cache_dir,
-    compile_options,
-    connections,
-    git_source,
-    kube_settings,
-    scope_of,
-)
+from reconciler.cli import common
 from reconciler.errors import OscError, UserError
 
 if TYPE_CHECKING:
+    import threading
+
+    from reconciler.adapters.kube.client import KubeCluster
     from reconciler.core.planning.slicing import Scope
+    from reconciler.engine.loop import Loop, LoopConfig
     from reconciler.engine.providers import KubeProvider, LeaseProvider, StatusPublisher
+    from reconciler.engine.reporting.metrics import Metrics
+    from reconciler.engine.sources import ManifestSource
 
 CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
     # What each role's RBAC lets it watch (deploy/overlays/interconnect): a kind it may only
@@ -39,61 +32,46 @@ CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
-    add_source_args(parser)
-    add_connection_args(parser)
-    add_compile_args(parser)
-    add_scope_args(parser)
+    common.add_reconcile_args(parser)
     env = os.environ.get
     parser.add_argument(
-        "--status-namespace",
-        default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
         metavar="NS",
         help="with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
         "(default osc-gitops-agents; --kubernetes-only publishes osc-gitops-central in "
         "--lease-namespace)",
-    )
-    loop = parser.add_argument_group("loop")
+    )  # fmt: skip
+    _add_loop_args(parser.add_argument_group("loop"))
+    _add_ha_args(parser.add_argument_group("high availability and observability"))
+
+
+def _add_loop_args(loop: argparse._ArgumentGroup) -> None:
     loop.add_argument(
         "--once",
         action="store_true",
         help="reconcile once and exit (CronJob mode; exit codes as apply)",
     )
     loop.add_argument(
-        "--interval",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
+        "--interval", type=float, default=60.0, metavar="SECONDS",
         help="periodic reconcile, +-10%% jitter (default 60)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--debounce",
-        type=float,
-        default=0.2,
-        metavar="SECONDS",
+        "--debounce", type=float, default=0.2, metavar="SECONDS",
         help="quiet time after a pod/VM event before reconciling (default 0.2)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--git-interval",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
+        "--git-interval", type=float, default=30.0, metavar="SECONDS",
         help="how often to fetch --repo (default 30; SIGHUP fetches at once)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--full-resync",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
+        "--full-resync", type=float, default=600.0, metavar="SECONDS",
         help="compile everything at least this often; passes in between re-plan only the "
         "nodes whose pods or rows changed (default 600; 0: every pass)",
-    )
+    )  # fmt: skip
     loop.add_argument(
-        "--backoff-max",
-        type=float,
-        default=300.0,
-        metavar="SECONDS",
+        "--backoff-max", type=float, default=300.0, metavar="SECONDS",
         help="cap of the exponential backoff after failed reconciles",
-    )
+    )  # fmt: skip
     loop.add_argument(
         "--no-watch",
         action="store_true",
@@ -105,7 +83,10 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
         help="allow an empty manifest set to delete everything this instance owns",
     )
     loop.add_argument("--revision", default=None, help=argparse.SUPPRESS)
-    ha = parser.add_argument_group("high availability and observability")
+
+
+def _add_ha_args(ha: argparse._ArgumentGroup) -> None:
+    env = os.environ.get
     ha.add_argument(
         "--leader-elect", action="store_true", help="only the replica holding the Lease writes"
     )
@@ -116,11 +97,10 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     ha.add_argument(
         "--lease-namespace",
-        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")),
-        metavar="NS",
+        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")), metavar="NS",
         help="namespace of that Lease (env OSC_LEASE_NAMESPACE, else the pod's POD_NAMESPACE; "
         "default osc-gitops)",
-    )
+    )  # fmt: skip
     ha.add_argument(
         "--lease-duration", type=float, default=15.0, metavar="SECONDS",
         help="how long a leader's Lease stays valid without renewal: the longest a standby "
@@ -131,11 +111,9 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
         help="how often the leader renews its Lease (default 2)",
     )  # fmt: skip
     ha.add_argument(
-        "--metrics-addr",
-        default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"),
-        metavar="HOST:PORT",
+        "--metrics-addr", default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"), metavar="HOST:PORT",
         help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
-    )
+    )  # fmt: skip
     ha.add_argument(
         "--log-format", choices=("json", "text"), default="json",
         help="log lines on stderr: one JSON object each (default), or text for a terminal",
@@ -151,47 +129,23 @@ def run_run(args: argparse.Namespace) -> int:
     import threading
 
     from reconciler.adapters.notify import post_json
-    from reconciler.engine.loop import Loop, LoopConfig
-    from reconciler.engine.reporting import status
+    from reconciler.engine.loop import Loop
     from reconciler.engine.reporting.logs import setup_logging
-    from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
-    from reconciler.engine.sources import GitManifestSource, LocalSource, ManifestSource
+    from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter
 
     # Installed first: a SIGTERM while connecting must also end in a clean exit 0.
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     setup_logging(args.log_format, args.log_level)
-    options = compile_options(args)
-    scope = scope_of(args)
-    if args.repo:
-        if args.path != ".":
-            raise UserError(f"give either PATH ({args.path}) or --repo, not both")
-        source: ManifestSource = GitManifestSource(git_source(args))
-    else:
-        if not Path(args.path).exists():
-            raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
-        from reconciler.cli.saved import refuse_as_manifests
-
-        refuse_as_manifests(args.path)
-        source = LocalSource(args.path, args.revision)
-    config = LoopConfig(
-        options=options,
-        interval=args.interval,
-        debounce=args.debounce,
-        git_interval=args.git_interval,
-        backoff_max=args.backoff_max,
-        full_resync=args.full_resync,
-        allow_empty=args.allow_empty,
-        watch=not args.no_watch,
-        status_file=status.status_path(cache_dir(args), status_name(args)),
-        scope=scope,
-    )
+    scope = common.scope_of(args)
+    source = _source(args)
+    config = _loop_config(args, scope)
     metrics = Metrics({"node": args.node} if args.node else None)
     publisher = _publisher(args, scope)
     with contextlib.ExitStack() as connected:
         try:
-            kube, ovn = connected.enter_context(connections(args, scope=scope))
+            kube, ovn = connected.enter_context(common.connections(args, scope=scope))
         except OscError as exc:
             if publisher is not None:
                 # The agent's NB (or the API) is down at start: say so where status
@@ -199,45 +153,85 @@ def run_run(args: argparse.Namespace) -> int:
                 _publish_failure(publisher, args, exc)
             raise
         lease = _lease(args, kube) if args.leader_elect else None
-        reader: KubeProvider = kube
-        if not args.once and not args.no_watch:
-            # The long-running loop reads Kubernetes from an informer cache (list once, then
-            # watch): no LIST per pass, and its pod events reach the loop after the cache.
-            from reconciler.adapters.kube.cache import CACHED_KINDS, KubeCache
-
-            cache = KubeCache(kube)
-            kinds = CACHED_KINDS_BY_SCOPE.get(scope.name, CACHED_KINDS)
-            cache.start(stopping, args.instance, kinds)
-            reader = cache
         loop = Loop(
-            config, source, reader, ovn, lease=lease, reporter=PrometheusReporter(metrics),
-            notify=post_json, publisher=publisher, stopping=stopping,
+            config, source, _reader(args, kube, scope, stopping), ovn, lease=lease,
+            reporter=PrometheusReporter(metrics), notify=post_json, publisher=publisher,
+            stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
-            return EXIT_OK
+            return common.EXIT_OK
         if args.once:
             return loop.run_once()
-        server = None
-        if args.metrics_addr != "off":
-            try:
-                server = MetricsServer(args.metrics_addr, metrics, loop.health, loop.readiness)
-            except OSError as exc:
-                raise UserError(str(exc)) from exc
-            server.start()
-            print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
-                  file=sys.stderr, flush=True)  # fmt: skip
+        return _serve(args, loop, metrics)
+
+
+def _source(args: argparse.Namespace) -> ManifestSource:
+    """The manifests: a git repository (``--repo``) or a folder."""
+    from reconciler.engine.sources import GitManifestSource, LocalSource
+
+    if args.repo:
+        if args.path != ".":
+            raise UserError(f"give either PATH ({args.path}) or --repo, not both")
+        return GitManifestSource(common.git_source(args))
+    if not Path(args.path).exists():
+        raise UserError(f"cannot read manifests at {args.path}: no such file or directory")
+    from reconciler.cli.saved import refuse_as_manifests
+
+    refuse_as_manifests(args.path)
+    return LocalSource(args.path, args.revision)
+
+
+def _loop_config(args: argparse.Namespace, scope: Scope) -> LoopConfig:
+    from reconciler.engine.loop import LoopConfig
+    from reconciler.engine.reporting import status
+
+    return LoopConfig(
+        options=common.compile_options(args),
+        interval=args.interval,
+        debounce=args.debounce,
+        git_interval=args.git_interval,
+        backoff_max=args.backoff_max,
+        full_resync=args.full_resync,
+        allow_empty=args.allow_empty,
+        watch=not args.no_watch,
+        status_file=status.status_path(common.cache_dir(args), common.status_name(args)),
+        scope=scope,
+    )
+
+
+def _reader(
+    args: argparse.Namespace, kube: KubeCluster, scope: Scope, stopping: threading.Event
+) -> KubeProvider:
+    """Where the loop reads Kubernetes: the long-running loop from an informer cache (list
+    once, then watch: no LIST per pass, and its pod events reach the loop after the cache),
+    ``--once`` and ``--no-watch`` from the API."""
+    if args.once or args.no_watch:
+        return kube
+    from reconciler.adapters.kube.cache import CACHED_KINDS, KubeCache
+
+    cache = KubeCache(kube)
+    cache.start(stopping, args.instance, CACHED_KINDS_BY_SCOPE.get(scope.name, CACHED_KINDS))
+    return cache
+
+
+def _serve(args: argparse.Namespace, loop: Loop, metrics: Metrics) -> int:
+    """Run the loop, with ``/metrics``, ``/healthz`` and ``/readyz`` served beside it."""
+    from reconciler.engine.reporting.metrics import MetricsServer
+
+    server = None
+    if args.metrics_addr != "off":
         try:
-            return loop.run(install_signals=True)
-        finally:
-            if server is not None:
-                server.stop()
-
-
-def status_name(args: argparse.Namespace) -> str:
-    """The status file's name (``apply`` and ``run`` agree on it)."""
-    from reconciler.cli.apply import status_name as name
-
-    return name(args)
+            server = MetricsServer(args.metrics_addr, metrics, loop.health, loop.readiness)
+        except OSError as exc:
+            raise UserError(str(exc)) from exc
+        server.start()
+        print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
+              file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        return loop.run(install_signals=True)
+    finally:
+        if server is not None:
+            server.stop()
 
 
 def _identity() -> str:
@@ -255,12 +249,12 @@ def _publisher(args: argparse.Namespace, scope: Scope) -> StatusPublisher | None
     duration = max(30.0, 3 * args.interval)
     if args.node:
         return StatusLease.for_settings(
-            kube_settings(args), args.status_namespace, agent_lease_name(args.node),
+            common.kube_settings(args), args.status_namespace, agent_lease_name(args.node),
             identity=_identity(), duration=duration, owner_node=args.node,
         )  # fmt: skip
     if scope.name == "kubernetes-only":
         return StatusLease.for_settings(
-            kube_settings(args), args.lease_namespace, CENTRAL_LEASE,
+            common.kube_settings(args), args.lease_namespace, CENTRAL_LEASE,
             identity=_identity(), duration=duration,
         )  # fmt: skip
     return None
@@ -297,7 +291,7 @@ def _lease(args: argparse.Namespace, kube: Any) -> LeaseProvider:
     )
 
 
-COMMAND = Command(
+COMMAND = common.Command(
     name="run",
     help="reconcile continuously: interval, pod/VM events, git changes (or --once)",
     configure=configure_run,

@@ -28,9 +28,12 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler.errors import UserError
+
+if TYPE_CHECKING:
+    from reconciler.core.model.plan import Plan
 
 FORMAT = "osc-gitops-saved-plan"
 FORMAT_VERSION = 1
@@ -71,14 +74,6 @@ def endpoint_of(args: argparse.Namespace) -> dict[str, Any]:
         "context": getattr(args, "context", None),
         "in_cluster": bool(getattr(args, "in_cluster", False)),
     }
-
-
-def changes_of(plan: Any) -> list[dict[str, Any]]:
-    """A plan's changes in the JSON contract's form, normalised (what is compared)."""
-    from reconciler.render.json_render import plan_to_dict
-
-    result: list[dict[str, Any]] = json.loads(_canonical(plan_to_dict(plan)["changes"]))
-    return result
 
 
 def write(
@@ -130,6 +125,7 @@ class SavedPlan:
 
     @property
     def changes(self) -> list[dict[str, Any]]:
+        """The saved plan's changes, in the JSON plan's form."""
         return list(self.body["plan"]["changes"])
 
     def desired(self) -> Any:
@@ -257,27 +253,20 @@ def adopt(args: argparse.Namespace, saved: SavedPlan) -> None:
         args.context = args.context or endpoint.get("context")
 
 
-def check(saved: SavedPlan, live: Any) -> None:
+def check(saved: SavedPlan, live: Plan) -> None:
     """Refuse when the fresh plan ``live`` is not the saved one (:class:`StalePlan`)."""
-    now = changes_of(live)
-    planned = saved.changes
-    if now == planned:
+    from reconciler.core.model.plan import changes_between
+    from reconciler.render.json_render import plan_from_dict
+
+    only_now, only_saved = changes_between(plan_from_dict(saved.body["plan"]).changes, live.changes)
+    if not only_now and not only_saved:
         return
-
-    def key(change: dict[str, Any]) -> str:
-        resource = change["resource"]
-        return f"{change['action']} {resource['kind']} {resource['name']}"
-
-    now_keys = {_canonical(c): key(c) for c in now}
-    planned_keys = {_canonical(c): key(c) for c in planned}
-    only_now = sorted(v for k, v in now_keys.items() if k not in planned_keys)
-    only_planned = sorted(v for k, v in planned_keys.items() if k not in now_keys)
     parts = []
     if only_now:
         parts.append(f"now also {', '.join(only_now[:5])}" + (" …" if len(only_now) > 5 else ""))
-    if only_planned:
+    if only_saved:
         parts.append(
-            f"no longer {', '.join(only_planned[:5])}" + (" …" if len(only_planned) > 5 else "")
+            f"no longer {', '.join(only_saved[:5])}" + (" …" if len(only_saved) > 5 else "")
         )
     raise StalePlan(
         f"the live state changed since {saved.path} was planned "

@@ -8,27 +8,23 @@ import json
 import os
 import sys
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir
+from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir, status_name
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
     parser.add_argument(
-        "--cache-dir",
-        default=env("OSC_CACHE_DIR"),
-        metavar="DIR",
+        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
         help="as given to run/apply (default: ~/.cache/osc-gitops)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
         help="whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)",
     )  # fmt: skip
     parser.add_argument(
-        "--node",
-        default=None,
-        metavar="NAME",
+        "--node", default=None, metavar="NAME",
         help="the status file of the node agent of NAME (run/apply --node) in --cache-dir",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "-o", "--output", choices=("text", "json"), default="text",
         help="text (default) or json (on stdout, also when there is no status)",
@@ -39,23 +35,19 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
         "Leases, instead of a status file.",
     )
     nodes.add_argument(
-        "--all-nodes",
-        action="store_true",
+        "--all-nodes", action="store_true",
         help="one line per node; exit 1 if any node failed, is silent or lags the central "
         "owner's revision",
-    )
+    )  # fmt: skip
     nodes.add_argument(
-        "--status-namespace",
-        default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="where the agents' Leases are (default osc-gitops-agents)",
-    )
+        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS", help="where the agents' Leases are (default osc-gitops-agents)",
+    )  # fmt: skip
     nodes.add_argument(
         "--central-namespace",
-        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")),
-        metavar="NS",
+        default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")), metavar="NS",
         help="where the central owner's Lease osc-gitops-central is (default osc-gitops)",
-    )
+    )  # fmt: skip
     parser.add_argument(
         "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
         help="kubeconfig file (env KUBECONFIG; default ~/.kube/config): the live rolling "
@@ -68,7 +60,6 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
 def run_status(args: argparse.Namespace) -> int:
     if args.all_nodes:
         return run_all_nodes(args)
-    from reconciler.cli.apply import status_name
     from reconciler.engine.reporting import status
 
     st = status.read(status.status_path(cache_dir(args), status_name(args)))

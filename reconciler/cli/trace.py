@@ -13,6 +13,7 @@ import argparse
 import os
 from typing import Any
 
+from reconciler.cli.common import parse_pod
 from reconciler.errors import UserError
 
 
@@ -45,13 +46,14 @@ def run_traces(
 ) -> list[Any]:
     """The verdicts of every probe for the pod (an empty list when no binding steers it)."""
     from reconciler.adapters.ovn.trace import OvnTrace
-    from reconciler.cli.explain import parse_pod
+    from reconciler.core.steering import backend_for
     from reconciler.core.views.tracing import TraceError, choose_peer, probes, verdict
 
     if args.observed:
         raise UserError("--trace needs the live cluster: it cannot trace against --observed")
     if not args.ovn_sb:
         raise UserError("--trace needs the Southbound DB: pass --ovn-sb REMOTE or set OSC_OVN_SB")
+    routed = backend_for(explanation.steering).routed_only
     port = _port(observed, *pod)
     if port is None:
         raise TraceError(f"pod {pod[0]}/{pod[1]} has no OVN port: nothing to trace")
@@ -60,8 +62,8 @@ def run_traces(
         if peer is None:
             raise TraceError(f"--peer {args.peer}: no such pod with an OVN port")
     else:
-        peer = choose_peer(desired, observed, port, routed=explanation.steering == "router-policy")
-    planned = probes(explanation, observed, port, peer, explanation.steering)
+        peer = choose_peer(desired, observed, port, routed=routed)
+    planned = probes(explanation, observed, port, peer, routed)
     if not planned:
         return []
     tracer = OvnTrace(

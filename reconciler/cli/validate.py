@@ -19,13 +19,10 @@ from reconciler.errors import ManifestIssue, ValidationFailed
 
 def _configure_validate(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "path",
-        nargs="?",
-        default=".",
-        metavar="PATH",
+        "path", nargs="?", default=".", metavar="PATH",
         help="folder (searched recursively for .yaml/.yml, less what its .oscignore lists) "
         "or file; default: current folder",
-    )
+    )  # fmt: skip
     add_output(parser)
 
 

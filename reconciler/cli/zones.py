@@ -27,11 +27,9 @@ def add_all_nodes_args(parser: argparse.ArgumentParser) -> None:
         help="one zoned snapshot of every node (for plan --observed in pull requests)",
     )
     group.add_argument(
-        "--status-namespace",
-        default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="where the agents' status Leases are (default osc-gitops-agents)",
-    )
+        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS", help="where the agents' status Leases are (default osc-gitops-agents)",
+    )  # fmt: skip
 
 
 def snapshot_all_nodes(args: argparse.Namespace) -> Any:

@@ -52,6 +52,7 @@ loop watches only its node's pods (the adapter's field selector) and never write
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import signal
@@ -133,14 +134,8 @@ class LoopConfig:
 
     @property
     def timing(self) -> Timing:
-        return Timing(
-            interval=self.interval,
-            jitter=self.jitter,
-            debounce=self.debounce,
-            debounce_max=self.debounce_max,
-            backoff_base=self.backoff_base,
-            backoff_max=self.backoff_max,
-        )
+        """The scheduler's settings: the fields of :class:`Timing`, as this config has them."""
+        return Timing(**{f.name: getattr(self, f.name) for f in dataclasses.fields(Timing)})
 
 
 @dataclass

@@ -166,7 +166,9 @@ def preview(
     the_plan = scoped_plan(planner, scope, scope.desired(desired), view, scope.options(options))
     if scope.reads_ovn:
         assert planner.compiled is not None
-        the_plan = replace(the_plan, **plan_report(planner.compiled.target, view.observed))
+        compiled = planner.compiled
+        report = plan_report(compiled.target, view.observed, compiled.health)
+        the_plan = replace(the_plan, **report)
     if revision:
         the_plan = replace(the_plan, revision=revision)
     return Preview(the_plan, view.observed)

@@ -184,8 +184,8 @@ class OvnLagRetry:
             and len(pods) == len(last[0])
         ):
             # A pod event: the same ports, every pod of the last check had its port, so only
-            # the pods the cache hands back as new objects can lack one (a scan of all 10k
-            # pods took ~2 ms of every pass, after the commit).
+            # the pods the cache hands back as new objects can lack one (no scan of every
+            # pod on each pass).
             changed = compress(pods, map(is_not, pods, last[0]))
             missing = any(p.node and p.lsp_name not in self._ports for p in changed)
             self._key, self._missing = key, missing

@@ -220,7 +220,8 @@ class Transitions:
         steps = Steps()
         if rollouts:
             if self.kube is not None:
-                steps = next_steps(rollouts, observed, now, self.owner, self._alive(observed))
+                alive = self._alive(observed)
+                steps = next_steps(rollouts, observed, now, owner=self.owner, alive=alive)
                 for step in steps.steps:
                     self._take(step)
                 self._mine = {

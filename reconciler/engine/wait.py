@@ -24,10 +24,10 @@ from typing import Any
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import HEALTHY
 from reconciler.core.model.observed import Observed
 from reconciler.core.planning.incremental import IncrementalPlanner
-from reconciler.core.transitions.gating import member_health
-from reconciler.core.transitions.health import HEALTHY
+from reconciler.core.steering import HealthIndex
 from reconciler.core.transitions.rollout import why_unready
 from reconciler.core.views.protection import pod_names, unprotected
 from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
@@ -65,7 +65,7 @@ def unready(
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
     explained: set[str] = set()
-    for member in member_health(observed).values():
+    for member in HealthIndex(observed).members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
             explained.add(member.vm)

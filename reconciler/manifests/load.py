@@ -50,6 +50,7 @@ from ruamel.yaml.reader import ReaderError
 
 from reconciler.core.model.desired import API_VERSION, KINDS, MODEL_BY_KIND, Desired
 from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
+from reconciler.errors import yaml_syntax_message as syntax_message
 from reconciler.manifests import fast_yaml
 from reconciler.manifests.ignore import IgnoreRules
 from reconciler.manifests.model_errors import map_errors
@@ -62,7 +63,6 @@ from reconciler.manifests.yaml_positions import (
     offset_pos,
     plain,
     record_positions,
-    syntax_message,
     value_pos,
 )
 
@@ -99,11 +99,6 @@ def load_path(path: str | os.PathLike[str], notes: list[str] | None = None) -> D
     file or document skipped as not ours (a ``kustomization.yaml``, another API's kinds).
     """
     return load_sources(_read_all(path), notes)
-
-
-def load_text(text: str, filename: str = "<text>") -> Desired:
-    """Load manifests from a string (tests, stdin); ``filename`` is used in messages."""
-    return load_sources([(filename, text)])
 
 
 def load_sources(
@@ -346,75 +341,13 @@ class _Run:
                 )
 
     def _scan_events(
-        self,
-        file: str,
-        text: str,
-        infos: list[_DocInfo],
-        stack: list[tuple[bool, list[bool], dict[str, Position]]],
+        self, file: str, text: str, infos: list[_DocInfo], stack: list[_Level],
         aliases: dict[tuple[int, str], list[Any]],
-    ) -> list[_DocInfo] | None:
-        """:meth:`_scan`'s loop over the parser events (aliases are reported by the caller)."""
-        awaiting_root = False
-        nodes = 0
+    ) -> list[_DocInfo] | None:  # fmt: skip
+        """:meth:`_scan`'s loop over the parser events (aliases are reported by the caller);
+        ``None`` when the file is refused (a YAML error, or a limit passed)."""
         try:
-            for event in YAML(typ="rt").parse(text):
-                if isinstance(event, DocumentStartEvent):
-                    infos.append(_DocInfo(start=mark_pos(event.start_mark)))
-                    awaiting_root = True
-                    continue
-                if not isinstance(event, NodeEvent | CollectionEndEvent):
-                    continue
-                doc = len(infos)
-                if isinstance(event, CollectionEndEvent):
-                    stack.pop()
-                    continue
-                nodes += 1
-                if nodes > MAX_NODES:
-                    self.file_issue(
-                        file,
-                        f"more than {MAX_NODES} YAML nodes in one file; split it into "
-                        "smaller files",
-                        mark_pos(event.start_mark),
-                        doc,
-                    )
-                    return None
-                pos = mark_pos(event.start_mark)
-                if awaiting_root:
-                    infos[-1].start = pos
-                    awaiting_root = False
-                if stack and stack[-1][0]:
-                    expecting_key = stack[-1][1]
-                    if expecting_key[0] and isinstance(event, ScalarEvent):
-                        seen = stack[-1][2]
-                        key = str(event.value)
-                        if key in seen:
-                            first = seen[key]
-                            self.file_issue(
-                                file,
-                                f"duplicate key {key!r} (first at line {first[0]}, "
-                                f"column {first[1]})",
-                                pos,
-                                doc,
-                            )
-                            infos[-1].bad = True
-                        else:
-                            seen[key] = pos
-                    expecting_key[0] = not expecting_key[0]
-                if isinstance(event, AliasEvent):
-                    # One issue per anchor and document (an expansion bomb uses one many times).
-                    aliases.setdefault((doc, str(event.anchor)), [pos, 0])[1] += 1
-                    infos[-1].bad = True
-                elif isinstance(event, CollectionStartEvent):
-                    if len(stack) >= MAX_DEPTH:
-                        self.file_issue(
-                            file,
-                            f"nesting deeper than {MAX_DEPTH} levels; manifests are never "
-                            "this deep",
-                            pos,
-                            doc,
-                        )
-                        return None
-                    stack.append((isinstance(event, MappingStartEvent), [True], {}))
+            return self._walk_events(file, text, infos, stack, aliases)
         except MarkedYAMLError as exc:
             message, mark = syntax_message(exc)
             self.file_issue(file, message, mark_pos(mark), len(infos))
@@ -431,6 +364,68 @@ class _Run:
         except (YAMLError, RecursionError, ValueError, TypeError) as exc:
             self.file_issue(file, f"invalid YAML: {exc}", (1, 1), len(infos))
             return None
+
+    def _walk_events(
+        self, file: str, text: str, infos: list[_DocInfo], stack: list[_Level],
+        aliases: dict[tuple[int, str], list[Any]],
+    ) -> list[_DocInfo] | None:  # fmt: skip
+        awaiting_root = False
+        nodes = 0
+        for event in YAML(typ="rt").parse(text):
+            if isinstance(event, DocumentStartEvent):
+                infos.append(_DocInfo(start=mark_pos(event.start_mark)))
+                awaiting_root = True
+                continue
+            if not isinstance(event, NodeEvent | CollectionEndEvent):
+                continue
+            doc = len(infos)
+            if isinstance(event, CollectionEndEvent):
+                stack.pop()
+                continue
+            nodes += 1
+            if nodes > MAX_NODES:
+                self.file_issue(
+                    file,
+                    f"more than {MAX_NODES} YAML nodes in one file; split it into smaller files",
+                    mark_pos(event.start_mark),
+                    doc,
+                )
+                return None
+            pos = mark_pos(event.start_mark)
+            if awaiting_root:
+                infos[-1].start = pos
+                awaiting_root = False
+            if stack and stack[-1][0]:
+                expecting_key = stack[-1][1]
+                if expecting_key[0] and isinstance(event, ScalarEvent):
+                    seen = stack[-1][2]
+                    key = str(event.value)
+                    if key in seen:
+                        first = seen[key]
+                        self.file_issue(
+                            file,
+                            f"duplicate key {key!r} (first at line {first[0]}, column {first[1]})",
+                            pos,
+                            doc,
+                        )
+                        infos[-1].bad = True
+                    else:
+                        seen[key] = pos
+                expecting_key[0] = not expecting_key[0]
+            if isinstance(event, AliasEvent):
+                # One issue per anchor and document (an expansion bomb uses one many times).
+                aliases.setdefault((doc, str(event.anchor)), [pos, 0])[1] += 1
+                infos[-1].bad = True
+            elif isinstance(event, CollectionStartEvent):
+                if len(stack) >= MAX_DEPTH:
+                    self.file_issue(
+                        file,
+                        f"nesting deeper than {MAX_DEPTH} levels; manifests are never this deep",
+                        pos,
+                        doc,
+                    )
+                    return None
+                stack.append((isinstance(event, MappingStartEvent), [True], {}))
         return infos
 
     # -- stage 3: one document to a model
@@ -447,34 +442,41 @@ class _Run:
             self.declared.setdefault(kind, {}).setdefault(name, f"{file}:{start[0]}")
 
     def _document(self, file: str, index: int, data: Any, start: Position) -> None:
-        def issue(
-            message: str,
-            pos: Position = start,
-            path: str = "",
-            kind: str | None = None,
-            expected: str | None = None,
-        ) -> None:
-            name = name_of(data)
-            self.issues.append(
-                ManifestIssue(
-                    file=file,
-                    line=pos[0],
-                    column=pos[1],
-                    document=index,
-                    path=path,
-                    kind=kind,
-                    name=name,
-                    message=message,
-                    expected=expected,
-                )
+        issue = _Issues(self.issues, file, index, data, start)
+        kind = self._header(file, data, start, issue)
+        if kind is None:
+            return
+        model = MODEL_BY_KIND[kind]
+        try:
+            manifest = model.model_validate(plain(data))
+        except ValidationError as exc:
+            for message, pos, path, expected in map_errors(model, data, start, exc):
+                issue(message, pos, path, kind, expected)
+            self._declare(file, data, start)
+            return
+        positions: dict[str, Position] = {}
+        record_positions(data, (), positions)
+        self.docs.append(
+            SourceDoc(
+                file=file,
+                document=index,
+                line=start[0],
+                column=start[1],
+                manifest=manifest,
+                positions=positions,
             )
+        )
 
+    def _header(self, file: str, data: Any, start: Position, issue: _Issues) -> str | None:
+        """The document's kind when it is a mapping with our ``apiVersion`` and a known
+        ``kind``; else ``None``, with the issues said (and its name declared, so references
+        to it still resolve)."""
         if not isinstance(data, CommentedMap):
             issue(
                 f"document is {describe(data)}, expected a mapping with apiVersion, kind, "
                 "metadata and spec"
             )
-            return
+            return None
         kind = data.get("kind")
         api_version = data.get("apiVersion")
         bad_header = False
@@ -505,26 +507,45 @@ class _Run:
             bad_header = True
         if bad_header:
             self._declare(file, data, start)
-            return
+            return None
         assert isinstance(kind, str)
-        model = MODEL_BY_KIND[kind]
-        try:
-            manifest = model.model_validate(plain(data))
-        except ValidationError as exc:
-            for message, pos, path, expected in map_errors(model, data, start, exc):
-                issue(message, pos, path, kind, expected)
-            self._declare(file, data, start)
-            return
-        positions: dict[str, Position] = {}
-        record_positions(data, (), positions)
-        self.docs.append(
-            SourceDoc(
-                file=file,
-                document=index,
-                line=start[0],
-                column=start[1],
-                manifest=manifest,
-                positions=positions,
+        return kind
+
+
+_Level = tuple[bool, list[bool], dict[str, Position]]
+"""An open YAML collection while scanning: a mapping?, whether a key comes next, its keys."""
+
+
+@dataclass(frozen=True)
+class _Issues:
+    """Records the issues of one document (at its start unless told where)."""
+
+    issues: list[ManifestIssue]
+    file: str
+    index: int
+    data: Any
+    start: Position
+
+    def __call__(
+        self,
+        message: str,
+        pos: Position | None = None,
+        path: str = "",
+        kind: str | None = None,
+        expected: str | None = None,
+    ) -> None:
+        at = pos if pos is not None else self.start
+        self.issues.append(
+            ManifestIssue(
+                file=self.file,
+                line=at[0],
+                column=at[1],
+                document=self.index,
+                path=path,
+                kind=kind,
+                name=name_of(self.data),
+                message=message,
+                expected=expected,
             )
         )
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
 
 Position = tuple[int, int]
 
@@ -149,33 +148,3 @@ def name_of(data: Any) -> str | None:
         if isinstance(meta, dict) and isinstance(meta.get("name"), str):
             return str(meta["name"])
     return None
-
-
-_UNCLOSED = {
-    "while parsing a flow mapping": "the mapping '{' opened here is never closed",
-    "while parsing a flow sequence": "the list '[' opened here is never closed",
-    "while scanning a quoted scalar": "the quoted string opened here is never closed",
-}
-"""Constructs that run until they are closed: a parser notices the missing end only later (often
-at the next ``---``), so the error is reported where the construct opened."""
-
-
-def syntax_message(exc: MarkedYAMLError) -> tuple[str, Any]:
-    """A syntax error's message and the mark it is reported at."""
-    problem = str(exc.problem or "invalid YAML")
-    mark = exc.problem_mark or exc.context_mark
-    if "'\\t'" in problem:
-        return "tab character: YAML indentation must use spaces, not tabs", mark
-    context = str(exc.context or "")
-    opened = _UNCLOSED.get(context)
-    if opened and exc.context_mark is not None:
-        found = ""
-        if exc.problem_mark is not None:
-            found = (
-                f" (at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1}: "
-                f"{problem})"
-            )
-        return f"YAML syntax error: {opened}{found}", exc.context_mark
-    if context:
-        return f"YAML syntax error: {context}: {problem}", mark
-    return f"YAML syntax error: {problem}", mark

@@ -16,7 +16,7 @@
 ```
 ``kind`` is an OVN table or a Kubernetes kind; ``name`` is the row's name / ``osc.io/key`` or
 ``namespace/name``. Fields are added, never renamed or removed, within a format version.
-A row that wires a service chain (issue 21: its function, groups, child ports and link
+A row that wires a service chain (its function, groups, child ports and link
 switches) has ``resource.chain``, the chain's VNFs in order (``["ngfw", "ids"]``, from its
 ``external_ids:osc.io/chain``); an ACL steering into a chain names the chain's group in
 ``network_function_group`` (``osc.chain2_exit.ngfw.ids.node_1.fail_close``).

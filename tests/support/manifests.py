@@ -6,8 +6,9 @@ import textwrap
 
 import pytest
 
+from reconciler.core.model.desired import Desired
 from reconciler.errors import ManifestIssue, ValidationFailed
-from reconciler.manifests.load import load_text
+from reconciler.manifests.load import load_sources
 
 HEADER = "apiVersion: osc.io/v1alpha1\n"
 
@@ -34,3 +35,8 @@ def only_issue(text: str, filename: str = "m.yaml") -> ManifestIssue:
     issues = issues_of(text, filename)
     assert len(issues) == 1, "\n".join(map(str, issues))
     return issues[0]
+
+
+def load_text(text: str, filename: str = "<text>") -> Desired:
+    """Load manifests from a string; ``filename`` is used in messages."""
+    return load_sources([(filename, text)])

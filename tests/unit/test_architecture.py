@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import codeshape
 from tests.support.paths import PACKAGE, REPO
 
 CONTRACTS = REPO / ".importlinter"
@@ -102,9 +103,9 @@ PROBES = (
     Probe(
         "core-layers",
         "reconciler/core/steering/probe_lazy.py",
-        "def gate() -> object:\n    import reconciler.core.transitions.gating\n\n"
-        "    return reconciler.core.transitions.gating\n",
-        "reconciler.core.steering.probe_lazy -> reconciler.core.transitions.gating",
+        "def gate() -> object:\n    import reconciler.core.transitions.hold\n\n"
+        "    return reconciler.core.transitions.hold\n",
+        "reconciler.core.steering.probe_lazy -> reconciler.core.transitions.hold",
     ),
     Probe(
         "core-layers", "reconciler/core/probe_unplaced.py", "", "- reconciler.core.probe_unplaced"
@@ -270,3 +271,83 @@ def test_the_private_name_check_catches_violations() -> None:
     assert found == {("reconciler.adapters.kube.cache", "reconciler.adapters.kube.client", "_pod")}
     two_up = private_imports("from ..naming import _hash\n", "reconciler.core.steering.base")
     assert two_up == {("reconciler.core.steering.base", "reconciler.core.naming", "_hash")}
+
+
+# --- the steering seam ------------------------------------------------------------------------
+
+NF_TABLES = frozenset(
+    {"Network_Function", "Network_Function_Group", "Network_Function_Health_Check"}
+)
+
+
+def seam_breaches(source: str, backends: frozenset[str]) -> list[str]:
+    """What in ``source`` names a steering backend from outside ``reconciler.core.steering``: a
+    comparison with a backend's name (``steering == "router-policy"``), or a Network Function
+    table named in code (not in a docstring: ``"Network_Function_Group"`` as a whole string)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                if isinstance(side, ast.Constant) and side.value in backends:
+                    found.append(f"line {node.lineno}: compares with {side.value!r}")
+        elif isinstance(node, ast.Constant) and node.value in NF_TABLES:
+            found.append(f"line {node.lineno}: names {node.value}")
+    return found
+
+
+def test_nothing_outside_the_steering_package_names_a_backend() -> None:
+    """``SteeringBackend`` carries what callers need (capabilities, the health index, what it
+    holds and drains): the rest of the core, the engine and the CLI never compare a backend's
+    name nor read Network Function tables themselves. (The model's table registry and the OVN
+    adapter, which reads and writes every table, are the vocabulary, not callers.)"""
+    from reconciler.core.steering import STEERING_CHOICES
+
+    backends = frozenset(STEERING_CHOICES)
+    steering, model = PACKAGE / "core" / "steering", PACKAGE / "core" / "model"
+    breaches = []
+    for folder in (PACKAGE / "core", PACKAGE / "engine", PACKAGE / "cli"):
+        for path in sorted(folder.rglob("*.py")):
+            if steering in path.parents or model in path.parents:
+                continue
+            for breach in seam_breaches(path.read_text(encoding="utf-8"), backends):
+                breaches.append(f"{path.relative_to(REPO)} {breach}")
+    assert not breaches, "ask the backend (SteeringBackend) instead:\n" + "\n".join(breaches)
+    planted = 'if steering == "router-policy":\n    table = "Network_Function_Group"\n'
+    assert len(seam_breaches(planted, backends)) == 2
+
+
+# --- circles, long functions, a thin CLI --------------------------------------------------------
+
+
+def test_no_import_circle_anywhere() -> None:
+    """No two modules of the product, the sandbox or the benchmarks import each other, even
+    through a function-level or ``TYPE_CHECKING`` import (a lazy import hides a circle, it does
+    not remove it). A planted pair proves the check finds one."""
+    found = codeshape.circles(codeshape.import_graph())
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+    planted = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert codeshape.circles(planted) == [["a", "b", "c"]]
+
+
+def test_no_function_in_the_product_is_over_80_lines() -> None:
+    """A function a reader can hold: split a longer one along the steps it already has."""
+    long = codeshape.long_functions()
+    assert not long, "split: " + ", ".join(f"{f.path}:{f.line} {f.name} ({f.lines})" for f in long)
+    assert codeshape.long_functions(limit=5), "the check finds functions longer than a limit"
+
+
+def test_command_modules_do_not_import_each_other() -> None:
+    """A command's module (one with ``COMMAND``) imports helpers (``cli/common.py`` and the
+    helper modules), never another command's module."""
+    cli = PACKAGE / "cli"
+    commands = {p.stem for p in cli.glob("*.py") if "\nCOMMAND = " in p.read_text(encoding="utf-8")}
+    assert {"plan", "apply", "explain", "run"} <= commands
+    graph = codeshape.import_graph((PACKAGE,))
+    crossing = sorted(
+        f"{src} -> {dst}"
+        for src, dsts in graph.items()
+        if src.startswith("reconciler.cli.") and src.rpartition(".")[2] in commands
+        for dst in dsts
+        if dst.startswith("reconciler.cli.") and dst.rpartition(".")[2] in commands
+    )
+    assert not crossing, "move what they share into cli/common.py:\n" + "\n".join(crossing)

@@ -325,27 +325,6 @@ class KubeCluster:
         pods = {p.uid: p for p in map(pod_from_object, raw)}
         return sorted(pods.values(), key=lambda p: (p.namespace, p.name))
 
-    def pods_for_labels(
-        self, labels: Sequence[tuple[str, str]], namespaces: Sequence[str] | None = None
-    ) -> list[Pod]:
-        """Pods carrying *any* of ``labels`` (OR), in ``namespaces`` if given.
-
-        A label selector can only AND, so we send one set-based selector per key
-        (``key in (v1,v2)``) and union the answers, de-duplicated by UID: a pod that matches
-        two labels is returned once.
-        """
-        by_key: dict[str, list[str]] = {}
-        for key, value in labels:
-            values = by_key.setdefault(key, [])
-            if value not in values:
-                values.append(value)
-        found: dict[str, Pod] = {}
-        for key, values in sorted(by_key.items()):
-            selector = f"{key} in ({','.join(sorted(values))})"
-            for pod in self.list_pods(namespaces, selector):
-                found[pod.uid] = pod
-        return sorted(found.values(), key=lambda p: (p.namespace, p.name))
-
     def list_nodes(self) -> list[Node]:
         items, _ = self.list_raw("Node")
         return sorted((node_from_object(o) for o in items), key=lambda n: n.name)
@@ -576,21 +555,20 @@ class KubeCluster:
     ) -> None:
         path = KINDS[kind].path()
         status = StatusReporter(on_status)
-        rv = resource_version
-        delay = backoff[0]
+        state = _WatchState(resource_version, backoff[0])
         while not stop.is_set():
             try:
-                if rv is None:
-                    items, rv = self.list_raw(kind, None, label_selector)
+                if state.rv is None:
+                    items, state.rv = self.list_raw(kind, None, label_selector)
                     if on_list is not None:
-                        on_list(items, rv)
+                        on_list(items, state.rv)
                 resp = self._request(
                     "GET",
                     path,
                     query={
                         "watch": "true",
                         "allowWatchBookmarks": "true",
-                        "resourceVersion": rv,
+                        "resourceVersion": state.rv,
                         "labelSelector": label_selector,
                         "fieldSelector": self.field_selector(kind),
                         "timeoutSeconds": timeout_seconds,
@@ -603,50 +581,73 @@ class KubeCluster:
                 try:
                     if stop.is_set():
                         break
-                    for event in watch_events(resp):
-                        etype = event.get("type")
-                        obj = event.get("object") or {}
-                        if etype == "ERROR":
-                            if obj.get("code") == 410:
-                                rv = None
-                                on_event("RELIST", {})
-                                break
-                            raise kube_error(
-                                f"Kubernetes API server {self.server}: watch {path} failed: "
-                                f"{obj.get('message')}",
-                                obj.get("code"),
-                            )
-                        new_rv = (obj.get("metadata") or {}).get("resourceVersion")
-                        if new_rv:
-                            rv = new_rv
-                        if etype != "BOOKMARK":
-                            on_event(str(etype), obj)
-                        delay = backoff[0]
-                        if stop.is_set():
-                            break
+                    self._follow(resp, path, state, on_event, stop, backoff[0])
                 finally:
                     current.clear()
                     resp.release_conn()
                     status(False)
-                delay = backoff[0]
+                state.delay = backoff[0]
             except (urllib3.exceptions.HTTPError, OSError) as exc:
                 status(False)
                 if stop.is_set():
                     break
                 log.warning("watch %s%s broke (%s); resuming", self.server, path, _root_cause(exc))
-                stop.wait(delay)
-                delay = min(delay * 2, backoff[1])
+                stop.wait(state.delay)
+                state.delay = min(state.delay * 2, backoff[1])
             except KubeError as exc:
                 status(False)
                 if stop.is_set():
                     break
                 if isinstance(exc, KubeGone):
-                    rv = None
+                    state.rv = None
                     on_event("RELIST", {})
                     continue
-                log.warning("watch %s: %s; retrying in %.1fs", path, exc, delay)
-                stop.wait(delay)
-                delay = min(delay * 2, backoff[1])
+                log.warning("watch %s: %s; retrying in %.1fs", path, exc, state.delay)
+                stop.wait(state.delay)
+                state.delay = min(state.delay * 2, backoff[1])
+
+    def _follow(
+        self,
+        resp: Any,
+        path: str,
+        state: _WatchState,
+        on_event: Callable[[str, dict[str, Any]], None],
+        stop: threading.Event,
+        first_delay: float,
+    ) -> None:
+        """Hand one watch stream's events to ``on_event`` until it ends or ``stop`` is set,
+        keeping ``state.rv`` at the last version seen; a 410 (the version was compacted) asks
+        for a new list (``RELIST``, ``state.rv = None``). Every event resets the backoff."""
+        for event in watch_events(resp):
+            etype = event.get("type")
+            obj = event.get("object") or {}
+            if etype == "ERROR":
+                if obj.get("code") == 410:
+                    state.rv = None
+                    on_event("RELIST", {})
+                    return
+                raise kube_error(
+                    f"Kubernetes API server {self.server}: watch {path} failed: "
+                    f"{obj.get('message')}",
+                    obj.get("code"),
+                )
+            new_rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if new_rv:
+                state.rv = new_rv
+            if etype != "BOOKMARK":
+                on_event(str(etype), obj)
+            state.delay = first_delay
+            if stop.is_set():
+                return
+
+
+@dataclass
+class _WatchState:
+    """Where a watch loop is: the resourceVersion to resume from (``None``: list first) and the
+    wait before its next attempt."""
+
+    rv: str | None
+    delay: float
 
 
 def _namespaces(namespaces: Sequence[str] | None) -> list[str | None]:

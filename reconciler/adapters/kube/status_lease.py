@@ -1,5 +1,5 @@
 """Status Leases: where node agents and the central owner publish their state, and where
-``osc-gitops status --all-nodes`` reads it (issue #14).
+``osc-gitops status --all-nodes`` reads it.
 
 One ``coordination.k8s.io/v1`` Lease per publisher (the decision and the RBAC built for it:
 ``docs/operations.md``, "Interconnect clusters"):

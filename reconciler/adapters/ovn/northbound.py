@@ -262,9 +262,9 @@ class IdlChannel:
     def lock(self, name: str, deadline: float) -> bool:
         with self.conn.lock:
             request_lock(self.idl, name)
-        # The grant comes back in a round trip (~0.3 ms on a local NB): look again soon, then
-        # less and less often. A flat 5 ms sleep made the first look come 5 ms after the grant,
-        # most of a pod event's pre-commit time once planning took ~4 ms (issue 20).
+        # The grant comes back in one round trip: look again soon, then less and less often,
+        # so that the first look follows the grant closely (a flat sleep would add itself to
+        # every pod event's time to commit) without spinning while another writer holds it.
         pause = 0.0002
         while True:
             with self.conn.lock:

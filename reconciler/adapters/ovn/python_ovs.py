@@ -227,8 +227,8 @@ def release_lock(idl: Any, *pending: RawRequest | None) -> None:
     """Give the lock up, after forgetting ``pending`` raw requests (connection lock held).
 
     The IDL drops outstanding requests itself only when it reconnects: while the server stays
-    down it would keep ours, and ``Idl.set_lock`` asserts there are none (issue #19: an NB
-    killed holding our transaction and still down turned the documented error into a bare
+    down it would keep ours, and ``Idl.set_lock`` asserts there are none (an NB
+    killed holding our transaction and still down would turn the documented error into a bare
     ``AssertionError``)."""
     for request in pending:
         if request is not None:

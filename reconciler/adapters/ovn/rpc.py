@@ -5,11 +5,8 @@ reads a whole database in one reply. python-ovs parses it with a C parser too (D
 ``python3-openvswitch``, which the venv uses), but into a tree of C objects that then becomes
 Python objects, so both exist at once, and the allocator keeps the freed tree (see
 :func:`~reconciler.adapters.ovn.python_ovs.release_free_memory`); the stdlib's C-accelerated
-:mod:`json` builds the Python objects directly. Measured with ``bench/rpc_select.py`` (one
-``select`` of 30,100 rows: 10,000 pod ports, 4,000 Port_Groups, 16,000 ACLs; each way in a
-fresh process, median of 5; load average 3.3-3.6 on 2 cores, so the wall times are loose):
-``rpc.Session`` 2.2 s wall, 0.95 s of its own CPU, RSS +133 MiB at the peak and +2 MiB after;
-``ovs.jsonrpc`` 3.7 s wall, 1.52 s CPU, +289 MiB at the peak and +150 MiB after. Only the
+:mod:`json` builds the Python objects directly, in less time and a fraction of the memory
+(``bench/rpc_select.py`` measures both ways; docs/benchmarks.md has the figures). Only the
 standard library is used (``socket``, ``ssl``, ``json``).
 
 :func:`query_leader` is the entry point: it tries the members of a remote list in order and

@@ -114,6 +114,7 @@ def _where_uuid(row_uuid: str) -> list[Any]:
     return [["_uuid", "==", ["uuid", row_uuid]]]
 
 
+@dataclass(kw_only=True)
 class TransactionBuilder:
     """Turns symbolic changes into the operations of one transaction.
 
@@ -122,36 +123,26 @@ class TransactionBuilder:
     operation, so the server refuses the commit if the lock was lost meanwhile).
     """
 
-    def __init__(
-        self,
-        *,
-        types: Mapping[str, Mapping[str, Any]],
-        schema: NbSchema,
-        index: WriteIndex,
-        instance: str,
-        remote: str,
-        revision: str | None,
-        lock: str,
-    ) -> None:
-        self.types = types
-        self.schema = schema
-        self.ix = index
-        self.instance = instance
-        self.remote = remote
-        self.revision = revision
-        self.lock = lock
-        # (table, name/key) -> uuid-name of a row this transaction inserts
-        self.created: dict[tuple[str, str], str] = {}
-        self.insert_rows: dict[str, tuple[str, dict[str, Any]]] = {}  # uuid-name -> (table, row)
-        self.inserts: list[dict[str, Any]] = []
-        # children inserted under a parent inserted here: (uuid-name, column) -> refs
-        self.new_children: dict[tuple[str, str], list[Ref]] = {}
-        # (parent table, existing parent uuid, set column) -> children inserted here
-        self.parent_adds: dict[tuple[str, str, str], list[Ref]] = {}
-        self.deleted: set[tuple[str, str]] = set()
-        self.operations: list[dict[str, Any]] = []
-        self._codecs: dict[tuple[str, str], ColumnCodec] = {}
-        self._plans: dict[str, dict[str, tuple[str, Any]]] = {}
+    types: Mapping[str, Mapping[str, Any]]
+    schema: NbSchema
+    index: WriteIndex
+    instance: str
+    remote: str
+    revision: str | None
+    lock: str
+    created: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
+    """(table, name/key) -> uuid-name of a row this transaction inserts."""
+    insert_rows: dict[str, tuple[str, dict[str, Any]]] = field(default_factory=dict, init=False)
+    """uuid-name -> (table, row)."""
+    inserts: list[dict[str, Any]] = field(default_factory=list, init=False)
+    new_children: dict[tuple[str, str], list[Ref]] = field(default_factory=dict, init=False)
+    """Children inserted under a parent inserted here: (uuid-name, column) -> refs."""
+    parent_adds: dict[tuple[str, str, str], list[Ref]] = field(default_factory=dict, init=False)
+    """(parent table, existing parent uuid, set column) -> children inserted here."""
+    deleted: set[tuple[str, str]] = field(default_factory=set, init=False)
+    operations: list[dict[str, Any]] = field(default_factory=list, init=False)
+    _codecs: dict[tuple[str, str], ColumnCodec] = field(default_factory=dict, init=False)
+    _plans: dict[str, dict[str, tuple[str, Any]]] = field(default_factory=dict, init=False)
 
     def fail(self, message: str, cls: type[OvnError] = OvnApplyError) -> OvnError:
         return cls(f"cannot apply to OVN NB at {self.remote}: {message}; nothing was committed")
@@ -165,16 +156,16 @@ class TransactionBuilder:
         if (table, name) in self.deleted:
             raise self.fail(f"{by} references {table} {name!r}, which this plan deletes")
         if NB_TABLES[table].naming == "osc-key":
-            row = self.ix.owned(table, name)
+            row = self.index.owned(table, name)
             if row is not None:
                 return Ref(uuid=row.uuid)
-        found = self.ix.named(table, name)
+        found = self.index.named(table, name)
         if found is None:
             raise self.fail(f"{by} references {table} {name!r}, which does not exist")
         return Ref(uuid=found)
 
     def owned_row(self, change: OvnChange) -> OwnedRow:
-        row = self.ix.owned(change.kind, change.key)
+        row = self.index.owned(change.kind, change.key)
         if row is None:
             raise self.fail(
                 f"{change.kind} {change.key!r} to {change.action} is not (or no longer) owned by "
@@ -347,7 +338,7 @@ class TransactionBuilder:
         spec = NB_TABLES[table]
         who = f"{table} {change.key!r}"
         before, after = dict(change.before or {}), dict(change.after or {})
-        row = self.ix.singleton(table)
+        row = self.index.singleton(table)
         mutations: list[list[Any]] = []
         new_row: dict[str, Any] = {}
         for col in sorted(set(before) | set(after)):
@@ -373,7 +364,7 @@ class TransactionBuilder:
         who = f"{table} {change.key!r}"
         if change.after is None:
             raise self.fail(f"{who}: create without 'after' fields")
-        if self.ix.owned(table, change.key) is not None:
+        if self.index.owned(table, change.key) is not None:
             raise self.fail(
                 f"{who} to create already exists (another writer created it after the plan "
                 "was made); re-run plan"
@@ -423,7 +414,7 @@ class TransactionBuilder:
                 if not new:
                     raise self.fail(f"{who}: field {col!r} (the {ptable} holding it) is required")
                 target = self.ref(ptable, str(new), who)
-                live_parent = self.ix.parent_of(table, row.uuid)
+                live_parent = self.index.parent_of(table, row.uuid)
                 if live_parent is not None:
                     self.operations.append(
                         {
@@ -445,7 +436,7 @@ class TransactionBuilder:
                 old_set, new_set = set(old or []), set(new or [])
                 added = [self.ref(ref.table, n, who).wire() for n in sorted(new_set - old_set)]
                 removed = [
-                    self.ix.named(ref.table, n)
+                    self.index.named(ref.table, n)
                     for n in sorted(old_set - new_set)
                     if (ref.table, n) not in self.created
                 ]
@@ -486,7 +477,7 @@ class TransactionBuilder:
             row = rows[(change.kind, change.key)]
             if parent_spec is None:
                 continue
-            parent = self.ix.parent_of(change.kind, row.uuid)
+            parent = self.index.parent_of(change.kind, row.uuid)
             if parent is not None and parent not in deleted_uuids:
                 key = (parent_spec.table, parent, parent_spec.column)
                 by_parent.setdefault(key, []).append(row.uuid)

@@ -16,13 +16,13 @@ and the binding rows, and fills the rows the backend declares pod-dependent with
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.core.compiling import kubevirt
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, Precedence, VnfDeployment
@@ -389,102 +389,34 @@ def _live_vnf_addresses(observed: Observed) -> dict[tuple[str, str], str]:
 
 
 def _emit_vnf_instance(inst: VnfInstance, backend: SteeringBackend, out: TargetBuilder) -> None:
+    """A VNF instance's two data ports on its node's switch, its two NADs and its VM."""
     vnf_name = inst.vnf.metadata.name
     origin = f"VnfDeployment/{vnf_name}"
     node = inst.node
     data_ports: tuple[tuple[str, Side], ...] = ((inst.in_port, "in"), (inst.out_port, "out"))
     for port, port_side in data_ports:
         port_config = backend.vnf_port(inst, port_side)
-        out.ovn(
-            "Logical_Switch_Port",
-            port,
-            origin,
-            node,
-            {
-                "name": port,
-                "switch": node,
-                "addresses": port_config.addresses,
-                "port_security": [],
-                "options": port_config.options,
-            },
-        )
-
-    spec = inst.vnf.spec
-    namespace = spec.namespace
-    prefix = spec.dataNetwork or vnf_name
-    nads = {side: naming.nad_name(prefix, node, side, inst.slot) for side in ("in", "out")}
-    labels = {
-        own.MANAGED_BY_LABEL: own.MANAGED_BY_VALUE,
-        own.OWNER: out.instance,
-        own.VNF_LABEL: vnf_name,
-        own.NODE_LABEL: node,
-    }
-    annotations = {own.RESOURCE: origin}
-    for side, port in (("in", inst.in_port), ("out", inst.out_port)):
-        config = {
-            "cniVersion": "0.4.0",
-            "name": nads[side],
-            "type": "ovs",
-            "bridge": "br-int",
-            "args": {"cni": {"ovnPort": port}},
+        fields = {
+            "name": port,
+            "switch": node,
+            "addresses": port_config.addresses,
+            "port_security": [],
+            "options": port_config.options,
         }
-        out.kube(
-            "NetworkAttachmentDefinition",
-            namespace,
-            nads[side],
-            origin,
-            node,
-            {
-                "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
-                "spec": {"config": json.dumps(config, sort_keys=True)},
-            },
-        )
-    vm_annotations = {
-        **annotations,
-        "osc.io/ports": f"in={inst.in_port},out={inst.out_port}",
-    }
+        out.ovn("Logical_Switch_Port", port, origin, node, fields)
+    namespace = inst.vnf.spec.namespace
+    nads = kubevirt.nad_names(inst)
+    for side, port in (("in", inst.in_port), ("out", inst.out_port)):
+        body = kubevirt.network_attachment(inst, out.instance, nads[side], port)
+        out.kube("NetworkAttachmentDefinition", namespace, nads[side], origin, node, body)
+    vm = naming.vm_name(vnf_name, node, inst.slot)
     out.kube(
         "VirtualMachine",
         namespace,
-        naming.vm_name(vnf_name, node, inst.slot),
+        vm,
         origin,
         node,
-        {
-            "metadata": {"labels": dict(labels), "annotations": vm_annotations},
-            "spec": {
-                "runStrategy": "Always",
-                "template": {
-                    "metadata": {"labels": {own.VNF_LABEL: vnf_name, own.NODE_LABEL: node}},
-                    "spec": {
-                        "nodeSelector": {"kubernetes.io/hostname": node},
-                        "domain": {
-                            "cpu": {"cores": spec.cpu},
-                            "resources": {"requests": {"memory": spec.memory}},
-                            "devices": {
-                                "disks": [{"name": "containerdisk", "disk": {"bus": "virtio"}}],
-                                "interfaces": [
-                                    {"name": "default", "masquerade": {}},
-                                    {"name": "data-in", "bridge": {}, "macAddress": inst.mac_in},
-                                    {
-                                        "name": "data-out",
-                                        "bridge": {},
-                                        "macAddress": inst.mac_out,
-                                    },
-                                ],
-                            },
-                        },
-                        "networks": [
-                            {"name": "default", "pod": {}},
-                            {"name": "data-in", "multus": {"networkName": nads["in"]}},
-                            {"name": "data-out", "multus": {"networkName": nads["out"]}},
-                        ],
-                        "volumes": [
-                            {"name": "containerdisk", "containerDisk": {"image": spec.image}}
-                        ],
-                    },
-                },
-            },
-        },
+        kubevirt.virtual_machine(inst, out.instance, nads),
     )
 
 

@@ -86,7 +86,7 @@ def _strip_revision(resource_fields: Mapping[str, Any], is_ovn: bool) -> dict[st
 
 
 def warm_up() -> None:
-    """Import deepdiff now: a long-running loop should not pay 0.2 s on its first update
+    """Import deepdiff now: a long-running loop should not pay its import on its first update
     (one-shot commands import it lazily, only when a plan has an update)."""
     import deepdiff  # noqa: F401
 
@@ -100,7 +100,7 @@ def changed_paths(before: Any, after: Any) -> tuple[str, ...]:
     found: set[str] = set()
     if _plain_paths(before, after, "", found):
         return tuple(sorted(found))
-    from deepdiff import DeepDiff  # imported on first use: 0.2 s of every cold start otherwise
+    from deepdiff import DeepDiff  # imported on first use: a cold start pays for it otherwise
 
     paths = DeepDiff(before, after).affected_paths
     return tuple(sorted({_LIST_INDEX.sub("", p.removeprefix("root")) for p in paths}))
@@ -125,8 +125,8 @@ def _plain_paths(before: Any, after: Any, path: str, found: set[str]) -> bool:
     """:func:`changed_paths` the way DeepDiff finds them, for the values OVN rows hold (dicts
     with plain string keys, lists of strings, strings, integers, booleans, ``None``), adding
     them to ``found``; ``False`` (and ``found`` is to be dropped) for anything else, which is
-    left to DeepDiff. DeepDiff took ~0.6 ms for the one Port_Group a pod event updates (of a
-    ~5 ms pass at 10k pods); ``tests/unit/core/test_diff.py`` checks the two agree."""
+    left to DeepDiff, which is much slower for the one Port_Group a pod event updates (the
+    label -> commit path); ``tests/unit/core/test_diff.py`` checks the two agree."""
     if type(before) is not type(after):
         if type(before) not in _PLAIN or type(after) not in _PLAIN:
             return False

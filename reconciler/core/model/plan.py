@@ -7,8 +7,9 @@ documented contract, see ``reconciler.render.json_render``.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from reconciler.core.model.facts import (
 )
 from reconciler.core.model.target import KUBE_KINDS, OVN_TABLES
 
-__all__ = ["KIND_ORDER", "Action", "Change", "Plan", "fact"]
+__all__ = ["KIND_ORDER", "Action", "Change", "Plan", "changes_between", "fact"]
 
 Action = Literal["create", "update", "delete"]
 KIND_ORDER: dict[str, int] = {k: i for i, k in enumerate((*KUBE_KINDS, *OVN_TABLES))}
@@ -48,8 +49,33 @@ class Change:
         return self.kind in OVN_TABLES
 
     @property
+    def label(self) -> str:
+        """``create Port_Group osc.web.node_1``."""
+        return f"{self.action} {self.kind} {self.key}"
+
+    def canonical(self) -> str:
+        """The change as one canonical JSON text: two changes are the same change when these
+        are equal (a saved plan read back has lists where the plan had tuples)."""
+        fields = [self.action, self.kind, self.key, self.origin, self.node, self.before,
+                  self.after, list(self.changed)]  # fmt: skip
+        return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @property
     def sort_key(self) -> tuple[int, str, str]:
         return (KIND_ORDER.get(self.kind, 99), self.key, self.action)
+
+
+def changes_between(
+    saved: Sequence[Change], fresh: Sequence[Change]
+) -> tuple[list[str], list[str]]:
+    """What a fresh plan changes that a saved one did not, and what the saved one changed that
+    the fresh one no longer does (:attr:`Change.label` each, sorted): both empty when the two
+    plans have exactly the same changes (``osc-gitops apply FILE``)."""
+    before = {c.canonical(): c.label for c in saved}
+    now = {c.canonical(): c.label for c in fresh}
+    only_now = sorted(v for k, v in now.items() if k not in before)
+    only_saved = sorted(v for k, v in before.items() if k not in now)
+    return only_now, only_saved
 
 
 def fact(key: str, item: type[Any] | None = None, default: Any = None) -> Any:

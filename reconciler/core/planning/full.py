@@ -17,6 +17,7 @@ from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.model.target import Target
 from reconciler.core.planning.slicing import AgentOptions, mark_agent_rows
+from reconciler.core.steering import HealthIndex
 from reconciler.core.transitions.hold import apply_transitions
 
 
@@ -33,6 +34,9 @@ class CompiledPlan:
     untransitioned: Plan | None = None
     """The diff before that pass (what the incremental planner remembers: the pass depends on
     health that changes by the second); ``None``: the same as :attr:`plan`."""
+    health: HealthIndex | None = None
+    """The plan's health index (what the transitions, the report beside the plan and
+    ``explain`` read), made once from the observed state the plan was made from."""
 
     @property
     def target(self) -> Target:
@@ -60,7 +64,9 @@ def compile_plan(
         compiled = mark_agent_rows(compiled, options.node)
     live = live_state(observed.ovn_rows, observed.kube_objects)
     raw = diff(compiled.target, live, plan_facts(compiled, observed, options))
-    return CompiledPlan(compiled, live, apply_transitions(raw, desired, observed), raw)
+    health = HealthIndex(observed)
+    the_plan = apply_transitions(raw, desired, observed, compiled.backend, health)
+    return CompiledPlan(compiled, live, the_plan, raw, health)
 
 
 def make_plan(desired: Desired, observed: Observed, options: CompileOptions) -> Plan:

@@ -108,8 +108,8 @@ class _Memo:
     gates: dict[Ident, Pair]
     gated: dict[Pair, list[Ident]]
     """Pair -> its gated rows (of :attr:`potential`): the rows a change of its state flips
-    (looked up for the few pairs that changed; going through the dirty nodes' gated rows,
-    ~600 a node at 200 groups, took ~0.25 ms of a pod event's pass)."""
+    (looked up for the few pairs that changed, not by going through every gated row of the
+    dirty nodes: hundreds a node, on the path of every pod event)."""
     pairs: dict[str, list[Pair]]
     """Node -> its pairs."""
     anchors: dict[Pair, Ident]
@@ -165,11 +165,10 @@ class IncrementalPlanner:
         if not delta.nodes and not delta.rows:
             memo.observed, memo.ports, memo.pods = observed, delta.ports, delta.pods
             self.last_mode = "cached"
-            return apply_transitions(memo.plan, desired, observed)
+            return apply_transitions(memo.plan, desired, observed, memo.backend)
         self.last_mode = "incremental"
-        return apply_transitions(
-            self._incremental(memo, desired, observed, delta), desired, observed
-        )
+        planned = self._incremental(memo, desired, observed, delta)
+        return apply_transitions(planned, desired, observed, memo.backend)
 
     # ------------------------------------------------------------------ full
 
@@ -239,68 +238,14 @@ class IncrementalPlanner:
         the backend's pod-dependent resources on the dirty nodes, live rows only where
         ``delta.rows`` says; those are the candidates, diffed again; every other change of the
         last plan is kept as it was."""
-        dirty = delta.nodes
         candidates: set[Ident] = set()
+        live = _changed_live(memo, delta, candidates)
         target = memo.target
-        potential = memo.potential
-        states = memo.states
-        live = memo.live
         refilled: dict[Ident, Resource] = {}  # pod-dependent rows whose fields changed
         new_states: dict[Pair, PairState] = {}  # pairs whose state changed
-        if delta.rows:
-            live = dict(memo.live)
-            for before_row, after_row in delta.rows:
-                if before_row is not None:
-                    live.pop(_row_key(before_row), None)
-                    candidates.add(_row_key(before_row))
-                if after_row is not None:
-                    live[_row_key(after_row)] = after_row.fields
-                    candidates.add(_row_key(after_row))
-        if dirty:
-            on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
-            pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
-            # only the groups with a label of these pods (asking all 200 took ~0.5 ms at 10k)
-            labelled = {g for pod in pods for label in pod.labels.items()
-                        for g in memo.groups_by_label.get(label, ())}  # fmt: skip
-            by_group = members_by_group_and_node(desired, pods, on_dirty, labelled)
-            node_pods = pods_by_node(by_group, on_dirty)
-            checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
-            checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
-            check_pods(memo.backend, checked, node_pods)
-            stale = [potential[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
-            filled, _ = fill_pods(memo.backend, stale, node_pods)
-            for before, after in zip(stale, filled, strict=True):
-                if after is not before:
-                    refilled[after.ident] = after
-            for node in dirty:
-                members = node_pods[node].members if node in node_pods else {}
-                for pair in memo.pairs.get(node, ()):
-                    anchor = live.get(("Port_Group", memo.anchors[pair][1]))
-                    state = pair_state(
-                        len(members.get(pair[0], ())),
-                        anchor,
-                        observed.observed_at,
-                        memo.options.empty_grace,
-                    )
-                    was = states[pair]
-                    if state is not was and state != was:  # mostly PRESENT or ABSENT: the same
-                        new_states[pair] = state
-            now: Mapping[Pair, PairState] = ChainMap(new_states, states) if new_states else states
-            flipped = {i for pair in new_states for i in memo.gated.get(pair, ())}
-            for ident in refilled.keys() | flipped:
-                res = refilled[ident] if ident in refilled else potential[ident]
-                now_row = gate_rows([res], memo.gates, now) if ident in memo.gates else [res]
-                new = now_row[0] if now_row else None
-                old = target.get(ident)
-                if new is old or (new is not None and old is not None and new == old):
-                    continue
-                if target is memo.target:
-                    target = dict(memo.target)
-                if new is None:
-                    del target[ident]
-                else:
-                    target[ident] = new
-                candidates.add(ident)
+        if delta.nodes:
+            refilled, new_states = _refill(memo, desired, observed, delta, live)
+            target = _retarget(memo, refilled, new_states, candidates)
         sub_target = {i: target[i] for i in candidates if i in target}
         sub_live = {i: live[i] for i in candidates if i in live}
         sub = diff(Target(resources=sub_target), sub_live)
@@ -308,23 +253,21 @@ class IncrementalPlanner:
         changes.extend(sub.changes)
         changes.sort(key=lambda c: c.sort_key)
         the_plan = dataclasses.replace(memo.plan, changes=tuple(changes))
-        # The memo's potential rows and pair states are updated in place, not copied (some
-        # 40,000 rows and 20,000 pairs at 10k pods / 100 nodes / 200 groups: the copies took
-        # ~0.7 ms of a pod event's pass), and only here, once nothing can fail any more: a pass
-        # that raised has left the memo as it was.
-        potential.update(refilled)
-        states.update(new_states)
+        # The memo's potential rows and pair states are updated in place, not copied (tens of
+        # thousands of rows and pairs at scale, on the path of every pod event), and only here,
+        # once nothing can fail any more: a pass that raised has left the memo as it was.
+        memo.potential.update(refilled)
+        memo.states.update(new_states)
         clock_nodes, expiries = memo.clock_nodes, memo.expiries
         if new_states:
-            clock_nodes, expiries = _clock_update(memo, states, {pair[1] for pair in new_states})
+            nodes = {pair[1] for pair in new_states}
+            clock_nodes, expiries = _clock_update(memo, memo.states, nodes)
         self._memo = dataclasses.replace(
             memo,
             desired=desired,
             observed=observed,
             plan=the_plan,
             target=target,
-            potential=potential,
-            states=states,
             clock_nodes=clock_nodes,
             expiries=expiries,
             live=live,
@@ -420,8 +363,8 @@ def _clock_update(
 ) -> tuple[frozenset[str], dict[str, float]]:
     """:func:`_clock_of` ``states`` when only the pairs of ``nodes`` changed state since the
     memo: those nodes are decided again from their own pairs (``_Memo.pairs``, the keys of
-    ``states`` by node), the others are kept. Going through all 20,000 pairs at 100 nodes and
-    200 groups took ~0.9 ms of a pod event's pass."""
+    ``states`` by node), the others are kept, so a pod event never goes through every pair
+    of the cluster."""
     clock = set(memo.clock_nodes) - nodes
     expiries = {node: t for node, t in memo.expiries.items() if node not in nodes}
     for node in nodes:
@@ -476,24 +419,12 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
     ports, pods = memo.ports, memo.pods
     if observed.pod_ports is not old.pod_ports:
         port_changes = _changed(old.pod_ports, observed.pod_ports, _port_key)
-        if port_changes:
-            ports = dict(ports)
-        for old_port, new_port in port_changes:
-            if old_port is not None:
-                ports.pop(old_port.name, None)
-                dirty.add(old_port.switch)
-            if new_port is not None:
-                ports[new_port.name] = new_port
-                dirty.add(new_port.switch)
+        ports = _reindexed(ports, port_changes, lambda p: p.name)
+        dirty |= {p.switch for pair in port_changes for p in pair if p is not None}
     if observed.pods is not old.pods:
         pod_changes = _changed(old.pods, observed.pods, _pod_key)
-        if pod_changes:
-            pods = dict(pods)
+        pods = _reindexed(pods, pod_changes, lambda p: p.lsp_name)
         for old_pod, new_pod in pod_changes:
-            if old_pod is not None:
-                pods.pop(old_pod.lsp_name, None)
-            if new_pod is not None:
-                pods[new_pod.lsp_name] = new_pod
             pod = new_pod or old_pod
             assert pod is not None
             for index in (memo.ports, ports):
@@ -517,3 +448,100 @@ def _delta(memo: _Memo, observed: Observed) -> _Delta | str:
     if len(ports) != len(observed.pod_ports) or len(pods) != len(observed.pods):
         return "pod LSP names or pods are not unique"
     return _Delta(nodes=dirty, rows=rows, ports=ports, pods=pods)
+
+
+def _reindexed(
+    index: dict[str, T], changes: Sequence[tuple[T | None, T | None]], name: Callable[[T], str]
+) -> dict[str, T]:
+    """``index`` (by ``name``) with ``changes`` made: a copy when there are any, else itself."""
+    if not changes:
+        return index
+    out = dict(index)
+    for before, after in changes:
+        if before is not None:
+            out.pop(name(before), None)
+        if after is not None:
+            out[name(after)] = after
+    return out
+
+
+def _changed_live(memo: _Memo, delta: _Delta, candidates: set[Ident]) -> dict[Ident, Any]:
+    """The live rows with ``delta.rows`` applied (the memo's own when none changed); each
+    changed row's identity joins ``candidates``."""
+    if not delta.rows:
+        return memo.live
+    live = dict(memo.live)
+    for before_row, after_row in delta.rows:
+        if before_row is not None:
+            live.pop(_row_key(before_row), None)
+            candidates.add(_row_key(before_row))
+        if after_row is not None:
+            live[_row_key(after_row)] = after_row.fields
+            candidates.add(_row_key(after_row))
+    return live
+
+
+def _refill(
+    memo: _Memo, desired: Desired, observed: Observed, delta: _Delta, live: Mapping[Ident, Any]
+) -> tuple[dict[Ident, Resource], dict[Pair, PairState]]:
+    """On the dirty nodes: the pod-dependent rows whose fields the pods there change (the
+    backend's pod checks run first), and the (group, node) pairs whose presence changes."""
+    dirty = delta.nodes
+    on_dirty = [p for p in observed.pod_ports if p.switch in dirty]
+    pods = [delta.pods[p.name] for p in on_dirty if p.name in delta.pods]
+    # only the groups with a label of these pods are asked for members
+    labelled = {g for pod in pods for label in pod.labels.items()
+                for g in memo.groups_by_label.get(label, ())}  # fmt: skip
+    by_group = members_by_group_and_node(desired, pods, on_dirty, labelled)
+    node_pods = pods_by_node(by_group, on_dirty)
+    checked = [inst for node in dirty for inst in memo.instances.get(node, ())]
+    checked.sort(key=lambda inst: (inst.vnf.metadata.name, inst.node))  # compile's order
+    check_pods(memo.backend, checked, node_pods)
+    stale = [memo.potential[i] for node in dirty for i in memo.pod_dependent.get(node, ())]
+    filled, _ = fill_pods(memo.backend, stale, node_pods)
+    refilled = {
+        after.ident: after
+        for before, after in zip(stale, filled, strict=True)
+        if after is not before
+    }
+    new_states: dict[Pair, PairState] = {}
+    for node in dirty:
+        members = node_pods[node].members if node in node_pods else {}
+        for pair in memo.pairs.get(node, ()):
+            anchor = live.get(("Port_Group", memo.anchors[pair][1]))
+            count = len(members.get(pair[0], ()))
+            state = pair_state(count, anchor, observed.observed_at, memo.options.empty_grace)
+            was = memo.states[pair]
+            if state is not was and state != was:  # mostly PRESENT or ABSENT: the same
+                new_states[pair] = state
+    return refilled, new_states
+
+
+def _retarget(
+    memo: _Memo,
+    refilled: Mapping[Ident, Resource],
+    new_states: Mapping[Pair, PairState],
+    candidates: set[Ident],
+) -> dict[Ident, Resource]:
+    """The target with the refilled rows and the rows of the pairs that appeared or went (the
+    memo's own when none differs); each row that differs joins ``candidates``."""
+    target = memo.target
+    now: Mapping[Pair, PairState] = (
+        ChainMap(dict(new_states), memo.states) if new_states else memo.states
+    )
+    flipped = {i for pair in new_states for i in memo.gated.get(pair, ())}
+    for ident in refilled.keys() | flipped:
+        res = refilled[ident] if ident in refilled else memo.potential[ident]
+        now_row = gate_rows([res], memo.gates, now) if ident in memo.gates else [res]
+        new = now_row[0] if now_row else None
+        old = target.get(ident)
+        if new is old or (new is not None and old is not None and new == old):
+            continue
+        if target is memo.target:
+            target = dict(memo.target)
+        if new is None:
+            del target[ident]
+        else:
+            target[ident] = new
+        candidates.add(ident)
+    return target

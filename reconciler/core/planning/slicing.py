@@ -1,4 +1,4 @@
-"""Scopes: which part of the target one osc-gitops process reconciles (issue #14).
+"""Scopes: which part of the target one osc-gitops process reconciles.
 
 OVN-Kubernetes' interconnect mode gives every node its own Northbound DB, so the reconciler
 splits the same way. Three scopes, each a pair of pure steps around the one planner
@@ -62,11 +62,10 @@ from reconciler.core.model.observed import (
 )
 from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import NB_GLOBAL, Resource, Target
+from reconciler.core.steering import HEALTH_CHECK_TABLE, NF_ID_TABLES
 from reconciler.errors import InternalError
 
 __all__ = [
-    "HEALTH_CHECK",
-    "ID_TABLES",
     "KUBERNETES_CAPABILITIES",
     "AgentOptions",
     "CentralScope",
@@ -82,10 +81,6 @@ __all__ = [
     "row_node",
     "scope_for",
 ]
-
-ID_TABLES: tuple[str, ...] = ("Network_Function", "Network_Function_Group")
-"""Tables whose ids (1-255) are allocated among all writers of one NB."""
-HEALTH_CHECK = "Network_Function_Health_Check"
 
 
 @dataclass(frozen=True)
@@ -116,7 +111,7 @@ def _with_taken_ids(observed: Observed, rows: Iterable[OvnRow]) -> dict[str, tup
     are taken in this NB as surely as a stranger's)."""
     taken = {table: set(ids) for table, ids in observed.used_ids.items()}
     for row in rows:
-        if row.table in ID_TABLES and isinstance(row.fields.get("id"), int):
+        if row.table in NF_ID_TABLES and isinstance(row.fields.get("id"), int):
             taken.setdefault(row.table, set()).add(row.fields["id"])
     return {table: tuple(sorted(ids)) for table, ids in sorted(taken.items())}
 
@@ -247,7 +242,7 @@ def _agent_held(rows: Iterable[OvnRow]) -> tuple[frozenset[str], bool]:
         agent = agent_marked(row)
         if agent is not None:
             held.add(agent)
-            checks = checks or row.table == HEALTH_CHECK
+            checks = checks or row.table == HEALTH_CHECK_TABLE
     return frozenset(held), checks
 
 
@@ -285,7 +280,7 @@ class NodeScope(Scope):
                 others.append(row)
         if not others:
             return observed.ovn_rows, observed.used_ids, False
-        checks = any(r.table == HEALTH_CHECK for r in others)
+        checks = any(r.table == HEALTH_CHECK_TABLE for r in others)
         return tuple(mine), _with_taken_ids(observed, others), checks
 
     def view(self, observed: Observed) -> ScopedView:

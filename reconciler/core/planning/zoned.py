@@ -1,7 +1,7 @@
 """Plans for pull requests in interconnect clusters: one snapshot file for all zones.
 
 A reviewer must see per node what a change of the manifests does, and the CI job that plans a
-pull request cannot reach every node's NB socket (issue #14). Decision: **each node agent
+pull request cannot reach every node's NB socket. Decision: **each node agent
 publishes its observed slice** (gzip + base64 JSON in its status Lease, annotation
 ``osc.io/agent-observed``; see :func:`encode_slice`) after the passes that change it, and
 ``osc-gitops snapshot --all-nodes`` assembles one *zoned snapshot* file from those slices and
@@ -167,7 +167,7 @@ def _plan_of(
     """A scope's full plan of ``observed``, and what the plan reports beside its changes."""
     view = scope.view(observed)
     planned = compile_plan(scope.desired(desired), view.observed, scope.options(options))
-    report = plan_report(planned.target, view.observed) if scope.reads_ovn else {}
+    report = plan_report(planned.target, view.observed, planned.health) if scope.reads_ovn else {}
     return scope.restrict(planned.plan, view), report
 
 

@@ -7,25 +7,44 @@
 
 Both share the per-node Port_Group of a security group, the match builder and the priority rules
 in ``common``. Each implements ``base.SteeringBackend``, the only thing ``compile``, the
-incremental planner and the CLI know of a backend: a new backend is one module here plus its line
-in :data:`BACKENDS`.
+planners, the transitions, the views and the CLI know of a backend: a new backend is one module
+here plus its line in :data:`BACKENDS`. Health as OVN reports it (:class:`HealthIndex`) and the
+NF id budget are read from the Network Function backend's rows, the only ones with health
+checks and ids; they are exported here so that nobody outside this package names a backend.
 """
 
 from __future__ import annotations
 
 from reconciler.core.model.observed import OvnCapabilities
-from reconciler.core.steering.base import CompileError, SteeringBackend
-from reconciler.core.steering.network_function import NetworkFunction
+from reconciler.core.steering.base import CompileError, CompileOptions, SteeringBackend
+from reconciler.core.steering.network_function.backend import NetworkFunction
+from reconciler.core.steering.network_function.health import (
+    HEALTH_CHECK_TABLE,
+    HealthIndex,
+    MemberHealth,
+    instances_in,
+    why_not_healthy,
+)
+from reconciler.core.steering.network_function.ids import NF_ID_TABLES, id_budget, live_id_budget
 from reconciler.core.steering.router_policy import RouterPolicy
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_STEERING",
+    "HEALTH_CHECK_TABLE",
+    "NF_ID_TABLES",
     "STEERING_CHOICES",
+    "HealthIndex",
+    "MemberHealth",
     "SteeringBackend",
     "backend_for",
+    "check_options",
     "default_backend",
+    "id_budget",
+    "instances_in",
+    "live_id_budget",
     "select_backend",
+    "why_not_healthy",
 ]
 
 BACKENDS: dict[str, SteeringBackend] = {
@@ -70,6 +89,13 @@ def select_backend(
     if has_bindings or fallback is None:
         raise CompileError(wanted.unavailable_reason(capabilities))
     return fallback
+
+
+def check_options(options: CompileOptions) -> None:
+    """Refuse options any registered backend cannot use, before anything connects (the
+    backend is chosen only once the NB's schema is known)."""
+    for backend in BACKENDS.values():
+        backend.check_options(options)
 
 
 def default_backend(capabilities: OvnCapabilities) -> SteeringBackend:

@@ -22,16 +22,20 @@ Pure, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal, NamedTuple, Protocol
 
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Binding, Desired, Redirection, VnfDeployment
 from reconciler.core.model.facts import Code, Finding
-from reconciler.core.model.observed import Observed, OvnCapabilities, PodPort
+from reconciler.core.model.observed import Observed, OvnCapabilities, OvnRow, PodPort
+from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import Resource
+from reconciler.core.steering.network_function.health import HealthIndex
 from reconciler.errors import UserError
 
 MAX_OVN_ID = 255
@@ -124,6 +128,74 @@ class NodePods:
         return sorted(p.name for p in self.members.get(group, ()))
 
 
+Instances = Mapping[tuple[str, str], VnfInstance]
+"""``(vnf, node)`` -> the VNF instance compile placed there."""
+Drained = Mapping[tuple[str, str], set[str]]
+"""``(vnf, node)`` -> the functions of it a rolling update drains."""
+
+
+class Drain(NamedTuple):
+    """What taking VNF functions out of their steering rows changes (a rolling update's drain,
+    ``SteeringBackend.drain``): the planned changes it replaces (``touched``, ``(kind, key)``),
+    the planned changes it keeps as they are, and the rows it wants instead, each with its live
+    row (``None``: not live), for the caller to diff."""
+
+    touched: frozenset[tuple[str, str]] = frozenset()
+    kept: tuple[Change, ...] = ()
+    rows: tuple[tuple[Resource, OvnRow | None], ...] = ()
+
+
+GROUP_REF = re.compile(r"[@$]([A-Za-z_.][A-Za-z0-9_.]*)")
+"""A Port_Group named in a match: ``@pg``, or its address set ``$pg_ip4``/``$pg_ip6``."""
+
+
+def vnfs_of_row(fields: Mapping[str, Any]) -> tuple[str, ...]:
+    """The VNFs an owned row is of: a chain's hops (``osc.io/chain``), or its VnfDeployment."""
+    ids = fields.get("external_ids") or {}
+    if ids.get(own.CHAIN):
+        return tuple(str(ids[own.CHAIN]).split(","))
+    kind, _, name = str(ids.get(own.RESOURCE, "")).partition("/")
+    return (name,) if kind == "VnfDeployment" else ()
+
+
+def merge_vnfs(*chains: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v for chain in chains for v in chain))
+
+
+class OwnedRows:
+    """Owned rows (live, or as a plan leaves them) by table and name, for a backend to follow
+    the references of its steering rows (:meth:`SteeringBackend.steered_by`)."""
+
+    def __init__(self, by_table: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> None:
+        self.by_table = by_table
+
+    def get(self, table: str, name: str) -> Mapping[str, Any]:
+        return self.by_table.get(table, {}).get(name) or {}
+
+    @cached_property
+    def next_hops(self) -> dict[str, tuple[str, ...]]:
+        """An address of a VNF data port -> the VNFs of that port."""
+        return {
+            address: vnfs_of_row(lsp)
+            for lsp in self.by_table.get("Logical_Switch_Port", {}).values()
+            for entry in lsp.get("addresses") or ()
+            for address in str(entry).split()[1:]
+        }
+
+
+class Steered(NamedTuple):
+    """What one steering row does (:meth:`SteeringBackend.steered_by`)."""
+
+    vnfs: tuple[str, ...]
+    """The VNFs it sends traffic to, in chain order."""
+    groups: list[str]
+    """The Port_Groups it names (``pg`` or ``pg_ip4``)."""
+    direction: str = "exit"
+    """``exit`` (traffic to the group's pods) or ``entry`` (from them)."""
+    policy: str | None = None
+    """The failure policy it steers under (``fail-close``/``fail-open``; ``None``: none)."""
+
+
 class PortConfig(NamedTuple):
     """``addresses`` and ``options`` of a VNF data-port LSP."""
 
@@ -213,6 +285,57 @@ class SteeringBackend(Protocol):
     """Owned tables whose live rows :meth:`emit_bindings` reads (e.g. to keep an allocated id);
     its ``Observed.ovn_rows`` hold these tables' rows only, and a change in one of these rows
     makes the incremental planner compile everything."""
+    routed_only: bool
+    """What it can steer: only traffic that crosses the cluster router (not between pods of
+    one node's switch). ``explain`` says so, and ``explain --trace`` traces towards a pod of
+    another node."""
+    health_checked: bool
+    """Its VNF functions carry OVN health checks (``VnfDeployment.spec.healthCheck``), so the
+    failure policy can act and the health index (:class:`reconciler.core.steering.HealthIndex`)
+    says something about its VNF instances."""
+    stateless_beside_load_balancers: bool
+    """On a switch with load balancers its VNF ports are made stateless
+    (``reconciler.core.steering.services``), which ``explain`` tells a steered pod there."""
+    steering_tables: tuple[str, ...]
+    """The tables of the rows that match a pod's traffic and send it on (ACL, router
+    policy)."""
+    function_tables: tuple[str, ...]
+    """The tables of what those rows send traffic to, in the order a packet meets them
+    (function groups, functions, their health checks); :meth:`path_rows` finds them."""
+
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
+        """When a row of ``table`` (owned by a Binding) is one of this backend's steering rows:
+        the VNFs it sends traffic to (in chain order), the Port_Groups it names (``pg`` or
+        ``pg_ip4``), its direction and failure policy; ``None`` when it is not (a twin ACL, a
+        chain's ports: no steering of their own). ``reconciler.core.views.protection`` reads
+        what the rows steer through it."""
+        ...
+
+    def path_rows(
+        self, rows: Mapping[tuple[str, str], Mapping[str, Any]], steering: Iterable[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        """The rows among ``rows`` (``(table, key)`` -> fields, compiled or live) that the
+        steering rows ``steering`` send traffic to (``explain`` lists a pod's path)."""
+        ...
+
+    def check_options(self, options: CompileOptions) -> None:
+        """Raise a :class:`~reconciler.errors.UserError` for an option the backend cannot use
+        (the CLI asks every backend before it connects anywhere)."""
+        ...
+
+    def hold_unready(self, plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
+        """What it holds: ``plan`` without the steering it switches onto VNF instances OVN has
+        not reported healthy yet, with :attr:`Plan.held` saying why
+        (``reconciler.core.transitions.hold``). A backend without health checks holds
+        nothing."""
+        ...
+
+    def drain(self, changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
+        """Take the functions in ``drained`` (``(vnf, node)`` -> function names) out of the
+        rows that steer traffic to them, so the other instance of the node takes over (a
+        rolling update on a two-instance node). Only an :attr:`active_standby` backend has
+        anything to drain."""
+        ...
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         """Whether this OVN can carry the backend's rows."""
@@ -237,13 +360,9 @@ class SteeringBackend(Protocol):
         ...
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         """Emit every Binding's rows into ``out`` (and warnings about them). ``observed`` holds
         only :attr:`observed_fields` and the rows of :attr:`live_tables`. ``instances`` maps
         ``(vnf, node)`` to the VNF instances compile placed. A row whose fields depend on pods is
@@ -269,6 +388,30 @@ class SteeringBackend(Protocol):
         """Raise :class:`CompileError` when the pods of the instance's node make it impossible
         (e.g. a pod holds the VNF's address)."""
         ...
+
+
+class WithoutHealthChecks:
+    """What a backend without OVN health checks says about health: nothing is held, nothing is
+    drained (it cannot put two instances behind one target), no option to check. Inherit it to
+    say so (``router_policy``)."""
+
+    health_checked = False
+    stateless_beside_load_balancers = False
+    function_tables: tuple[str, ...] = ()
+
+    def path_rows(
+        self, rows: Mapping[tuple[str, str], Mapping[str, Any]], steering: Iterable[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        return set()
+
+    def check_options(self, options: CompileOptions) -> None:
+        return None
+
+    def hold_unready(self, plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
+        return plan
+
+    def drain(self, changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
+        return Drain()
 
 
 class PortGroupPods:
@@ -316,9 +459,7 @@ def bindings_by_group(desired: Desired) -> dict[str, list[Binding]]:
     return {g: sorted(bs, key=lambda b: b.spec.order) for g, bs in sorted(groups.items())}
 
 
-def binding_nodes(
-    binding: Binding, instances: Mapping[tuple[str, str], VnfInstance]
-) -> list[VnfInstance]:
+def binding_nodes(binding: Binding, instances: Instances) -> list[VnfInstance]:
     return [inst for (vnf, _), inst in sorted(instances.items()) if vnf == binding.spec.vnf]
 
 

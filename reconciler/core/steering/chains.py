@@ -57,7 +57,7 @@ from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import BindingSpec, Desired
 from reconciler.core.model.observed import Observed
-from reconciler.core.steering.base import CompileError, TargetBuilder, VnfInstance
+from reconciler.core.steering.base import CompileError, Instances, TargetBuilder, VnfInstance
 
 __all__ = [
     "ENTRY",
@@ -96,7 +96,7 @@ def wire_direction(acl_direction: str) -> str:
     return ENTRY if acl_direction == "from-lport" else EXIT
 
 
-def chain_nodes(hops: Sequence[str], instances: Mapping[tuple[str, str], VnfInstance]) -> list[str]:
+def chain_nodes(hops: Sequence[str], instances: Instances) -> list[str]:
     """The nodes where every hop runs (sorted): a chain missing a hop on a node does not steer
     there (the plan warns, as for a single VNF that does not run there)."""
     first, rest = hops[0], hops[1:]
@@ -183,7 +183,7 @@ class Wire:
         return [(insts[i].in_port, insts[i + 1].out_port) for i in range(len(insts) - 1)]
 
 
-def wires(uses: Iterable[WireUse], instances: Mapping[tuple[str, str], VnfInstance]) -> list[Wire]:
+def wires(uses: Iterable[WireUse], instances: Instances) -> list[Wire]:
     """The wirings ``uses`` names (a chain, a direction, a node), sorted."""
     out: list[Wire] = []
     for hops, direction, node in sorted(set(uses)):
@@ -200,14 +200,12 @@ def hop_policy(spec: BindingSpec, hop: VnfInstance) -> str:
     return spec.hop_policies[spec.vnfs.index(hop.vnf.metadata.name)].value
 
 
-def probes(
-    spec: BindingSpec, instances: Mapping[tuple[str, str], VnfInstance]
-) -> list[tuple[str, VnfInstance]]:
+def probes(spec: BindingSpec, instances: Instances) -> list[tuple[str, VnfInstance]]:
     """The hop instances (with their node) a chain needs the health of: every hop, on every
     node where the chain runs. When some hop may fail open, a fail-open hop found dead is
     left out (what is left may be a single hop, whose own function then decides); a chain
     whose hops all fail close needs them too: its steering on a node is switched on only once
-    every hop there is healthy (``core/gating``, issue 22), and a dead hop later drops the
+    every hop there is healthy (``network_function.gating``), and a dead hop later drops the
     chain's traffic, as it should."""
     if not spec.is_chain:
         return []
@@ -241,7 +239,7 @@ def hop_healthy(instance: str, hop: VnfInstance, observed: Observed, read: set[s
 
 def paths(
     desired: Desired,
-    instances: Mapping[tuple[str, str], VnfInstance],
+    instances: Instances,
     observed: Observed,
     instance: str,
     out: TargetBuilder,

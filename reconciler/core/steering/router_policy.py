@@ -38,29 +38,37 @@ could reach the other.)
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from reconciler.core.model import naming
-from reconciler.core.model.desired import Desired
+from reconciler.core.model.desired import Binding, Desired
 from reconciler.core.model.observed import Observed, OvnCapabilities
 from reconciler.core.steering import common
 from reconciler.core.steering.base import (
+    GROUP_REF,
     CompileError,
     CompileOptions,
+    Instances,
     NodePods,
+    OwnedRows,
     PortConfig,
     PortGroupPods,
     Side,
+    Steered,
     TargetBuilder,
     VnfInstance,
+    WithoutHealthChecks,
     binding_nodes,
     bindings_by_group,
     directions,
     emit_port_groups,
+    merge_vnfs,
 )
 
 
-class RouterPolicy(PortGroupPods):
+class RouterPolicy(PortGroupPods, WithoutHealthChecks):
     """The ``router-policy`` backend: pod-dependent rows are the Port_Groups (the router matches
     their ``_ip4`` address sets, which OVN keeps), plus one check, that no pod holds a VNF's
     address."""
@@ -74,6 +82,21 @@ class RouterPolicy(PortGroupPods):
     with a warning)."""
     acl_tiers = False
     """Router policies have no tiers: ``order`` alone decides (``common.evaluation_key``)."""
+    steering_tables: tuple[str, ...] = ("Logical_Router_Policy",)
+    routed_only = True
+    """A router policy sees only what crosses the cluster router: traffic between pods of one
+    node's switch is not steered."""
+
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
+        """A reroute policy: the VNFs of its next hops; towards the group's pods (``ip4.dst ==
+        $pg_ip4``) or from them; no failure policy (a router policy has no health)."""
+        if table != "Logical_Router_Policy" or fields.get("action") != "reroute":
+            return None
+        hops = fields.get("nexthops") or ()
+        vnfs = merge_vnfs(*(rows.next_hops.get(str(hop), ()) for hop in hops))
+        match = str(fields.get("match") or "")
+        direction = "exit" if re.match(r"ip[46]\.dst == \$", match) else "entry"
+        return Steered(vnfs, GROUP_REF.findall(match), direction, None)
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True  # router policies exist in every OVN we support
@@ -118,13 +141,9 @@ class RouterPolicy(PortGroupPods):
             )
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         inst_id = options.instance
         router = options.cluster_router
         chained = sorted(n for n, b in desired.bindings.items() if b.spec.is_chain)
@@ -150,36 +169,10 @@ class RouterPolicy(PortGroupPods):
             for group, bindings in bindings_by_group(desired).items()
             if any("from-lport" in directions(b.spec.redirection) for b in bindings)
         }
-        subnets = {s.name: s.subnet for s in observed.switches}
-        networks: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
+        networks = _Networks({s.name: s.subnet for s in observed.switches})
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
-                spec = binding.spec
-                if spec.failurePolicy.value == "fail-open":
-                    out.warn(
-                        "backend",
-                        f"Binding {binding.metadata.name}: router-policy cannot fail open (no "
-                        "health check); a VNF that stops forwarding blackholes the traffic",
-                        f"Binding/{binding.metadata.name}",
-                    )
-                steered: list[tuple[VnfInstance, str, str]] = []  # (instance, address, subnet)
-                for inst in binding_nodes(binding, instances):
-                    node = inst.node
-                    net = networks.get(node)  # parsed once per node, not per binding and node
-                    if net is None:
-                        net = ipaddress.ip_network(subnets.get(node) or "::/128", strict=False)
-                        networks[node] = net
-                    if inst.ip is None or net.version != 4:
-                        out.warn(
-                            "unsteered",
-                            f"router-policy: switch {node} has no IPv4 other_config:subnet, so VNF "
-                            f"{spec.vnf} has no address there: Binding {binding.metadata.name} "
-                            f"is not steered on {node}",
-                            f"Binding/{binding.metadata.name}",
-                            node,
-                        )
-                        continue
-                    steered.append((inst, inst.ip, str(net)))
+                steered = _steered_nodes(binding, instances, networks, out)
                 pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
                 for pg, (inst, _, _) in zip(pgs, steered, strict=True):
                     port_groups[pg] = (group, inst.node)
@@ -187,42 +180,103 @@ class RouterPolicy(PortGroupPods):
                     continue
                 sets = [f"${pg}_ip4" for pg in pgs]
                 sources = sets[0] if len(sets) == 1 else "{" + ", ".join(sets) + "}"
-                l4 = common.traffic_match(spec.traffic)
-                l4 = "" if l4 == "ip" else f" && {l4}"
                 for inst, ip, subnet in steered:
-                    node = inst.node
-                    if (
-                        group not in ungated
-                        and out.only_pairs is not None
-                        and ((group, node) not in out.only_pairs)
-                    ):
+                    gated = group not in ungated
+                    pairs = out.only_pairs
+                    if gated and pairs is not None and (group, inst.node) not in pairs:
                         continue  # a one-shot compile: the pair cannot be present
-                    pg = naming.port_group(inst_id, group, node)
-                    for direction in directions(spec.redirection):
-                        if direction == "to-lport":
-                            match = f"ip4.dst == ${pg}_ip4{l4}"
-                        else:
-                            match = f"ip4.dst == {subnet} && ip4.src == {sources}{l4}"
-                        key = naming.ovn_ident(
-                            inst_id, binding.metadata.name, node, direction.split("-")[0]
-                        )
-                        out.ovn(
-                            "Logical_Router_Policy",
-                            key,
-                            f"Binding/{binding.metadata.name}",
-                            node,
-                            {
-                                "router": router,
-                                "priority": common.priority(
-                                    common.ROUTER_POLICY_PRIORITY_BASE, spec.order
-                                ),
-                                "match": match,
-                                "action": "reroute",
-                                "nexthops": [ip],
-                            },
-                            gate=None if group in ungated else (group, node),
-                        )
+                    where = _Where(group, inst.node, ip, subnet, sources, gated)
+                    _emit_policies(binding, where, router, inst_id, out)
         emit_port_groups(port_groups, out, ungated)
+
+
+class _Networks:
+    """Each node's subnet, parsed once per node (not per binding and node)."""
+
+    def __init__(self, subnets: Mapping[str, str | None]) -> None:
+        self.subnets = subnets
+        self.parsed: dict[str, ipaddress.IPv4Network | ipaddress.IPv6Network] = {}
+
+    def of(self, node: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        net = self.parsed.get(node)
+        if net is None:
+            net = ipaddress.ip_network(self.subnets.get(node) or "::/128", strict=False)
+            self.parsed[node] = net
+        return net
+
+
+def _steered_nodes(
+    binding: Binding,
+    instances: Instances,
+    networks: _Networks,
+    out: TargetBuilder,
+) -> list[tuple[VnfInstance, str, str]]:
+    """``(instance, its address, the node's subnet)`` of every node where the binding's VNF
+    has an IPv4 address to reroute to; the plan says where it has none, and that router
+    policies cannot fail open."""
+    name, spec = binding.metadata.name, binding.spec
+    if spec.failurePolicy.value == "fail-open":
+        out.warn(
+            "backend",
+            f"Binding {name}: router-policy cannot fail open (no health check); a VNF that "
+            "stops forwarding blackholes the traffic",
+            f"Binding/{name}",
+        )
+    steered: list[tuple[VnfInstance, str, str]] = []
+    for inst in binding_nodes(binding, instances):
+        net = networks.of(inst.node)
+        if inst.ip is None or net.version != 4:
+            out.warn(
+                "unsteered",
+                f"router-policy: switch {inst.node} has no IPv4 other_config:subnet, so VNF "
+                f"{spec.vnf} has no address there: Binding {name} is not steered on {inst.node}",
+                f"Binding/{name}",
+                inst.node,
+            )
+            continue
+        steered.append((inst, inst.ip, str(net)))
+    return steered
+
+
+class _Where(NamedTuple):
+    """A binding's policies on one node: the group, the node, the VNF's address there, the
+    node's subnet, the address sets of the group's Port_Groups (entry-lport sources), and
+    whether the policies are gated by the (group, node) pair."""
+
+    group: str
+    node: str
+    ip: str
+    subnet: str
+    sources: str
+    gated: bool
+
+
+def _emit_policies(
+    binding: Binding, where: _Where, router: str, instance: str, out: TargetBuilder
+) -> None:
+    spec, name = binding.spec, binding.metadata.name
+    l4 = common.traffic_match(spec.traffic)
+    l4 = "" if l4 == "ip" else f" && {l4}"
+    pg = naming.port_group(instance, where.group, where.node)
+    for direction in directions(spec.redirection):
+        if direction == "to-lport":
+            match = f"ip4.dst == ${pg}_ip4{l4}"
+        else:
+            match = f"ip4.dst == {where.subnet} && ip4.src == {where.sources}{l4}"
+        out.ovn(
+            "Logical_Router_Policy",
+            naming.ovn_ident(instance, name, where.node, direction.split("-")[0]),
+            f"Binding/{name}",
+            where.node,
+            {
+                "router": router,
+                "priority": common.priority(common.ROUTER_POLICY_PRIORITY_BASE, spec.order),
+                "match": match,
+                "action": "reroute",
+                "nexthops": [where.ip],
+            },
+            gate=(where.group, where.node) if where.gated else None,
+        )
 
 
 def _agent_entry_warnings(desired: Desired, options: CompileOptions, out: TargetBuilder) -> None:

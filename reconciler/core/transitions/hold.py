@@ -6,8 +6,9 @@ protected packet is lost on the way there:
 1. :func:`reconciler.core.transitions.rollout.hold_updates`: a VM whose template changed keeps it
    until the rollout selects the VM; functions of VMs being rolled on a two-instance node are
    drained from their steering groups;
-2. :func:`reconciler.core.transitions.gating.gate`: steering switched onto a function group
-   northd has not reported active waits (per binding and node).
+2. ``SteeringBackend.hold_unready`` (``reconciler.core.steering.network_function.gating``):
+   steering switched onto a function group northd has not reported active waits (per binding
+   and node).
 
 Both the full planner (``reconciler.core.planning.full.compile_plan``) and the warm loop's
 incremental planner (``reconciler.core.planning.incremental``) apply it to the plan they made, the
@@ -24,23 +25,16 @@ from reconciler.core.model.desired import Desired
 from reconciler.core.model.facts import Hold, Pending
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
-from reconciler.core.transitions.gating import gate, held_idents
+from reconciler.core.steering import HealthIndex, SteeringBackend
 from reconciler.core.transitions.rollout import hold_updates, pending_of
 
 __all__ = [
     "apply_transitions",
+    "held_idents",
     "held_pending",
     "only_progress",
     "with_health_of",
 ]
-
-
-def apply_transitions(plan: Plan, desired: Desired, observed: Observed) -> Plan:
-    """``plan`` as it may be applied now (see the module docstring), with what it leaves
-    pending: the live state does not match the manifests until later passes write it."""
-    ready = gate(hold_updates(plan, desired, observed), observed)
-    pending = (*pending_of(ready.rollouts), *held_pending(ready.held))
-    return replace(ready, pending=pending) if pending or ready.pending else ready
 
 
 def held_pending(held: Iterable[Hold]) -> list[Pending]:
@@ -51,6 +45,27 @@ def held_pending(held: Iterable[Hold]) -> list[Pending]:
                 "until then no ACL steers its pods there: their traffic flows unsteered")
         for hold in held
     ]  # fmt: skip
+
+
+def apply_transitions(
+    plan: Plan,
+    desired: Desired,
+    observed: Observed,
+    backend: SteeringBackend,
+    health: HealthIndex | None = None,
+) -> Plan:
+    """``plan`` as it may be applied now (see the module docstring), with ``health`` the
+    plan's health index (made here when the caller has none), and what it leaves pending: the
+    live state does not match the manifests until later passes write it."""
+    index = health if health is not None else HealthIndex(observed)
+    ready = backend.hold_unready(hold_updates(plan, desired, observed, backend), observed, index)
+    pending = (*pending_of(ready.rollouts), *held_pending(ready.held))
+    return replace(ready, pending=pending) if pending or ready.pending else ready
+
+
+def held_idents(plan: Plan) -> set[tuple[str, str]]:
+    """The changes ``plan`` holds back (:attr:`Plan.held`)."""
+    return {ident for hold in plan.held for ident in hold.changes}
 
 
 def only_progress(first: Plan, second: Plan) -> bool:

@@ -65,12 +65,11 @@ from reconciler.core.compiling.diff import diff, live_state
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, VnfDeployment
-from reconciler.core.model.facts import Finding, Pending, VmRollout, VnfRollout
+from reconciler.core.model.facts import HEALTHY, Finding, Pending, VmRollout, VnfRollout
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Change, Plan
-from reconciler.core.model.target import Resource, Target
-from reconciler.core.transitions.gating import MemberHealth, member_health
-from reconciler.core.transitions.health import HEALTHY
+from reconciler.core.model.target import Target
+from reconciler.core.steering import HealthIndex, MemberHealth, SteeringBackend
 
 __all__ = [
     "BOOTING",
@@ -124,7 +123,6 @@ Phase = Literal["draining", "restarting", "booting"]
 _DRAINED = (DRAINING, RESTARTING, BOOTING)
 _RELEASED = (RESTARTING, BOOTING)
 _VM = "VirtualMachine"
-_NFG = "Network_Function_Group"
 
 
 def template_hash(template: Any) -> str:
@@ -188,7 +186,9 @@ def _labels(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((body or {}).get("metadata") or {}).get("labels") or {}
 
 
-def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
+def hold_updates(
+    plan: Plan, desired: Desired, observed: Observed, backend: SteeringBackend
+) -> Plan:
     """The plan of this moment of every rollout (see the module docstring): template updates of
     VMs not yet ``restarting`` are left out, the functions of VMs being rolled on a
     two-instance node are taken out of the node's steering groups, and :attr:`Plan.rollouts`
@@ -219,37 +219,11 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
         who = _vm_identity(labels, key)
         if who is None or who[0] not in desired.vnfs:
             continue
-        vnf, node, slot = who
-        state = obj.state if obj is not None else {}
-        target = template_hash(_template(pending.after)) if pending else state.get(TEMPLATE, "")
-        image = vm_image(pending.after) if pending else state.get(IMAGE, "")
-        what = template_change(pending.before, pending.after) if pending else ""
-        phase = state.get(PHASE)
-        released = pending is not None and phase in _RELEASED and state.get(TEMPLATE) == target
-        if pending is not None and not released:
+        vnf, node, _ = who
+        vm = _vm_rollout(key, who, obj, pending, owner, desired.vnfs[vnf])
+        phase = vm.phase
+        if pending is not None and not vm.released:
             dropped.add((_VM, key))
-        vm = VmRollout(
-            key=key,
-            node=node,
-            slot=slot,
-            function=naming.network_function(owner, vnf, node, slot),
-            outdated=pending is not None,
-            released=released,
-            template=target,
-            image=image,
-            change=what,
-            phase=phase,
-            since=state.get(SINCE),
-            rolling_to=state.get(TEMPLATE),
-            halted=state.get(HALTED),
-            peer=(
-                naming.network_function(owner, vnf, node, "" if slot else naming.SECOND)
-                if desired.vnfs[vnf].spec.instancesPerNode > 1
-                else None
-            ),
-            owner=state.get(OWNER) if phase else None,
-            owner_since=state.get(OWNER_SINCE) if phase else None,
-        )
         vms[vnf].append(vm)
         if phase in _DRAINED and desired.vnfs[vnf].spec.instancesPerNode > 1:
             drained[(vnf, node)].add(vm.function)
@@ -260,7 +234,7 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     vm_labels = [_labels(o.body) for k, o in live_vms.items() if k not in gone]
     vm_labels += [_labels(c.after) for c in plan.changes if c.kind == _VM and c.action == "create"]
     if drained:
-        changes = _drain(changes, drained, observed)
+        changes = _drain(changes, drained, observed, backend)
     rollouts = [
         _vnf_rollout(desired.vnfs[vnf], sorted(vm_list, key=lambda v: (v.node, v.slot)), vm_labels)
         for vnf, vm_list in sorted(vms.items())
@@ -268,6 +242,44 @@ def hold_updates(plan: Plan, desired: Desired, observed: Observed) -> Plan:
     changes.sort(key=lambda c: c.sort_key)
     findings = (*plan.findings, *_chain_warnings(desired, vms))
     return replace(plan, changes=tuple(changes), rollouts=tuple(rollouts), findings=findings)
+
+
+def _vm_rollout(
+    key: str,
+    who: tuple[str, str, str],
+    obj: KubeObject | None,
+    pending: Change | None,
+    owner: str,
+    vnf: VnfDeployment,
+) -> VmRollout:
+    """One VM of a rollout: its template change (``pending``, ``None`` when its live template
+    is the manifests') and its rollout state (``obj``'s annotations)."""
+    name, node, slot = who
+    state = obj.state if obj is not None else {}
+    target = template_hash(_template(pending.after)) if pending else state.get(TEMPLATE, "")
+    phase = state.get(PHASE)
+    return VmRollout(
+        key=key,
+        node=node,
+        slot=slot,
+        function=naming.network_function(owner, name, node, slot),
+        outdated=pending is not None,
+        released=pending is not None and phase in _RELEASED and state.get(TEMPLATE) == target,
+        template=target,
+        image=vm_image(pending.after) if pending else state.get(IMAGE, ""),
+        change=template_change(pending.before, pending.after) if pending else "",
+        phase=phase,
+        since=state.get(SINCE),
+        rolling_to=state.get(TEMPLATE),
+        halted=state.get(HALTED),
+        peer=(
+            naming.network_function(owner, name, node, "" if slot else naming.SECOND)
+            if vnf.spec.instancesPerNode > 1
+            else None
+        ),
+        owner=state.get(OWNER) if phase else None,
+        owner_since=state.get(OWNER_SINCE) if phase else None,
+    )
 
 
 def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[Finding]:
@@ -326,58 +338,19 @@ def _vnf_rollout(
 
 
 def _drain(
-    changes: list[Change], drained: Mapping[tuple[str, str], set[str]], observed: Observed
-) -> list[Change]:
-    """``changes`` with the drained functions out of their nodes' steering groups (the groups'
-    target: the plan's ``after``, else the live row; probe groups keep their one function). A
-    group is never left empty: with both functions drained (should not happen) it keeps them."""
-    planned = {c.key: c for c in changes if c.kind == _NFG}
-    live = {r.key: r for r in observed.ovn_rows if r.table == _NFG}
-    out = [c for c in changes if not (c.kind == _NFG and c.key in _touched(planned, live, drained))]
-    for key in sorted(_touched(planned, live, drained)):
-        change = planned.get(key)
-        if change is not None and change.action == "delete":
-            out.append(change)
-            continue
-        fields = (
-            dict(change.after) if change is not None and change.after else dict(live[key].fields)
-        )
-        gone = _drained_of(fields, drained)
-        members = [nf for nf in fields.get("network_function") or () if nf not in gone]
-        if members:
-            fields["network_function"] = members
-        ext = fields.get("external_ids") or {}
-        node = ext.get(own.NODE)
-        origin = str(ext.get(own.RESOURCE, change.origin if change else ""))
-        target = Target.of([Resource(_NFG, key, origin, node, fields)])
-        current = live_state([live[key]], ()) if key in live else {}
-        out.extend(diff(target, current).changes)
-    return out
-
-
-def _drained_of(fields: Mapping[str, Any], drained: Mapping[tuple[str, str], set[str]]) -> set[str]:
-    members = {str(nf) for nf in fields.get("network_function") or ()}
-    return {nf for nfs in drained.values() for nf in nfs if nf in members}
-
-
-def _touched(
-    planned: Mapping[str, Change],
-    live: Mapping[str, Any],
+    changes: list[Change],
     drained: Mapping[tuple[str, str], set[str]],
-) -> set[str]:
-    """Steering groups (not probe groups) that hold a drained function, planned or live."""
-    out: set[str] = set()
-    for key in planned.keys() | live.keys():
-        if naming.is_probe_group(key):
-            continue
-        change = planned.get(key)
-        fields = (
-            change.after
-            if change is not None and change.after
-            else (live[key].fields if key in live else None)
-        )
-        if fields and _drained_of(fields, drained):
-            out.add(key)
+    observed: Observed,
+    backend: SteeringBackend,
+) -> list[Change]:
+    """``changes`` with the drained functions out of their nodes' steering groups (which rows
+    those are is the backend's business: ``SteeringBackend.drain``)."""
+    found = backend.drain(changes, drained, observed)
+    out = [c for c in changes if (c.kind, c.key) not in found.touched]
+    out.extend(found.kept)
+    for resource, live in found.rows:
+        current = live_state([live], ()) if live is not None else {}
+        out.extend(diff(Target.of([resource]), current).changes)
     return out
 
 
@@ -424,12 +397,11 @@ def owners_of(observed: Observed) -> dict[str, str]:
 class _Pass:
     """What :func:`next_steps` reads once and writes as it goes, for every rollout."""
 
-    observed: Observed
     now: float
     owner: str | None
-    health: Mapping[str, MemberHealth]
+    index: HealthIndex
+    members: Mapping[str, MemberHealth]
     live: Mapping[str, KubeObject]
-    groups: Mapping[str, tuple[str, str, list[str]]]
     active: set[str]
     steps: list[Step] = field(default_factory=list)
     waiting: list[str] = field(default_factory=list)
@@ -440,24 +412,26 @@ def next_steps(
     rollouts: Iterable[VnfRollout],
     observed: Observed,
     now: float,
+    health: HealthIndex | None = None,
     owner: str | None = None,
     alive: Iterable[str] = (),
 ) -> Steps:
     """What to write now for each rollout (module docstring, steps 2-5), from the plan's
     description of it, the live state after that plan was applied (``observed``: VM
     annotations, northd's ``network_function_active``) and the wall-clock time ``now`` (the
-    ``SINCE`` annotations are wall-clock times: the state outlives the process).
+    ``SINCE`` annotations are wall-clock times: the state outlives the process; ``health``: its
+    health index, when the caller has one).
 
     ``owner``: who takes the steps (:func:`owner_name`; ``None``: nobody is named and nobody
     is waited for). A rollout whose VMs name another owner in ``alive`` (the engine tells who
     is alive, :data:`STALE`) gets no step: it is that process's. The owner's steps name it,
     and renew ``RENEWED`` every :data:`RENEW` seconds; a rollout whose owner is gone is taken
     over."""
-    groups = _steering_groups(observed)
+    index = health if health is not None else HealthIndex(observed)
     run = _Pass(
-        observed, now, owner, member_health(observed),
+        now, owner, index, index.members,
         {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM},
-        groups, {nf for g, nf in observed.nf_active.items() if g in groups and nf},
+        set(index.active_functions),
     )  # fmt: skip
     living = set(alive) - {owner}
     owned_by: list[tuple[str, str, str | None]] = []
@@ -496,7 +470,7 @@ def _roll(run: _Pass, rollout: VnfRollout) -> None:
     if halted:
         run.waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
         return
-    selected = _select(rollout, busy, run.live, run.health, run.active, run.now, run.waiting)
+    selected = _select(rollout, busy, run.live, run.members, run.active, run.now, run.waiting)
     run.steps.extend(_owned(selected, run.owner, {}, run.now))
     left = [vm for vm in rollout.vms if vm.key not in finished and (vm.outdated or vm.phase)]
     if run.owner is not None and not selected and not left:
@@ -514,8 +488,8 @@ def _roll_vm(run: _Pass, rollout: VnfRollout, vm: VmRollout, obj: KubeObject) ->
     state, now = obj.state, run.now
     phase = state[PHASE]
     since = parse_time(state.get(SINCE)) or now
-    member = run.health.get(vm.function)
-    step, wait = _advance(rollout, vm, phase, state, member, obj, run.groups, run.observed, now)
+    member = run.members.get(vm.function)
+    step, wait = _advance(rollout, vm, phase, state, member, obj, run.index, now)
     if run.owner is not None:
         claim, renew_at = _claim(vm, state, run.owner, now)
         run.steps.extend(claim)
@@ -596,8 +570,7 @@ def _advance(
     state: Mapping[str, str],
     member: MemberHealth | None,
     obj: KubeObject,
-    groups: Mapping[str, tuple[str, str, list[str]]],
-    observed: Observed,
+    health: HealthIndex,
     now: float,
 ) -> tuple[list[Step] | None, str]:
     """The steps that move one VM being rolled to its next phase, or why it waits."""
@@ -608,7 +581,7 @@ def _advance(
         restart = _phase(RESTARTING, now, target, image)
         return [Step(vm.key, "annotate", restart, "new template: goes on from here")], ""
     if phase == DRAINING:
-        if _drained(vm, rollout.vnf, groups, observed):
+        if health.drained(vm.function, rollout.vnf, vm.node):
             drained = _phase(RESTARTING, now, target, image)
             return [Step(vm.key, "annotate", drained, "drained")], ""
         return None, "draining (northd has not moved its traffic to the other instance yet)"
@@ -673,35 +646,6 @@ def why_unready(member: MemberHealth | None, obj: KubeObject | None) -> str:
     if member.health == HEALTHY or not member.checkable:
         return "waiting out the health check's detection time"
     return member.detail or "probe failing"
-
-
-def _steering_groups(observed: Observed) -> dict[str, tuple[str, str, list[str]]]:
-    """Live steering groups of ours (not probe groups) -> (vnf, node, functions)."""
-    out: dict[str, tuple[str, str, list[str]]] = {}
-    for row in observed.ovn_rows:
-        name = str(row.fields.get("name", row.key))
-        if row.table != _NFG or naming.is_probe_group(name):
-            continue
-        ids = row.fields.get("external_ids") or {}
-        kind, _, vnf = str(ids.get(own.RESOURCE, "")).partition("/")
-        node = ids.get(own.NODE)
-        if kind == "VnfDeployment" and isinstance(node, str):
-            members = [str(nf) for nf in row.fields.get("network_function") or ()]
-            out[name] = (vnf, node, members)
-    return out
-
-
-def _drained(
-    vm: VmRollout, vnf: str, groups: Mapping[str, tuple[str, str, list[str]]], observed: Observed
-) -> bool:
-    """No live steering group of its node holds the VM's function, and northd no longer names
-    it active anywhere (it rewrote ``network_function_active``: the traffic moved)."""
-    for name, (group_vnf, node, members) in groups.items():
-        if group_vnf != vnf or node != vm.node:
-            continue
-        if vm.function in members or observed.nf_active.get(name) == vm.function:
-            return False
-    return True
 
 
 def _select(

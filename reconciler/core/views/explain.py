@@ -33,15 +33,22 @@ from reconciler.core.compiling.compile import members_by_group_and_node
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Binding, Desired, Redirection
+from reconciler.core.model.facts import HEALTHY, UNKNOWN, Health, InstanceHealth
 from reconciler.core.model.observed import Observed, Pod, PodPort
 from reconciler.core.model.plan import Change
 from reconciler.core.model.selectors import matches_selector
 from reconciler.core.model.target import Resource, Target
 from reconciler.core.planning.full import CompiledPlan
-from reconciler.core.steering import common, services
+from reconciler.core.steering import (
+    BACKENDS,
+    HealthIndex,
+    SteeringBackend,
+    common,
+    instances_in,
+    services,
+)
 from reconciler.core.steering.base import directions
-from reconciler.core.transitions.gating import held_idents
-from reconciler.core.transitions.health import HEALTHY, UNKNOWN, Health, InstanceHealth, vnf_health
+from reconciler.core.transitions.hold import held_idents
 from reconciler.errors import UserError
 
 __all__ = [
@@ -74,13 +81,11 @@ _STATE_BY_ACTION: dict[str, RowState] = {
     "update": "differs",
     "delete": "stale",
 }
-_STEERING_TABLES = ("ACL", "Logical_Router_Policy")
+_STEERING_TABLES = tuple(dict.fromkeys(t for b in BACKENDS.values() for t in b.steering_tables))
 ROW_ORDER: tuple[str, ...] = (
     "Port_Group",
     *_STEERING_TABLES,
-    "Network_Function_Group",
-    "Network_Function",
-    "Network_Function_Health_Check",
+    *dict.fromkeys(t for b in BACKENDS.values() for t in b.function_tables),
     "Logical_Switch_Port",
     "Logical_Switch",
 )
@@ -229,89 +234,32 @@ def explain_pod(
         (b for b in desired.bindings.values() if b.spec.securityGroup in bound_groups),
         tiered=tiered,
     )
-    if bound_groups and port is None:
-        warnings.append(
-            f"OVN has no port {pod.lsp_name} for this pod yet (OVN-Kubernetes adds it once the "
-            "pod is wired): nothing can steer it until then"
-        )
-    elif bound_groups and not member_of:
-        warnings.append(
-            f"OVN's port {pod.lsp_name} belongs to an earlier pod of the same name (its "
-            "iface-id-ver is another UID): it is not steered until OVN-Kubernetes updates it"
-        )
-
+    warnings += _port_warnings(pod, port, bound_groups, member_of)
     instances = planned.compiled.instances
     on_node = [
         b
         for b in bindings
         if node is not None and all((vnf, node) in instances for vnf in b.spec.vnfs)
     ]
-    shadowed = common.shadowing(on_node, tiered=tiered)
-    health = _health(planned, observed, node, bindings)
-    vm_states = _vm_states(planned, node, bindings)
-    held = {(h.binding, h.node): h.reason for h in planned.plan.held}
-    views: list[BindingView] = []
-    for binding in bindings:
-        spec = binding.spec
-        hops = [_hop(desired, vnf, node, instances, health, vm_states) for vnf in spec.vnfs]
-        reason = ""
-        if spec.securityGroup not in member_of:
-            reason = "the pod has no OVN port of its own yet"
-        else:
-            missing = next((h.vnf for h in hops if h.instance is None), None)
-            if missing is not None:
-                reason = _why_no_instance(desired, observed, missing, node)
-                if spec.is_chain:
-                    reason = f"its chain {spec.vnf_text} is incomplete there: {reason}"
-        first = hops[0]
-        chain_detail = (
-            "a chain's function has no health check (OVN cannot probe across the link "
-            "between two VNFs); the hops' own health is listed per hop"
-        )
-        views.append(
-            BindingView(
-                name=binding.metadata.name,
-                group=spec.securityGroup,
-                vnf=list(spec.vnfs) if spec.is_chain else spec.vnfs[0],
-                order=spec.order,
-                order_default=spec.order_is_default,
-                redirection=spec.redirection.value,
-                failure_policy=spec.failurePolicy.value,
-                precedence=spec.precedence.value,
-                traffic=common.filters_json(spec.traffic),
-                traffic_text=common.describe_filters(spec.traffic),
-                node=node,
-                instance=None if spec.is_chain else first.instance,
-                vm_state=_worst(h.vm_state for h in hops) if spec.is_chain else first.vm_state,
-                health=UNKNOWN if spec.is_chain else first.health,
-                health_detail=chain_detail if spec.is_chain else first.health_detail,
-                shadowed=shadowed.get(binding.metadata.name, {}),
-                steers=not reason,
-                reason=reason,
-                hops=hops,
-                held=held.get((binding.metadata.name, node or ""), ""),
-            )
-        )
-
+    context = _Context(
+        desired,
+        observed,
+        planned,
+        node,
+        member_of,
+        common.shadowing(on_node, tiered=tiered),
+        _health(planned, observed, node, bindings),
+        _vm_states(planned, node, bindings),
+    )
+    views = [context.view(binding) for binding in bindings]
     rows = _rows(planned, observed, pod, node, bindings)
-    warnings += _binding_warnings(views, on_node, tiered, backend.name)
+    warnings += _binding_warnings(views, on_node, tiered, backend)
     instance = planned.plan.instance or own.DEFAULT_INSTANCE
     warnings += _cluster_warnings(
-        desired, observed, pod, node, views, backend.name, instance, planned.target
+        desired, observed, pod, node, views, backend, instance, planned.target
     )
     status = _status(groups, views, rows, held_idents(planned.plan))
-    for view in views:
-        if view.held:
-            warnings.append(
-                f"Binding {view.name} on {view.node} is held: {view.held} (steering is switched "
-                "on by the next reconcile after OVN reports it healthy; until then the pod's "
-                "traffic is not steered)"
-            )
-    if status == "pending" and any(r.state == "stale" for r in rows) and not views:
-        warnings.append(
-            "rows of an earlier apply still steer this pod although no Binding applies to it "
-            "any more: apply removes them"
-        )
+    warnings += _held_warnings(views, status, rows)
     return Explanation(
         namespace=pod.namespace,
         pod=pod.name,
@@ -325,6 +273,104 @@ def explain_pod(
         ovn=rows,
         warnings=list(dict.fromkeys(warnings)),
     )
+
+
+def _port_warnings(
+    pod: Pod, port: PodPort | None, bound_groups: Collection[str], member_of: Collection[str]
+) -> list[str]:
+    """Why a pod of a bound group cannot be steered yet: OVN has no port for it, or the port
+    is an earlier pod's."""
+    if bound_groups and port is None:
+        return [
+            f"OVN has no port {pod.lsp_name} for this pod yet (OVN-Kubernetes adds it once the "
+            "pod is wired): nothing can steer it until then"
+        ]
+    if bound_groups and not member_of:
+        return [
+            f"OVN's port {pod.lsp_name} belongs to an earlier pod of the same name (its "
+            "iface-id-ver is another UID): it is not steered until OVN-Kubernetes updates it"
+        ]
+    return []
+
+
+_CHAIN_HEALTH = (
+    "a chain's function has no health check (OVN cannot probe across the link between two "
+    "VNFs); the hops' own health is listed per hop"
+)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every :class:`BindingView` of the pod is made from."""
+
+    desired: Desired
+    observed: Observed
+    planned: CompiledPlan
+    node: str | None
+    member_of: set[str]
+    """The groups whose member the pod is (OVN knows its port as this pod)."""
+    shadowed: Mapping[str, Mapping[str, list[str]]]
+    health: Mapping[tuple[str, str], InstanceHealth]
+    vm_states: Mapping[tuple[str, str], RowState]
+
+    def view(self, binding: Binding) -> BindingView:
+        spec, node = binding.spec, self.node
+        instances = self.planned.compiled.instances
+        hops = [
+            _hop(self.desired, vnf, node, instances, self.health, self.vm_states)
+            for vnf in spec.vnfs
+        ]
+        reason = ""
+        if spec.securityGroup not in self.member_of:
+            reason = "the pod has no OVN port of its own yet"
+        else:
+            missing = next((h.vnf for h in hops if h.instance is None), None)
+            if missing is not None:
+                reason = _why_no_instance(self.desired, self.observed, missing, node)
+                if spec.is_chain:
+                    reason = f"its chain {spec.vnf_text} is incomplete there: {reason}"
+        first = hops[0]
+        held = {(h.binding, h.node): h.reason for h in self.planned.plan.held}
+        return BindingView(
+            name=binding.metadata.name,
+            group=spec.securityGroup,
+            vnf=list(spec.vnfs) if spec.is_chain else spec.vnfs[0],
+            order=spec.order,
+            order_default=spec.order_is_default,
+            redirection=spec.redirection.value,
+            failure_policy=spec.failurePolicy.value,
+            precedence=spec.precedence.value,
+            traffic=common.filters_json(spec.traffic),
+            traffic_text=common.describe_filters(spec.traffic),
+            node=node,
+            instance=None if spec.is_chain else first.instance,
+            vm_state=_worst(h.vm_state for h in hops) if spec.is_chain else first.vm_state,
+            health=UNKNOWN if spec.is_chain else first.health,
+            health_detail=_CHAIN_HEALTH if spec.is_chain else first.health_detail,
+            shadowed=dict(self.shadowed.get(binding.metadata.name, {})),
+            steers=not reason,
+            reason=reason,
+            hops=hops,
+            held=held.get((binding.metadata.name, node or ""), ""),
+        )
+
+
+def _held_warnings(
+    views: Sequence[BindingView], status: Status, rows: Sequence[RowView]
+) -> list[str]:
+    out = [
+        f"Binding {view.name} on {view.node} is held: {view.held} (steering is switched on by "
+        "the next reconcile after OVN reports it healthy; until then the pod's traffic is not "
+        "steered)"
+        for view in views
+        if view.held
+    ]
+    if status == "pending" and any(r.state == "stale" for r in rows) and not views:
+        out.append(
+            "rows of an earlier apply still steer this pod although no Binding applies to it "
+            "any more: apply removes them"
+        )
+    return out
 
 
 # --- the pod and its groups ---------------------------------------------------------------------
@@ -431,16 +477,13 @@ def _health(
         for vnf in b.spec.vnfs
         if (vnf, node) in planned.compiled.instances
     }
-    functions = {
-        (res.origin.partition("/")[2], res.node)
-        for res in planned.target
-        if res.kind == "Network_Function" and res.origin.startswith("VnfDeployment/")
-    }
-    report = vnf_health(observed, wanted & functions)
+    health = planned.health or HealthIndex(observed)
+    report = health.instances(wanted & instances_in(planned.target))
+    backend = planned.compiled.backend
     out: dict[tuple[str, str], InstanceHealth] = {}
     for vnf, n in sorted(wanted):
-        detail = f"no health check with {planned.compiled.backend.name} steering"
-        if planned.compiled.backend.name == "network-function":
+        detail = f"no health check with {backend.name} steering"
+        if backend.health_checked:
             detail = "no function of its own here (it is only a hop of a chain)"
         out[(vnf, n)] = report.get((vnf, n)) or InstanceHealth(vnf, n, UNKNOWN, detail)
     return out
@@ -515,20 +558,7 @@ def _rows(
                 f.get("port_group") in pg_names or _references(str(f.get("match", "")), pg_names)
             ),
         )
-    nfgs = {
-        ("Network_Function_Group", str(every[i].get("network_function_group")))
-        for i in steering
-        if every[i].get("network_function_group")
-    }
-    nfs = {
-        ("Network_Function", str(nf))
-        for i in nfgs
-        for nf in every.get(i, {}).get("network_function") or ()
-    }
-    nf_names = {key for _, key in nfs}
-    checks = select(
-        "Network_Function_Health_Check", lambda f: f.get("network_function") in nf_names
-    )
+    path = set().union(*(b.path_rows(every, steering) for b in BACKENDS.values()))
     vnfs = {f"VnfDeployment/{vnf}" for b in bindings for vnf in b.spec.vnfs}
     chains = {",".join(b.spec.vnfs) for b in bindings if b.spec.is_chain}
     ports = {
@@ -546,7 +576,7 @@ def _rows(
     changes = _changes_by_ident((planned.untransitioned or planned.plan).changes)
     views: list[RowView] = []
     for ident in sorted(
-        {*pgs, *steering, *nfgs, *nfs, *checks, *ports, *stateless},
+        {*pgs, *steering, *path, *ports, *stateless},
         key=lambda i: (ROW_ORDER.index(i[0]) if i[0] in ROW_ORDER else 99, i[1]),
     ):
         if ident not in every:
@@ -609,7 +639,10 @@ def _status(
 
 
 def _binding_warnings(
-    views: Sequence[BindingView], on_node: Sequence[Binding], tiered: bool, steering: str
+    views: Sequence[BindingView],
+    on_node: Sequence[Binding],
+    tiered: bool,
+    backend: SteeringBackend,
 ) -> list[str]:
     out: list[str] = []
     for view in views:
@@ -638,10 +671,11 @@ def _binding_warnings(
             + (" and precedence" if tiered else "")
             + ": their rows have the same priority, and OVN picks either for a packet both match"
         )
-    if steering == "router-policy" and views:
+    if backend.routed_only and views:
         out.append(
-            "router-policy steering reroutes routed traffic only: traffic between this pod and "
-            "pods on its own node is not steered, and failurePolicy cannot act (no health check)"
+            f"{backend.name} steering reroutes routed traffic only: traffic between this pod "
+            "and pods on its own node is not steered"
+            + ("" if backend.health_checked else ", and failurePolicy cannot act (no health check)")
         )
     return out
 
@@ -652,7 +686,7 @@ def _cluster_warnings(
     pod: Pod,
     node: str | None,
     views: Sequence[BindingView],
-    steering: str,
+    backend: SteeringBackend,
     instance: str,
     planned_target: Target,
 ) -> list[str]:
@@ -671,7 +705,7 @@ def _cluster_warnings(
     }
     out += [f.text for f in findings if f.code == "network-policy" and f.subject in selecting]
     switch = next((s for s in observed.switches if s.name == node), None)
-    if steering == "network-function" and switch is not None and switch.load_balancers:
+    if backend.stateless_beside_load_balancers and switch is not None and switch.load_balancers:
         twice = any(
             r.kind == "ACL" and r.node == node and r.key.endswith(".crossed")
             for r in planned_target
@@ -679,7 +713,7 @@ def _cluster_warnings(
         names = (v.name for v in steering_views)
         out.append(services.pod_note(instance, switch.name, names, twice=twice))
     for vnf in sorted({v.vnf for v in steering_views if isinstance(v.vnf, str)}):
-        if not desired.vnfs[vnf].spec.healthCheck.enabled and steering == "network-function":
+        if not desired.vnfs[vnf].spec.healthCheck.enabled and backend.health_checked:
             out.append(
                 f"VnfDeployment {vnf} has healthCheck.enabled: false: OVN counts it healthy "
                 "whenever its ports are bound, so the failure policy cannot act for this pod"

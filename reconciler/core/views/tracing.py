@@ -168,11 +168,12 @@ def _microflow(
 
 
 def probes(
-    explanation: Any, observed: Observed, pod_port: PodPort, peer: PodPort, steering: str
+    explanation: Any, observed: Observed, pod_port: PodPort, peer: PodPort, routed: bool
 ) -> list[Probe]:
     """One probe per direction of every binding that steers the pod (``explanation.bindings``
-    with ``steers``), deduplicated. With ``router-policy`` steering the VNF instance that should
-    see a packet is the one on the destination's node."""
+    with ``steers``), deduplicated. With a ``routed`` backend (``SteeringBackend.routed_only``:
+    it steers at the router) the VNF instance that should see a packet is the one on the
+    destination's node."""
     result: list[Probe] = []
     seen: set[tuple[str, str]] = set()
     for b in explanation.bindings:
@@ -194,7 +195,7 @@ def probes(
             if (flow, vnf) in seen:
                 continue
             seen.add((flow, vnf))
-            node = dst.switch if steering == "router-policy" else pod_port.switch
+            node = dst.switch if routed else pod_port.switch
             if isinstance(b.vnf, list):  # a chain: the ports of its function for this direction
                 wiring = chains.EXIT if direction == "to-pod" else chains.ENTRY
                 ports = tuple(chains.port_name(b.vnf, wiring, node, s) for s in ("in", "out"))

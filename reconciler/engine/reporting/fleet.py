@@ -1,5 +1,5 @@
 """Status across nodes: what each node agent and the central owner publish, and how
-``osc-gitops status --all-nodes`` judges it (issue #14).
+``osc-gitops status --all-nodes`` judges it.
 
 **The published record** (format version 1, JSON in the Lease annotation ``osc.io/agent-status``,
 ``reconciler.adapters.kube.status_lease``)::

@@ -4,7 +4,7 @@ OVN sees it, and the Network_Function ids in use per NB.
 An operator must see a dead firewall before a user reports it, so the loop exports it
 (``osc_gitops_vnf_instance_healthy``, ``osc_gitops_nf_ids_used``: ``reporting.metrics``) and
 writes it into the status file behind ``osc-gitops status``. Both are derived from the read the
-pass ended with (``reconciler.core.transitions.health``); reading health never writes anything and
+pass ended with (``reconciler.core.steering.HealthIndex``); reading health never writes anything and
 never re-plans. Passes in which none of its inputs changed report nothing new.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from reconciler.core.model.observed import Observed
-from reconciler.core.transitions.health import live_id_budget, vnf_health
+from reconciler.core.steering import HealthIndex, live_id_budget
 from reconciler.engine.providers import Reporter
 
 
@@ -44,7 +44,7 @@ class OvnHealthReport:
         ):
             return
         self._inputs = inputs
-        health = vnf_health(observed)
+        health = HealthIndex(observed).instances()
         self.reporter.vnf_health({where: h.healthy for where, h in health.items()})
         self.reporter.nf_ids_used(live_id_budget(observed))
         if self.sink is not None:

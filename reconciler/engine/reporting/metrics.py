@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
@@ -36,6 +36,7 @@ from reconciler.core.model.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
 
 PREFIX = "osc_gitops"
+_M = TypeVar("_M", Counter, Gauge, Histogram, Info)
 
 
 class ConstantLabels:
@@ -66,125 +67,142 @@ class Metrics:
 
     def __init__(self, const_labels: Mapping[str, str] | None = None) -> None:
         self.const_labels = dict(const_labels or {})
-        r = self.registry = CollectorRegistry(auto_describe=True)
-        self.reconcile_duration = Histogram(
-            f"{PREFIX}_reconcile_duration_seconds",
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._pass_metrics()
+        self._ovn_metrics()
+        self._transition_metrics()
+
+    def _metric(self, kind: type[_M], name: str, text: str, labels: Sequence[str] = (),
+                **extra: Any) -> _M:  # fmt: skip
+        """A metric ``osc_gitops_<name>`` in this registry."""
+        return kind(f"{PREFIX}_{name}", text, list(labels), registry=self.registry, **extra)
+
+    def _pass_metrics(self) -> None:
+        """How reconcile passes go."""
+        self.reconcile_duration = self._metric(
+            Histogram,
+            "reconcile_duration_seconds",
             "Time of one reconcile (observe, plan, apply, verify), by result.",
             ["result"],
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
-            registry=r,
         )
-        self.reconciles = Counter(
-            f"{PREFIX}_reconciles_total",
+        self.reconciles = self._metric(
+            Counter,
+            "reconciles_total",
             "Reconciles by result (ok, error, refused, skipped) and trigger.",
             ["result", "trigger"],
-            registry=r,
         )
-        self.changes_applied = Counter(
-            f"{PREFIX}_changes_applied_total",
+        self.changes_applied = self._metric(
+            Counter,
+            "changes_applied_total",
             "Changes written, by object kind (OVN table or Kubernetes kind) and action.",
             ["kind", "action"],
-            registry=r,
         )
-        self.drift = Counter(
-            f"{PREFIX}_drift_detected_total",
+        self.drift = self._metric(
+            Counter,
+            "drift_detected_total",
             "Reconciles whose plan was not empty although the manifests had not changed "
             "(somebody or something changed the live state).",
-            registry=r,
         )
-        self.errors = Counter(
-            f"{PREFIX}_errors_total",
+        self.errors = self._metric(
+            Counter,
+            "errors_total",
             "Errors by cause (git, manifests, kubernetes, ovn, lease, not-converged, other).",
             ["cause"],
-            registry=r,
         )
-        self.last_success = Gauge(
-            f"{PREFIX}_last_success_timestamp_seconds",
+        self.last_success = self._metric(
+            Gauge,
+            "last_success_timestamp_seconds",
             "Unix time of the last successful reconcile.",
-            registry=r,
         )
-        self.managed_objects = Gauge(
-            f"{PREFIX}_managed_objects",
+        self.managed_objects = self._metric(
+            Gauge,
+            "managed_objects",
             "Objects this instance owns after the last reconcile, by kind.",
             ["kind"],
-            registry=r,
         )
-        self.leader = Gauge(
-            f"{PREFIX}_leader", "1 while this replica holds the Lease (or without election).",
-            registry=r,
-        )  # fmt: skip
-        self.source_ok = Gauge(
-            f"{PREFIX}_source_up",
+        self.leader = self._metric(
+            Gauge,
+            "leader",
+            "1 while this replica holds the Lease (or without election).",
+        )
+        self.source_ok = self._metric(
+            Gauge,
+            "source_up",
             "1 when the last git fetch succeeded, 0 while the source is unreachable.",
-            registry=r,
         )
-        self.revision = Info(
-            f"{PREFIX}_applied_revision",
+        self.revision = self._metric(
+            Info,
+            "applied_revision",
             "The commit the live state was last reconciled to.",
-            registry=r,
         )
-        self.vnf_healthy = Gauge(
-            f"{PREFIX}_vnf_instance_healthy",
+
+    def _ovn_metrics(self) -> None:
+        """VNF health and NF ids as OVN reports them."""
+        self.vnf_healthy = self._metric(
+            Gauge,
+            "vnf_instance_healthy",
             "1 while OVN counts the VNF instance healthy (northd made its Network_Function the "
             "active one), 0 while it does not (its bindings' failure policy is in force). "
             "Absent when OVN cannot tell (health check disabled, no binding through it).",
             ["vnf", "node"],
-            registry=r,
         )
-        self.nf_ids_used = Gauge(
-            f"{PREFIX}_nf_ids_used",
+        self.nf_ids_used = self._metric(
+            Gauge,
+            "nf_ids_used",
             "Network_Function / Network_Function_Group ids in use in the Northbound DB, ours "
             "and others' (OVN allows 255 per table and NB).",
             ["table"],
-            registry=r,
         )
-        self.nf_ids_limit = Gauge(
-            f"{PREFIX}_nf_ids_limit",
+        self.nf_ids_limit = self._metric(
+            Gauge,
+            "nf_ids_limit",
             "The most Network_Function / Network_Function_Group ids one Northbound DB holds.",
             ["table"],
-            registry=r,
         )
 
-        self.held_instances = Gauge(
-            f"{PREFIX}_held_instances",
+    def _transition_metrics(self) -> None:
+        """Held steering and rolling updates."""
+        self.held_instances = self._metric(
+            Gauge,
+            "held_instances",
             "VNF instances that steering waits for: a binding's traffic is not switched onto "
             "them until OVN reports them healthy (health-gated steering).",
-            registry=r,
         )
-        self.held_seconds = Gauge(
-            f"{PREFIX}_held_seconds",
+        self.held_seconds = self._metric(
+            Gauge,
+            "held_seconds",
             "How long steering has waited for this VNF instance to become healthy (since this "
             "process first saw it held). Absent when nothing waits for it.",
             ["vnf", "node"],
-            registry=r,
         )
-        self.held_allowance = Gauge(
-            f"{PREFIX}_held_allowance_seconds",
+        self.held_allowance = self._metric(
+            Gauge,
+            "held_allowance_seconds",
             "The boot allowance of a VNF instance steering waits for: its VnfDeployment's "
             "bootSeconds plus the health check's detection time. Held longer, its pods stay "
             "unprotected for longer than a boot (OscGitopsVnfInstanceNotReady).",
             ["vnf", "node"],
-            registry=r,
         )
-        self.rollout_nodes_updated = Gauge(
-            f"{PREFIX}_rollout_nodes_updated",
+        self.rollout_nodes_updated = self._metric(
+            Gauge,
+            "rollout_nodes_updated",
             "Nodes whose VNF instances run the VnfDeployment's current template, while a rolling "
             "update is under way (absent otherwise).",
             ["vnf"],
-            registry=r,
         )
-        self.rollout_nodes_total = Gauge(
-            f"{PREFIX}_rollout_nodes_total",
+        self.rollout_nodes_total = self._metric(
+            Gauge,
+            "rollout_nodes_total",
             "Nodes with an instance of the VnfDeployment, while a rolling update is under way.",
             ["vnf"],
-            registry=r,
         )
-        self.rollout_halted = Gauge(
-            f"{PREFIX}_rollout_halted",
+        self.rollout_halted = self._metric(
+            Gauge,
+            "rollout_halted",
             "1 while the VnfDeployment's rolling update is halted (an upgraded instance did not "
             "become healthy within progressDeadlineSeconds), 0 while it proceeds.",
             ["vnf"],
-            registry=r,
         )
 
     def set_transitions(

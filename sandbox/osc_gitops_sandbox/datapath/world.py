@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from osc_gitops_sandbox.ovn import ovsdb_rpc
 from osc_gitops_sandbox.ovn.distributions import HOST, SID
+from reconciler.cli.common import DEMO_OVN_VERSIONS
 from reconciler.errors import UserError
 
 __all__ = [
@@ -85,11 +86,17 @@ class OvnVersion:
     """``None``: the product's default (``network-function`` when the NB has it)."""
 
 
-OVN_VERSIONS: Mapping[str, OvnVersion] = {
-    "26.03": OvnVersion(SID, None),  # OVN 26.03 + OVS 4.0 from the sid root
-    "23.03": OvnVersion(HOST, "router-policy"),  # the host's Debian bookworm packages
-}
-DEFAULT_OVN = "26.03"
+OVN_VERSIONS: Mapping[str, OvnVersion] = dict(
+    zip(
+        DEMO_OVN_VERSIONS,  # the product's one list of them (its --ovn choices), default first
+        (
+            OvnVersion(SID, None),  # OVN 26.03 + OVS 4.0 from the sid root
+            OvnVersion(HOST, "router-policy"),  # the host's Debian bookworm packages
+        ),
+        strict=True,
+    )
+)
+DEFAULT_OVN = DEMO_OVN_VERSIONS[0]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -154,13 +154,21 @@ def _label_and_measure(w: World) -> None:
          f"({polled * 1000:.0f} ms of it after apply returned)")  # fmt: skip
 
 
-def _network_function_story(w: World) -> None:
+def _first_probes(w: World, same_node: str) -> tuple[Any, Any, Any, Any]:
+    """Probe the steered pod web-a routed, back, and from its own node (``same_node`` names
+    that last probe); ``(web-a, other-b, client-c, client-d)``."""
     dp = w.dp
     web, other = w.pod("web-a"), w.pod("other-b")
     client_c, client_d = w.pod("client-c"), w.pod("client-d")
     show("client-c -> web-a (routed)", dp.probe(client_c, web))
     show("web-a -> client-c", dp.probe(web, client_c))
-    show("other-b -> web-a (same node switch)", dp.probe(other, web))
+    show(f"other-b -> web-a ({same_node})", dp.probe(other, web))
+    return web, other, client_c, client_d
+
+
+def _network_function_story(w: World) -> None:
+    dp = w.dp
+    web, other, client_c, client_d = _first_probes(w, "same node switch")
     with web.listen_tcp(8080):
         tcp = dp.tcp_probe(client_c, web.ip, 8080, count=3)
         show("client-c -> web-a:8080 (TCP)", tcp, tcp=True)
@@ -291,11 +299,7 @@ def _rolling_update_story(w: World) -> None:
 
 def _router_policy_story(w: World) -> None:
     dp = w.dp
-    web, other = w.pod("web-a"), w.pod("other-b")
-    client_c, client_d = w.pod("client-c"), w.pod("client-d")
-    show("client-c -> web-a (routed)", dp.probe(client_c, web))
-    show("web-a -> client-c", dp.probe(web, client_c))
-    show("other-b -> web-a (same node)", dp.probe(other, web))
+    web, other, client_c, client_d = _first_probes(w, "same node")
     show("other-b -> client-d (unlabelled)", dp.probe(other, client_d))
     say("  (router-policy steers routed traffic only; the guest routes, TTL one lower)")
 

@@ -11,15 +11,16 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from osc_gitops_sandbox.kubeapi import openapi as openapi
 from osc_gitops_sandbox.kubeapi import protobuf as protobuf
 from osc_gitops_sandbox.kubeapi import tables as tables
 from osc_gitops_sandbox.kubeapi.discovery import ApiExtension
+from osc_gitops_sandbox.kubeapi.faults import Faults
 from osc_gitops_sandbox.kubeapi.openapi import check_fields
 from osc_gitops_sandbox.kubeapi.resources import ResourceType
 from osc_gitops_sandbox.kubeapi.selectors import (
@@ -30,12 +31,70 @@ from osc_gitops_sandbox.kubeapi.selectors import (
     parse_label_selector,
 )
 from osc_gitops_sandbox.kubeapi.status import ApiError
-from osc_gitops_sandbox.kubeapi.store import dumps
+from osc_gitops_sandbox.kubeapi.store import ObjectStore, dumps
+from osc_gitops_sandbox.kubeapi.watch import WatchRequest, watch_events
 
-if TYPE_CHECKING:
-    from osc_gitops_sandbox.kubeapi.server import KubeApiServer
+__all__ = ["Api", "ApiHTTPServer", "ApiHandler"]
 
-__all__ = ["ApiHandler"]
+
+class Api(Protocol):
+    """What the handler asks of the API it serves (``server.KubeApiServer``: the store's verbs,
+    discovery, extensions, the token and connection bookkeeping)."""
+
+    types: tuple[ResourceType, ...]
+    faults: Faults
+    token: str | None
+    requests: int
+
+    def track_connection(self, conn: socket.socket, *, open_: bool) -> None: ...
+
+    def discovery(self, path: str) -> dict[str, Any] | None: ...
+
+    def extension(self, group: str, version: str) -> ApiExtension | None: ...
+
+    def resource_for_path(self, group: str, version: str, plural: str) -> ResourceType | None: ...
+
+    def list_raw(
+        self, rt: ResourceType, namespace: str | None, labels: LabelSelector,
+        fields: FieldSelector, limit: int = 0, cont: str | None = None,
+    ) -> bytes: ...  # fmt: skip
+
+    def get_raw(self, rt: ResourceType, namespace: str, name: str) -> bytes: ...
+
+    def create(
+        self, rt: ResourceType, namespace: str, body: dict[str, Any], *, dry_run: bool = False
+    ) -> dict[str, Any]: ...
+
+    def update(
+        self, rt: ResourceType, namespace: str, name: str, body: dict[str, Any], *,
+        dry_run: bool = False,
+    ) -> dict[str, Any]: ...  # fmt: skip
+
+    def replace_status(
+        self, rt: ResourceType, namespace: str, name: str, status: Any,
+        resource_version: str | None = None,
+    ) -> dict[str, Any]: ...  # fmt: skip
+
+    def patch(
+        self, rt: ResourceType, namespace: str, name: str, content_type: str, patch: Any, *,
+        dry_run: bool = False, check: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> dict[str, Any]: ...  # fmt: skip
+
+    def delete(
+        self, rt: ResourceType, namespace: str, name: str, *, dry_run: bool = False
+    ) -> dict[str, Any]: ...
+
+    def watch_store(self) -> ObjectStore: ...
+
+
+class ApiHTTPServer(ThreadingHTTPServer):
+    """The HTTP server of one emulator: its handlers find the API they serve here."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], api: Api) -> None:
+        self.api = api
+        super().__init__(address, ApiHandler)
 
 
 NO_CONTAINERS = (
@@ -49,10 +108,14 @@ NO_CONTAINERS = (
 class ApiHandler(BaseHTTPRequestHandler):
     """HTTP/1.1 keep-alive handler; routing and encoding only, logic lives in the server."""
 
-    api: KubeApiServer
+    server: ApiHTTPServer
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # else every small response waits ~40 ms for a delayed ACK
     server_version = "osc-kubeapi/0.1"
+
+    @property
+    def api(self) -> Api:
+        return self.server.api
 
     def setup(self) -> None:
         super().setup()
@@ -373,9 +436,9 @@ class ApiHandler(BaseHTTPRequestHandler):
         (column definitions in the first event only, as the real server sends them)."""
         timeout = float(query.get("timeoutSeconds") or 1800)
         bookmarks = (query.get("allowWatchBookmarks") or "").lower() in ("true", "1")
-        events = self.api.watch_events(
-            rt, namespace, labels, fields, query.get("resourceVersion"), timeout, bookmarks
-        )
+        version = query.get("resourceVersion")
+        request = WatchRequest(rt, namespace, labels, fields, version, timeout, bookmarks)
+        events = watch_events(self.api.watch_store(), request)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")

@@ -58,7 +58,7 @@ from typing import Any
 
 from osc_gitops_sandbox.kubeapi.discovery import ApiExtension, discovery
 from osc_gitops_sandbox.kubeapi.faults import Faults
-from osc_gitops_sandbox.kubeapi.handler import ApiHandler
+from osc_gitops_sandbox.kubeapi.handler import ApiHTTPServer
 from osc_gitops_sandbox.kubeapi.patch import json_patch, merge_patch
 from osc_gitops_sandbox.kubeapi.resources import RESOURCE_TYPES, ResourceType
 from osc_gitops_sandbox.kubeapi.status import ApiError
@@ -122,13 +122,7 @@ class KubeApiServer(ObjectStore):
         return f"{scheme}://{self.host}:{self.port}"
 
     def start(self) -> KubeApiServer:
-        server = self
-
-        class Handler(ApiHandler):
-            api = server
-
-        httpd = ThreadingHTTPServer((self.host, self.port), Handler)
-        httpd.daemon_threads = True
+        httpd = ApiHTTPServer((self.host, self.port), self)
         if self.tls:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(self.tls[0], self.tls[1])
@@ -211,6 +205,10 @@ class KubeApiServer(ObjectStore):
     def extension(self, group: str, version: str) -> ApiExtension | None:
         """The extension serving ``group/version``, if any."""
         return self._extensions.get((group, version))
+
+    def watch_store(self) -> ObjectStore:
+        """The store whose changes watch streams follow (this server is one)."""
+        return self
 
     def track_connection(self, conn: socket.socket, *, open_: bool) -> None:
         """Note an HTTP connection opening or closing (:meth:`stop` closes those still open)."""

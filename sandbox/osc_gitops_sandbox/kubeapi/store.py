@@ -16,7 +16,7 @@ import copy
 import json
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -568,23 +568,6 @@ class ObjectStore:
                 meta["remainingItemCount"] = remaining
         head = dumps({"kind": f"{rt.kind}List", "apiVersion": rt.api_version, "metadata": meta})
         return head[:-1] + b',"items":[' + b",".join(chunks) + b"]}"
-
-    def watch_events(
-        self,
-        rt: ResourceType,
-        namespace: str | None,
-        labels: LabelSelector,
-        fields: FieldSelector,
-        resource_version: str | None,
-        timeout: float,
-        bookmarks: bool,
-    ) -> Iterator[bytes]:
-        """Watch event lines (see :func:`osc_gitops_sandbox.kubeapi.watch.watch_events`)."""
-        from osc_gitops_sandbox.kubeapi.watch import watch_events
-
-        return watch_events(
-            self, rt, namespace, labels, fields, resource_version, timeout, bookmarks
-        )
 
     def wake_watchers(self) -> None:
         """Wake waiting watches (after a fault injection, so drops happen at once)."""

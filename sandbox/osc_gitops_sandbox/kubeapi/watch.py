@@ -12,49 +12,47 @@ from __future__ import annotations
 import bisect
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from osc_gitops_sandbox.kubeapi.resources import ResourceType
 from osc_gitops_sandbox.kubeapi.selectors import FieldSelector, LabelSelector
 from osc_gitops_sandbox.kubeapi.status import ApiError
 from osc_gitops_sandbox.kubeapi.store import ObjectStore, Stored, dumps
 
-__all__ = ["watch_events"]
+__all__ = ["WatchRequest", "watch_events"]
 
 
-def watch_events(
-    store: ObjectStore,
-    rt: ResourceType,
-    namespace: str | None,
-    labels: LabelSelector,
-    fields: FieldSelector,
-    resource_version: str | None,
-    timeout: float,
-    bookmarks: bool,
-) -> Iterator[bytes]:
+class WatchRequest(NamedTuple):
+    """What a watch asks for: a kind, a namespace (``None``: all), the selectors, where to
+    start (``None``, ``""`` or ``"0"``: the current state first), how long, and bookmarks."""
+
+    rt: ResourceType
+    namespace: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    resource_version: str | None
+    timeout: float
+    bookmarks: bool
+
+
+def watch_events(store: ObjectStore, request: WatchRequest) -> Iterator[bytes]:
     """Yield watch event lines until ``timeout``, a dropped-stream fault or the server stops.
 
     Argument errors raise :class:`ApiError` here, before any header is sent; a dropped
     stream raises :class:`ConnectionAbortedError` from the generator so the handler closes
     the socket without the terminating chunk.
     """
-    if resource_version not in (None, "", "0"):
+    if request.resource_version not in (None, "", "0"):
         try:
-            int(str(resource_version))
+            int(str(request.resource_version))
         except ValueError:
-            raise ApiError(400, f"invalid resourceVersion {resource_version!r}") from None
-    return _stream(store, rt, namespace, labels, fields, resource_version, timeout, bookmarks)
+            version = request.resource_version
+            raise ApiError(400, f"invalid resourceVersion {version!r}") from None
+    return _stream(store, request)
 
 
-def _stream(
-    store: ObjectStore,
-    rt: ResourceType,
-    namespace: str | None,
-    labels: LabelSelector,
-    fields: FieldSelector,
-    resource_version: str | None,
-    timeout: float,
-    bookmarks: bool,
-) -> Iterator[bytes]:
+def _stream(store: ObjectStore, request: WatchRequest) -> Iterator[bytes]:
+    rt, namespace, labels, fields, resource_version, timeout, bookmarks = request
     deadline = time.monotonic() + timeout
     drop_gen = store.faults.drop_generation
 

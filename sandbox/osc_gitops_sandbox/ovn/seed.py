@@ -154,18 +154,7 @@ def seed_ovn_kubernetes(
             }
         )
     if router and nodes:
-        existing = ovsdb_rpc.transact(
-            nb_remote,
-            "OVN_Northbound",
-            [
-                {
-                    "op": "select",
-                    "table": "Logical_Router",
-                    "where": [["name", "==", CLUSTER_ROUTER]],
-                    "columns": ["_uuid"],
-                }
-            ],
-        )[0]["rows"]
+        (existing,) = _uuids_by_name(nb_remote, "Logical_Router", [CLUSTER_ROUTER])
         if existing:
             ops.append(
                 {
@@ -184,6 +173,17 @@ def seed_ovn_kubernetes(
                 }
             )
     ovsdb_rpc.transact(nb_remote, "OVN_Northbound", ops)
+
+
+def _uuids_by_name(nb_remote: str, table: str, names: Sequence[str]) -> list[list[Any]]:
+    """The ``_uuid`` datums of the rows of ``table`` called each of ``names`` (one select
+    each, in one transaction): an empty list where there is none."""
+    selects = [
+        {"op": "select", "table": table, "where": [["name", "==", n]], "columns": ["_uuid"]}
+        for n in names
+    ]
+    results = ovsdb_rpc.transact(nb_remote, "OVN_Northbound", selects)
+    return [[row["_uuid"] for row in result["rows"]] for result in results]
 
 
 @dataclass(frozen=True)
@@ -216,23 +216,11 @@ def seed_foreign_rows(
         tier = "tier" in schema["tables"]["ACL"]["columns"]
     port_uuids: list[list[str]] = []
     if ports:
-        rows = ovsdb_rpc.transact(
-            nb_remote,
-            "OVN_Northbound",
-            [
-                {
-                    "op": "select",
-                    "table": "Logical_Switch_Port",
-                    "where": [["name", "==", p]],
-                    "columns": ["_uuid"],
-                }
-                for p in ports
-            ],
-        )
-        for name, res in zip(ports, rows, strict=True):
-            if not res["rows"]:
+        found = _uuids_by_name(nb_remote, "Logical_Switch_Port", ports)
+        for name, uuids in zip(ports, found, strict=True):
+            if not uuids:
                 raise ValueError(f"seed_foreign_rows: no Logical_Switch_Port named {name!r}")
-            port_uuids.append(res["rows"][0]["_uuid"])
+            port_uuids.append(uuids[0])
     specs = [
         (
             names.handmade_port_group,

@@ -72,9 +72,8 @@ def shop(kube_server: KubeApiServer) -> None:
 
 
 @pytest.mark.usefixtures("shop")
-def test_pods_for_labels_or_semantics(cluster: KubeCluster) -> None:
-    pods = cluster.pods_for_labels([("tier", "web"), ("tier", "db"), ("app", "shop")], None)
-    # web-1 matches tier=web AND app=shop: returned once; db-1 likewise
+def test_pods_by_a_set_based_selector(cluster: KubeCluster) -> None:
+    pods = cluster.list_pods(None, "tier in (db,web)")
     assert [(p.namespace, p.name) for p in pods] == [
         ("data", "db-1"),
         ("shop", "web-1"),
@@ -87,19 +86,19 @@ def test_pods_for_labels_or_semantics(cluster: KubeCluster) -> None:
 
 
 @pytest.mark.usefixtures("shop")
-def test_pods_for_labels_namespace_filter(cluster: KubeCluster) -> None:
-    pods = cluster.pods_for_labels([("app", "shop"), ("app", "blog")], ["data", "misc"])
+def test_pods_by_selector_and_namespaces(cluster: KubeCluster) -> None:
+    pods = cluster.list_pods(["data", "misc"], "app in (blog,shop)")
     assert [p.name for p in pods] == ["db-1", "other"]
-    assert cluster.pods_for_labels([("tier", "nope")], None) == []
-    unscheduled = cluster.pods_for_labels([("tier", "cache")], None)
+    assert cluster.list_pods(None, "tier in (nope)") == []
+    unscheduled = cluster.list_pods(None, "tier in (cache)")
     assert [(p.name, p.node) for p in unscheduled] == [("cache", None)]
 
 
-def test_pods_for_labels_paginates(kube_server: KubeApiServer, cluster: KubeCluster) -> None:
+def test_pods_by_selector_paginate(kube_server: KubeApiServer, cluster: KubeCluster) -> None:
     kube_server.add_objects(pod(f"p{i:02d}", f"ns{i % 3}", {"g": str(i % 2)}) for i in range(25))
     cluster.page_size = 4
     before = kube_server.requests
-    pods = cluster.pods_for_labels([("g", "0"), ("g", "1")], None)
+    pods = cluster.list_pods(None, "g in (0,1)")
     assert len(pods) == 25
     assert kube_server.requests - before == 7  # ceil(25 / 4) pages, one selector
     assert [p.name for p in cluster.list_pods(["ns1"])] == sorted(

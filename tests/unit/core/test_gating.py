@@ -8,12 +8,12 @@ import dataclasses
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN
 from reconciler.core.model.observed import NbGlobal, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
-from reconciler.core.transitions.gating import held_idents, member_health
-from reconciler.core.transitions.health import HEALTHY, NOT_HEALTHY, UNKNOWN
-from reconciler.core.transitions.hold import only_progress
+from reconciler.core.steering import BACKENDS, HealthIndex
+from reconciler.core.transitions.hold import held_idents, only_progress
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, live_of, with_live
 
@@ -122,7 +122,7 @@ def test_a_path_in_service_keeps_its_failure_policy_when_its_vnf_fails() -> None
     obs = northd(steady(), set())  # both firewalls stop answering the probe
     again = plan(FW, obs)
     assert again.empty and "held" not in again.meta  # fail-close acts; nothing is taken away
-    health = member_health(obs)
+    health = HealthIndex(obs).members
     assert health["osc.fw.node_1"].health == NOT_HEALTHY
     assert "probe failing" in health["osc.fw.node_1"].detail
 
@@ -211,12 +211,12 @@ def test_a_verify_plan_that_only_switches_on_what_was_held_is_progress_not_drift
     assert held_idents(first) >= {(c.kind, c.key) for c in second.changes}
 
 
-def test_member_health_sees_each_of_two_instances_through_its_probe_group() -> None:
+def test_the_health_index_sees_each_of_two_instances_through_its_probe_group() -> None:
     two = desired(sg("web", "app=web"), vnf("fw", instancesPerNode=2),
                   binding("web-fw", "web", "fw", 10))  # fmt: skip
     obs = observed()
     obs = northd(applied(obs, plan(two, obs)), {"osc.fw.node_1._b"})
-    health = member_health(obs)
+    health = HealthIndex(obs).members
     assert (health["osc.fw.node_1"].health, health["osc.fw.node_1._b"].health) == (
         NOT_HEALTHY,
         HEALTHY,
@@ -233,8 +233,8 @@ def test_without_a_health_check_a_function_is_unknown_but_northd_still_switches_
                         binding("web-fw", "web", "fw", 10))  # fmt: skip
     obs = observed()
     obs = applied(obs, plan(unchecked, obs))
-    assert member_health(obs)["osc.fw.node_1"].health == UNKNOWN
-    assert not member_health(obs)["osc.fw.node_1"].checkable
+    assert HealthIndex(obs).members["osc.fw.node_1"].health == UNKNOWN
+    assert not HealthIndex(obs).members["osc.fw.node_1"].checkable
     # northd counts an unchecked function healthy at once
     obs = northd(obs, {"osc.fw.node_1", "osc.fw.node_2"})
     assert len(kinds(plan(unchecked, obs), "ACL")) == 2
@@ -245,7 +245,6 @@ def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
     carries ``osc.io/chain``: the unit waits for each hop's own function on that node."""
     from reconciler.core.model.observed import OvnRow
     from reconciler.core.model.plan import Change
-    from reconciler.core.transitions.gating import gate
 
     def ids(key: str, **extra: str) -> dict[str, str]:
         return {"osc.io/owner": "osc-gitops", "osc.io/key": key, "osc.io/node": "node-1", **extra}
@@ -275,11 +274,13 @@ def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
         ]
     plan = Plan((acl, group), instance="osc-gitops")
     one_up = Observed(ovn_rows=tuple(hop_rows), nf_active={"osc.fw.node_1.probe": "osc.fw.node_1"})
-    held = gate(plan, one_up)
+    gate = BACKENDS["network-function"].hold_unready
+    held = gate(plan, one_up, HealthIndex(one_up))
     assert [c.kind for c in held.changes] == ["Network_Function_Group"]
     (hold,) = held.meta["held"]
     assert hold["waiting_for"] == ["ids-node-1"]  # the hop that is not healthy yet
     both_up = dataclasses.replace(
         one_up, nf_active={**one_up.nf_active, "osc.ids.node_1.probe": "osc.ids.node_1"}
     )
-    assert [c.kind for c in gate(plan, both_up).changes] == ["ACL", "Network_Function_Group"]
+    released = gate(plan, both_up, HealthIndex(both_up))
+    assert [c.kind for c in released.changes] == ["ACL", "Network_Function_Group"]

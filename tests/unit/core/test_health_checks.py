@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -21,9 +22,15 @@ from reconciler.core.model.observed import NbGlobal, Observed
 from reconciler.core.model.target import Target
 from reconciler.core.planning.full import make_plan
 from reconciler.core.planning.incremental import IncrementalPlanner
-from reconciler.core.transitions.health import id_budget, live_id_budget, plan_report, vnf_health
+from reconciler.core.steering import HealthIndex, id_budget, live_id_budget
+from reconciler.core.transitions.health import plan_report
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, with_live
+
+
+def vnf_health(observed: Observed) -> dict[tuple[str, str], Any]:
+    return HealthIndex(observed).instances()
+
 
 PODS = [
     ("shop", "web-1", "node-1", {"app": "web"}),

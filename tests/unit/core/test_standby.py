@@ -10,7 +10,7 @@ from reconciler.core.compiling.compile import CompileError, CompileOptions, comp
 from reconciler.core.model import naming
 from reconciler.core.model.observed import KubeObject
 from reconciler.core.model.target import Target
-from reconciler.core.transitions.health import id_budget
+from reconciler.core.steering import id_budget
 from reconciler.core.transitions.rollout import restart_needed
 from tests.support.builders import binding, cluster, desired, sg, vnf
 

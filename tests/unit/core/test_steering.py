@@ -52,11 +52,14 @@ from reconciler.core.steering import (
     select_backend,
 )
 from reconciler.core.steering.base import (
+    Instances,
     NodePods,
+    OwnedRows,
     PortConfig,
     Side,
     TargetBuilder,
     VnfInstance,
+    WithoutHealthChecks,
     binding_nodes,
     bindings_by_group,
 )
@@ -77,7 +80,7 @@ NO_NF = OvnCapabilities("7.0.0", network_function=False)
 NF = OvnCapabilities("7.18.0", network_function=True)
 
 
-class AddressList:
+class AddressList(WithoutHealthChecks):
     """A third backend, for these tests: per binding and node, one reroute policy whose match
     lists the addresses of the group's member pods on that node (no address sets)."""
 
@@ -85,6 +88,11 @@ class AddressList:
     observed_fields = frozenset({"routers"})
     live_tables: frozenset[str] = frozenset()
     active_standby = False
+    routed_only = True
+    steering_tables = ("Logical_Router_Policy",)
+
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> None:
+        return None  # its policies belong to SecurityGroups, not to Bindings: a sketch
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True
@@ -103,13 +111,9 @@ class AddressList:
         return PortConfig([f"{inst.mac_in} {inst.ip}"] if side == "in" and inst.ip else [], {})
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         if options.cluster_router not in observed.routers:
             out.warn("backend", "address-list: no cluster router")
             return

@@ -55,9 +55,7 @@ def test_probes_follow_the_redirection_and_the_first_filter() -> None:
     views = [View("a", "fw", "both", [{"protocol": "tcp", "ports": [{"start": 8000, "end": 9}]}]),
              View("b", "ips", "exit-lport", [{"protocol": "any", "ports": []}]),
              View("off", "x", "both", [], steers=False)]  # fmt: skip
-    found = probes(
-        Explanation(views), OBSERVED, PORTS["web-1"], PORTS["cache-1"], "network-function"
-    )
+    found = probes(Explanation(views), OBSERVED, PORTS["web-1"], PORTS["cache-1"], routed=False)
     assert [(p.binding, p.direction, p.packet) for p in found] == [
         ("a", "to-pod", "tcp 10.244.1.6 -> 10.244.1.5:8000"),
         ("a", "from-pod", "tcp 10.244.1.5 -> 10.244.1.6:8000"),
@@ -74,7 +72,7 @@ def test_probes_follow_the_redirection_and_the_first_filter() -> None:
 
 def test_a_peer_on_another_node_is_routed_through_the_gateway() -> None:
     (probe,) = probes(Explanation([View("a", "fw", "exit-lport", [])]), OBSERVED,
-                      PORTS["web-1"], PORTS["web-2"], "network-function")  # fmt: skip
+                      PORTS["web-1"], PORTS["web-2"], routed=False)  # fmt: skip
     assert probe.datapath == "node-2" and "eth.dst == 0a:58:0a:f4:02:01" in probe.microflow
     assert gateway_mac(OBSERVED, "node-1") == "0a:58:0a:f4:01:01"
 
@@ -92,7 +90,7 @@ def test_a_peer_on_another_node_is_routed_through_the_gateway() -> None:
 def test_nothing_unchecked_reaches_a_microflow(port: PodPort) -> None:
     with pytest.raises(TraceError):
         probes(Explanation([View("a", "fw", "both", [])]), OBSERVED, port, PORTS["cache-1"],
-               "network-function")  # fmt: skip
+               routed=False)  # fmt: skip
 
 
 def probe() -> Probe:

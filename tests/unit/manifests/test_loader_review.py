@@ -10,8 +10,9 @@ import pytest
 
 from reconciler.errors import ValidationFailed
 from reconciler.manifests.ignore import IgnoreRules
-from reconciler.manifests.load import find_manifest_files, load_path, load_text
+from reconciler.manifests.load import find_manifest_files, load_path
 from tests.support.cli import cli
+from tests.support.manifests import load_text
 from tests.support.paths import POLICIES
 
 GROUP = """\

@@ -17,9 +17,8 @@ from reconciler.manifests.load import (
     MAX_LINE_CHARS,
     load_path,
     load_sources,
-    load_text,
 )
-from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, issues_of, only_issue
+from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, issues_of, load_text, only_issue
 
 BILLION_LAUGHS = """\
 a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]

@@ -12,10 +12,9 @@ from reconciler.manifests.load import (
     find_manifest_files,
     load_path,
     load_sources,
-    load_text,
 )
 from reconciler.manifests.yaml_positions import format_path
-from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, doc, issues_of, only_issue
+from tests.support.manifests import GROUP_WEB, HEADER, VNF_FW, doc, issues_of, load_text, only_issue
 from tests.support.paths import REPO
 
 

@@ -16,7 +16,7 @@ from ruamel.yaml.error import YAMLError
 
 from reconciler.core.model.desired import API_VERSION, MODEL_BY_KIND
 from reconciler.errors import ValidationFailed
-from reconciler.manifests.load import load_text
+from tests.support.manifests import load_text
 from tests.support.paths import EXAMPLES, REPO
 
 INVALID = sorted((EXAMPLES / "invalid").glob("*.yaml"))

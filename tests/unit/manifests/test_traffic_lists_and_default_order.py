@@ -10,8 +10,7 @@ import pytest
 
 from reconciler.core.model.desired import DEFAULT_ORDER, Binding, Protocol, Traffic
 from reconciler.errors import ValidationFailed
-from reconciler.manifests.load import load_text
-from tests.support.manifests import doc, issues_of, only_issue
+from tests.support.manifests import doc, issues_of, load_text, only_issue
 from tests.support.paths import REPO
 
 HEADER = "apiVersion: osc.io/v1alpha1\n"

@@ -37,12 +37,15 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler.core.model import naming
 from reconciler.core.model.desired import Binding, Desired, HealthCheck
 from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import NbGlobal, Observed, OvnCapabilities
+from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import (
     NB_GLOBAL,
     NB_GLOBAL_KEY,
@@ -54,13 +57,19 @@ from reconciler.core.steering import chains, common, services
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
+    GROUP_REF,
     ID_BUDGET_WARN,
     MAX_OVN_ID,
     CompileError,
     CompileOptions,
+    Drain,
+    Drained,
+    Instances,
+    OwnedRows,
     PortConfig,
     PortGroupPods,
     Side,
+    Steered,
     TargetBuilder,
     VnfInstance,
     allocate_ids,
@@ -68,7 +77,11 @@ from reconciler.core.steering.base import (
     directions,
     emit_port_groups,
     ids_in_use,
+    merge_vnfs,
+    vnfs_of_row,
 )
+from reconciler.core.steering.network_function import gating, rollout
+from reconciler.core.steering.network_function.health import HealthIndex
 
 HEALTH_CHECK = "Network_Function_Health_Check"
 FROM_LPORT = "from-lport"
@@ -93,6 +106,60 @@ class NetworkFunction(PortGroupPods):
     acl_tiers = True
     """Its rows are ACLs, evaluated tier by tier: ``precedence`` comes before ``order`` in the
     evaluation order (``common.evaluation_key``)."""
+    routed_only = False
+    """ACLs on the pods' switch: traffic between pods of one switch is steered too."""
+    health_checked = True
+    stateless_beside_load_balancers = True
+    steering_tables: tuple[str, ...] = ("ACL",)
+    function_tables: tuple[str, ...] = ("Network_Function_Group", "Network_Function", HEALTH_CHECK)
+
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
+        """An ACL with a function group: the group's VNFs (its chain, or its functions'), its
+        direction (a from-lport ACL steers traffic from the pods) and the group's fallback."""
+        group = fields.get("network_function_group")
+        if table != "ACL" or not group:
+            return None
+        nfg = rows.get("Network_Function_Group", str(group))
+        functions = [
+            rows.get("Network_Function", str(f)) for f in nfg.get("network_function") or ()
+        ]
+        vnfs = merge_vnfs(vnfs_of_row(nfg), *(vnfs_of_row(f) for f in functions))
+        match = str(fields.get("match") or "")
+        groups = [str(fields.get("port_group") or ""), *GROUP_REF.findall(match)]
+        direction = "entry" if fields.get("direction") == "from-lport" else "exit"
+        policy = str(nfg["fallback"]) if nfg.get("fallback") else None
+        return Steered(vnfs, groups, direction, policy)
+
+    def path_rows(
+        self, rows: Mapping[tuple[str, str], Mapping[str, Any]], steering: Iterable[tuple[str, str]]
+    ) -> set[tuple[str, str]]:
+        """The function groups the ACLs name, their functions and the functions' probes."""
+        groups = {
+            ("Network_Function_Group", str(group))
+            for ident in steering
+            if (group := rows.get(ident, {}).get("network_function_group"))
+        }
+        functions = {
+            ("Network_Function", str(nf))
+            for ident in groups
+            for nf in rows.get(ident, {}).get("network_function") or ()
+        }
+        names = {key for _, key in functions}
+        checks = {
+            ident
+            for ident, fields in rows.items()
+            if ident[0] == HEALTH_CHECK and fields.get("network_function") in names
+        }
+        return groups | functions | checks
+
+    def check_options(self, options: CompileOptions) -> None:
+        svc_monitor_addresses(options)
+
+    def hold_unready(self, plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
+        return gating.hold_unready(plan, observed, health)
+
+    def drain(self, changes: Sequence[Change], drained: Drained, observed: Observed) -> Drain:
+        return rollout.drain(changes, drained, observed)
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return capabilities.network_function
@@ -122,186 +189,221 @@ class NetworkFunction(PortGroupPods):
         return PortConfig([], options)
 
     def emit_bindings(
-        self,
-        desired: Desired,
-        observed: Observed,
-        instances: Mapping[tuple[str, str], VnfInstance],
-        options: CompileOptions,
-        out: TargetBuilder,
-    ) -> None:
+        self, desired: Desired, observed: Observed, instances: Instances,
+        options: CompileOptions, out: TargetBuilder,
+    ) -> None:  # fmt: skip
         inst_id = options.instance
-        lb_switches = {s.name for s in observed.switches if s.load_balancers}
-        port_groups: dict[str, tuple[str, str]] = {}
-        functions: dict[str, VnfInstance] = {}
-        groups: dict[str, tuple[VnfInstance, str]] = {}
-        acls: list[AclRow] = []
-        beside_lbs: list[tuple[str, str]] = []  # (binding, node) steered beside load balancers
-
-        paths = chains.paths(desired, instances, observed, inst_id, out)
-        uses: dict[chains.WireUse, set[str]] = {}  # a chain's wiring on a node -> its fallbacks
-        users: dict[tuple[str, ...], str] = {}  # a chain -> the first Binding through it
-        # The loop below runs per (binding, node where its VNFs run): 20,000 at 10k pods, most
-        # of them pairs a one-shot compile skips. What depends on the binding only is computed
-        # once per binding, and a VNF instance's functions and group once per instance.
-        seen_instances: set[tuple[str, str, str]] = set()  # (vnf, node, fallback)
+        walk = _Walk(
+            inst_id,
+            instances,
+            chains.paths(desired, instances, observed, inst_id, out),
+            {s.name for s in observed.switches if s.load_balancers},
+            out.only_pairs,
+        )
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
-                spec = binding.spec
-                name = binding.metadata.name
-                is_chain = spec.is_chain
-                ways = directions(spec.redirection)
-                fallback = spec.failurePolicy.value
-                if not is_chain:
-                    fallback = spec.hop_policies[0].value  # its own, if written as a list
-                if is_chain:
-                    for hop_node, hop in chains.probes(spec, instances):
-                        for member in hop.members():
-                            nf = naming.network_function(
-                                inst_id, hop.vnf.metadata.name, hop_node, member.slot
-                            )
-                            functions[nf] = member
-                        policy = chains.hop_policy(spec, hop)
-                        groups[chains.probe_group(inst_id, hop, policy)] = (hop, policy)
-                for node in chains.chain_nodes(spec.vnfs, instances):
-                    inst = instances[(spec.vnfs[0], node)]
-                    path = paths[(name, node)]
-                    # a one-shot compile builds no Port_Group or ACL of a pair that cannot be
-                    # present (their rows are gated by it); the instance's rows stay
-                    present = out.only_pairs is None or (group, node) in out.only_pairs
-                    pg = naming.port_group(inst_id, group, node) if present else ""
-                    if present:
-                        port_groups[pg] = (group, node)
-                    nfg: str | None = None
-                    if not is_chain:
-                        vnf_name = inst.vnf.metadata.name
-                        nfg = naming.network_function_group(inst_id, vnf_name, node, fallback)
-                        if (vnf_name, node, fallback) not in seen_instances:
-                            seen_instances.add((vnf_name, node, fallback))
-                            for member in inst.members():
-                                nf = naming.network_function(inst_id, vnf_name, node, member.slot)
-                                functions[nf] = member
-                            groups[nfg] = (inst, fallback)
-                    if node in lb_switches:
-                        beside_lbs.append((name, node))
-                    for direction in ways:
-                        if is_chain:
-                            nfg = chains.target_group(
-                                inst_id, spec, path, direction, node, fallback
-                            )
-                            if len(path) > 1:
-                                use = (path, chains.wire_direction(direction), node)
-                                uses.setdefault(use, set()).add(fallback)
-                                users.setdefault(path, f"Binding/{name}")
-                        if not present:
-                            continue  # a one-shot compile: the pair cannot be present
-                        side = "outport" if direction == TO_LPORT else "inport"
-                        match = f"{side} == @{pg} && {common.traffic_match(spec.traffic)}"
-                        key = naming.ovn_ident(inst_id, name, node, direction.split("-")[0])
-                        acls.append(
-                            (
-                                key,
-                                f"Binding/{name}",
-                                node,
-                                {
-                                    "port_group": pg,
-                                    "name": name,
-                                    "direction": direction,
-                                    "priority": common.priority(
-                                        common.ACL_PRIORITY_BASE, spec.order
-                                    ),
-                                    "tier": common.ACL_TIER[spec.precedence],
-                                    "match": match,
-                                    "action": "allow-related",
-                                    "network_function_group": nfg,
-                                },
-                                (group, node),
-                            )
-                        )
+                walk.binding(group, binding)
+        crossed = crossed_acls(desired, instances, walk.paths, inst_id, out.findings)
+        walk.acls += crossed
+        emit_port_groups(walk.port_groups, out)
 
-        crossed = crossed_acls(desired, instances, paths, inst_id, out.findings)
-        acls += crossed
-        emit_port_groups(port_groups, out)
-
-        wires = chains.wires(uses, instances)
-        chain_functions = {w.function(inst_id): w for w in wires}
-        chain_groups = {w.group(inst_id, fb): (w, fb) for w in wires for fb in uses[w.use]}
-        what = {nf: (inst.node, inst.vnf.metadata.name) for nf, inst in functions.items()}
-        what |= {nf: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction})")
-                 for nf, w in chain_functions.items()}  # fmt: skip
-        probes = probe_groups(functions.values(), inst_id)
-        nf_ids = _allocate(
-            "Network_Function", [*functions, *chain_functions], observed, desired, what
-        )
-        checked = 0
-        for nf, inst in sorted(functions.items()):
-            origin = f"VnfDeployment/{inst.vnf.metadata.name}"
-            out.ovn(
-                "Network_Function",
-                nf,
-                origin,
-                inst.node,
-                {"name": nf, "id": nf_ids[nf], "inport": inst.in_port, "outport": inst.out_port},
-            )
-            check = inst.vnf.spec.healthCheck
-            if check.enabled:
-                checked += 1
-                probe = {"name": nf, "network_function": nf, "options": probe_options(check)}
-                out.ovn(HEALTH_CHECK, nf, origin, inst.node, probe)
+        wires = chains.wires(walk.uses, instances)
+        nf_ids, checked = _emit_functions(walk, wires, observed, desired, out)
         _unchecked_warnings(desired, out)
         emit_svc_monitor(observed.nb_global, options, needed=checked > 0, out=out)
-        what = {
-            g: (inst.node, f"{inst.vnf.metadata.name} {fb}") for g, (inst, fb) in groups.items()
-        }
-        what |= {g: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction}) {fb}")
-                 for g, (w, fb) in chain_groups.items()}  # fmt: skip
-        what |= {
-            g: (inst.node, f"{inst.vnf.metadata.name} probe") for g, (_, inst) in probes.items()
-        }
-        nfg_ids = _allocate(
-            "Network_Function_Group", [*groups, *chain_groups, *probes], observed, desired, what
-        )
-
-        def function_group(nfg: str, inst: VnfInstance, fallback: str, members: list[str]) -> None:
-            out.ovn(
-                "Network_Function_Group",
-                nfg,
-                f"VnfDeployment/{inst.vnf.metadata.name}",
-                inst.node,
-                {
-                    "name": nfg,
-                    "id": nfg_ids[nfg],
-                    "mode": "inline",
-                    "fallback": fallback,
-                    "network_function": sorted(members),
-                },
-            )
-
-        for nfg, (inst, fallback) in sorted(groups.items()):
-            members = [
-                naming.network_function(inst_id, inst.vnf.metadata.name, inst.node, m.slot)
-                for m in inst.members()
-            ]
-            function_group(nfg, inst, fallback, members)
-        for nfg, (nf, inst) in sorted(probes.items()):
-            function_group(nfg, inst, "fail-close", [nf])  # a probe group: no ACL sends to it
-        services.emit_stateless_ports(_function_ports(functions, wires), lb_switches, out)
+        nfg_ids = _emit_groups(walk, wires, observed, desired, out)
+        services.emit_stateless_ports(_function_ports(walk.functions, wires), walk.lbs, out)
         twice = [
-            (paths[(origin.partition("/")[2], node)], node) for _, origin, node, _, _ in crossed
+            (walk.paths[(origin.partition("/")[2], node)], node)
+            for _, origin, node, _, _ in crossed
+            if node in walk.lbs
         ]
-        note = services.plan_note(inst_id, beside_lbs, [t for t in twice if t[1] in lb_switches])
+        note = services.plan_note(inst_id, walk.beside_lbs, twice)
         if note is not None:
             out.warn("load-balancer", note)
         if wires:
             tags = chains.allocate_tags({w.key for w in wires}, wires, observed)
             for w in wires:
                 chains.emit_wire(
-                    w, tags[w.key], users[w.hops], nf_ids, nfg_ids, uses[w.use], inst_id, out
-                )
+                    w, tags[w.key], walk.users[w.hops], nf_ids, nfg_ids, walk.uses[w.use], inst_id,
+                    out,
+                )  # fmt: skip
         _chain_warnings(desired, out)
-        for key, origin, node, fields, pair in sorted(acls, key=lambda a: a[0]):
+        for key, origin, node, fields, pair in sorted(walk.acls, key=lambda a: a[0]):
             out.ovn("ACL", key, origin, node, dict(fields), gate=pair)
         for table, ours in (("Network_Function", nf_ids), ("Network_Function_Group", nfg_ids)):
             _budget_warning(table, len(ours), observed, out)
+
+
+@dataclass
+class _Walk:
+    """What the walk over every (binding, node where its VNFs run) collects for
+    :meth:`NetworkFunction.emit_bindings`. The walk meets 20,000 pairs at 10k pods, most of
+    them pairs a one-shot compile skips: what depends on the binding only is found once per
+    binding, and a VNF instance's functions and group once per instance."""
+
+    instance: str
+    instances: Instances
+    paths: Mapping[tuple[str, str], tuple[str, ...]]
+    """(binding, node) -> the VNFs its traffic crosses there (``chains.paths``)."""
+    lbs: set[str]
+    """The switches with load balancers."""
+    only_pairs: frozenset[tuple[str, str]] | None
+    port_groups: dict[str, tuple[str, str]] = field(default_factory=dict)
+    functions: dict[str, VnfInstance] = field(default_factory=dict)
+    groups: dict[str, tuple[VnfInstance, str]] = field(default_factory=dict)
+    acls: list[AclRow] = field(default_factory=list)
+    beside_lbs: list[tuple[str, str]] = field(default_factory=list)
+    """(binding, node) steered beside load balancers."""
+    uses: dict[chains.WireUse, set[str]] = field(default_factory=dict)
+    """A chain's wiring on a node -> its fallbacks."""
+    users: dict[tuple[str, ...], str] = field(default_factory=dict)
+    """A chain -> the first Binding through it."""
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    """(vnf, node, fallback) of the instances whose functions and group are in already."""
+
+    def binding(self, group: str, binding: Binding) -> None:
+        spec = binding.spec
+        # a single VNF's own policy, if written as a list; a chain's hops have theirs
+        fallback = spec.failurePolicy.value if spec.is_chain else spec.hop_policies[0].value
+        if spec.is_chain:
+            for hop_node, hop in chains.probes(spec, self.instances):
+                self._functions_of(hop, hop_node)
+                policy = chains.hop_policy(spec, hop)
+                self.groups[chains.probe_group(self.instance, hop, policy)] = (hop, policy)
+        for node in chains.chain_nodes(spec.vnfs, self.instances):
+            self._pair(group, binding, node, fallback)
+
+    def _functions_of(self, inst: VnfInstance, node: str) -> None:
+        for member in inst.members():
+            nf = naming.network_function(self.instance, inst.vnf.metadata.name, node, member.slot)
+            self.functions[nf] = member
+
+    def _pair(self, group: str, binding: Binding, node: str, fallback: str) -> None:
+        """One binding on one node: its instance's rows, and its ACLs where the pair can be
+        present (a one-shot compile builds no Port_Group or ACL of a pair that cannot be: their
+        rows are gated by it; the instance's rows stay)."""
+        spec, name = binding.spec, binding.metadata.name
+        inst = self.instances[(spec.vnfs[0], node)]
+        path = self.paths[(name, node)]
+        present = self.only_pairs is None or (group, node) in self.only_pairs
+        pg = naming.port_group(self.instance, group, node) if present else ""
+        if present:
+            self.port_groups[pg] = (group, node)
+        nfg: str | None = None
+        if not spec.is_chain:
+            vnf_name = inst.vnf.metadata.name
+            nfg = naming.network_function_group(self.instance, vnf_name, node, fallback)
+            if (vnf_name, node, fallback) not in self.seen:
+                self.seen.add((vnf_name, node, fallback))
+                self._functions_of(inst, node)
+                self.groups[nfg] = (inst, fallback)
+        if node in self.lbs:
+            self.beside_lbs.append((name, node))
+        for direction in directions(spec.redirection):
+            if spec.is_chain:
+                nfg = chains.target_group(self.instance, spec, path, direction, node, fallback)
+                if len(path) > 1:
+                    use = (path, chains.wire_direction(direction), node)
+                    self.uses.setdefault(use, set()).add(fallback)
+                    self.users.setdefault(path, f"Binding/{name}")
+            if present:
+                self.acls.append(self._acl(group, binding, node, pg, direction, nfg))
+
+    def _acl(
+        self, group: str, binding: Binding, node: str, pg: str, direction: str, nfg: str | None
+    ) -> AclRow:
+        """The steering ACL of a binding on a node in one direction."""
+        spec, name = binding.spec, binding.metadata.name
+        side = "outport" if direction == TO_LPORT else "inport"
+        fields: dict[str, object] = {
+            "port_group": pg,
+            "name": name,
+            "direction": direction,
+            "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order),
+            "tier": common.ACL_TIER[spec.precedence],
+            "match": f"{side} == @{pg} && {common.traffic_match(spec.traffic)}",
+            "action": "allow-related",
+            "network_function_group": nfg,
+        }
+        key = naming.ovn_ident(self.instance, name, node, direction.split("-")[0])
+        return key, f"Binding/{name}", node, fields, (group, node)
+
+
+def _emit_functions(
+    walk: _Walk,
+    wires: Sequence[chains.Wire],
+    observed: Observed,
+    desired: Desired,
+    out: TargetBuilder,
+) -> tuple[dict[str, int], int]:
+    """Every function (the instances' and the chains') gets an id; the instances' functions and
+    their health checks are emitted (a chain's are its wiring's). Returns the ids and how many
+    functions have a health check."""
+    inst_id = walk.instance
+    chain_functions = {w.function(inst_id): w for w in wires}
+    what = {nf: (inst.node, inst.vnf.metadata.name) for nf, inst in walk.functions.items()}
+    what |= {nf: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction})")
+             for nf, w in chain_functions.items()}  # fmt: skip
+    nf_ids = _allocate(
+        "Network_Function", [*walk.functions, *chain_functions], observed, desired, what
+    )
+    checked = 0
+    for nf, inst in sorted(walk.functions.items()):
+        origin = f"VnfDeployment/{inst.vnf.metadata.name}"
+        fields = {"name": nf, "id": nf_ids[nf], "inport": inst.in_port, "outport": inst.out_port}
+        out.ovn("Network_Function", nf, origin, inst.node, fields)
+        check = inst.vnf.spec.healthCheck
+        if check.enabled:
+            checked += 1
+            probe = {"name": nf, "network_function": nf, "options": probe_options(check)}
+            out.ovn(HEALTH_CHECK, nf, origin, inst.node, probe)
+    return nf_ids, checked
+
+
+def _emit_groups(
+    walk: _Walk,
+    wires: Sequence[chains.Wire],
+    observed: Observed,
+    desired: Desired,
+    out: TargetBuilder,
+) -> dict[str, int]:
+    """Every function group (the instances' per failure policy, the chains', each function's
+    probe group) gets an id; the instances' and the probe groups are emitted (a chain's are its
+    wiring's). Returns the ids."""
+    inst_id = walk.instance
+    chain_groups = {w.group(inst_id, fb): (w, fb) for w in wires for fb in walk.uses[w.use]}
+    probes = probe_groups(walk.functions.values(), inst_id)
+    what = {
+        g: (inst.node, f"{inst.vnf.metadata.name} {fb}") for g, (inst, fb) in walk.groups.items()
+    }
+    what |= {g: (w.node, f"chain {' -> '.join(w.hops)} ({w.direction}) {fb}")
+             for g, (w, fb) in chain_groups.items()}  # fmt: skip
+    what |= {g: (inst.node, f"{inst.vnf.metadata.name} probe") for g, (_, inst) in probes.items()}
+    nfg_ids = _allocate(
+        "Network_Function_Group", [*walk.groups, *chain_groups, *probes], observed, desired, what
+    )
+
+    def function_group(nfg: str, inst: VnfInstance, fallback: str, members: list[str]) -> None:
+        fields = {
+            "name": nfg,
+            "id": nfg_ids[nfg],
+            "mode": "inline",
+            "fallback": fallback,
+            "network_function": sorted(members),
+        }
+        origin = f"VnfDeployment/{inst.vnf.metadata.name}"
+        out.ovn("Network_Function_Group", nfg, origin, inst.node, fields)
+
+    for nfg, (inst, fallback) in sorted(walk.groups.items()):
+        members = [
+            naming.network_function(inst_id, inst.vnf.metadata.name, inst.node, m.slot)
+            for m in inst.members()
+        ]
+        function_group(nfg, inst, fallback, members)
+    for nfg, (nf, inst) in sorted(probes.items()):
+        function_group(nfg, inst, "fail-close", [nf])  # a probe group: no ACL sends to it
+    return nfg_ids
 
 
 def probe_groups(
@@ -359,7 +461,7 @@ def _function_ports(
 
 def crossed_acls(
     desired: Desired,
-    instances: Mapping[tuple[str, str], VnfInstance],
+    instances: Instances,
     paths: Mapping[tuple[str, str], tuple[str, ...]],
     instance: str,
     findings: list[Finding],
@@ -407,50 +509,57 @@ def crossed_acls(
             # above still apply)
         for node in chains.chain_nodes(spec.vnfs, instances):
             path = paths[(name, node)]
-            if (path, node) not in entered:
-                continue
-            chained = [
-                f
-                for b in above
-                if b.spec.securityGroup == spec.securityGroup
-                and all((vnf, node) in instances for vnf in b.spec.vnfs)
-                for f in b.spec.traffic_filters()
-            ]
-            traffic: common.TrafficSpec = spec.traffic
-            if chained:
-                traffic = common.subtract(spec.traffic_filters(), chained)
-                if not traffic:
-                    continue
-            crossed = _entry_out_port(path, node, instances)
-            pg = naming.port_group(instance, spec.securityGroup, node)
-            match = (
-                f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
-                f"{common.traffic_match(traffic)}"
-            )
-            rows.append(
-                (
-                    naming.ovn_ident(instance, name, node, "to", "crossed"),
-                    f"Binding/{name}",
-                    node,
-                    {
-                        "port_group": pg,
-                        "name": name,
-                        "direction": TO_LPORT,
-                        "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order) + 1,
-                        "tier": common.ACL_TIER[spec.precedence],
-                        "match": match,
-                        "action": "allow-related",
-                        "network_function_group": None,
-                    },
-                    (spec.securityGroup, node),
-                )
-            )
+            if (path, node) in entered:
+                row = _crossed_acl(binding, node, path, above, instances, instance)
+                if row is not None:
+                    rows.append(row)
     return rows
 
 
-def _entry_out_port(
-    hops: tuple[str, ...], node: str, instances: Mapping[tuple[str, str], VnfInstance]
-) -> str:
+def _crossed_acl(
+    binding: Binding,
+    node: str,
+    path: tuple[str, ...],
+    above: Sequence[Binding],
+    instances: Instances,
+    instance: str,
+) -> AclRow | None:
+    """The twin of a binding's to-lport ACL on a node (:func:`crossed_acls`), or ``None``
+    when a binding of its group one order above takes all of its traffic there."""
+    spec, name = binding.spec, binding.metadata.name
+    chained = [
+        f
+        for b in above
+        if b.spec.securityGroup == spec.securityGroup
+        and all((vnf, node) in instances for vnf in b.spec.vnfs)
+        for f in b.spec.traffic_filters()
+    ]
+    traffic: common.TrafficSpec = spec.traffic
+    if chained:
+        traffic = common.subtract(spec.traffic_filters(), chained)
+        if not traffic:
+            return None
+    crossed = _entry_out_port(path, node, instances)
+    pg = naming.port_group(instance, spec.securityGroup, node)
+    match = (
+        f"outport == @{pg} && inport == {common.port_literal(crossed)} && "
+        f"{common.traffic_match(traffic)}"
+    )
+    fields: dict[str, object] = {
+        "port_group": pg,
+        "name": name,
+        "direction": TO_LPORT,
+        "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order) + 1,
+        "tier": common.ACL_TIER[spec.precedence],
+        "match": match,
+        "action": "allow-related",
+        "network_function_group": None,
+    }
+    key = naming.ovn_ident(instance, name, node, "to", "crossed")
+    return key, f"Binding/{name}", node, fields, (spec.securityGroup, node)
+
+
+def _entry_out_port(hops: tuple[str, ...], node: str, instances: Instances) -> str:
     """The port a packet leaves the VNF (or the chain) by after it was steered into it
     from-lport on ``node``: the VNF's out port, or the entry wiring's function out port."""
     if len(hops) == 1:
