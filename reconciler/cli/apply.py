@@ -138,11 +138,12 @@ def run_apply(args: argparse.Namespace) -> int:
                 f"(OVN transaction {report.seconds.get('ovn_transaction', 0) * 1000:.0f} ms).",
                 file=sys.stderr,
             )
-        if report.plan.pending and not args.wait:
+        left = outcome.after.pending if outcome.after is not None else report.plan.pending
+        if left and not args.wait:
             print(
-                f"Not converged yet: {len(report.plan.pending)} pending (a rolling update, "
-                "steering held until a VNF instance is healthy): later passes write them "
-                "(apply --wait, or the run loop).",
+                f"Not converged yet: {len(left)} pending (a rolling update, steering held "
+                "until a VNF instance is healthy, a VM to restart): `osc-gitops plan` lists "
+                "them; later passes write what they can (apply --wait, or the run loop).",
                 file=sys.stderr,
             )
         if args.wait:  # the passes after it never ask: the plan was approved

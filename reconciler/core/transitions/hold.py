@@ -26,7 +26,7 @@ from reconciler.core.model.facts import Hold, Pending
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.steering import HealthIndex, SteeringBackend
-from reconciler.core.transitions.rollout import hold_updates, pending_of
+from reconciler.core.transitions.rollout import hold_updates, pending_of, restarts_pending
 
 __all__ = [
     "apply_transitions",
@@ -59,7 +59,8 @@ def apply_transitions(
     live state does not match the manifests until later passes write it."""
     index = health if health is not None else HealthIndex(observed)
     ready = backend.hold_unready(hold_updates(plan, desired, observed, backend), observed, index)
-    pending = (*pending_of(ready.rollouts), *held_pending(ready.held))
+    unrolled = [] if observed.capabilities.network_function else restarts_pending(observed)
+    pending = (*pending_of(ready.rollouts), *unrolled, *held_pending(ready.held))
     return replace(ready, pending=pending) if pending or ready.pending else ready
 
 

@@ -90,6 +90,7 @@ __all__ = [
     "next_steps",
     "owner_name",
     "pending_of",
+    "restarts_pending",
     "template_change",
     "template_hash",
     "why_unready",
@@ -724,6 +725,31 @@ def pending_of(rollouts: Iterable[VnfRollout]) -> list[Pending]:
             elif vm.outdated:
                 why = "waits for its turn: KubeVirt applies a new template at a restart"
                 out.append(Pending(_VM, vm.key, vm.node, f"{vm.change}, rolled node by node", why))
+    return out
+
+
+def restarts_pending(observed: Observed) -> list[Pending]:
+    """Where osc-gitops does not roll (no health of each instance to wait for: router-policy
+    steering, ``--kubernetes-only``), a new template is written at once and KubeVirt applies it
+    at the VM's next start: until someone restarts it, the VM runs an older template than the
+    manifests', as its status says (``observedGeneration`` below ``desiredGeneration``)."""
+    out: list[Pending] = []
+    for obj in observed.kube_objects:
+        status = obj.status
+        if obj.kind != _VM or status.get("stateChangeRequests"):
+            continue
+        try:
+            lagging = int(status["observedGeneration"]) < int(status["desiredGeneration"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if lagging:
+            node = _labels(obj.body).get(own.NODE_LABEL)
+            out.append(Pending(
+                _VM, f"{obj.namespace}/{obj.name}", node if isinstance(node, str) else None,
+                "runs an older template than its spec: restart it (virtctl restart), one node "
+                "at a time", "osc-gitops rolls restarts only where it reads each instance's "
+                "health from OVN",
+            ))  # fmt: skip
     return out
 
 

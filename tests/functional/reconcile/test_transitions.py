@@ -131,3 +131,29 @@ def test_an_image_change_rolls_out_node_by_node_through_kubevirt_restarts(
         assert not [k for k in annotations if k.startswith("rollout.osc.io/")]
     assert after["ips-node-1"] == uids["ips-node-1"]  # the IPS did not change: not restarted
     assert cli("plan", policies, *conn(cluster)).code == 0
+
+
+def test_without_rollouts_a_vm_on_an_older_template_is_pending_until_restarted(
+    rp_cluster: SandboxCluster, policies: Path
+) -> None:
+    """Router-policy steering has no health checks, so no rollout: the new template is written
+    at once and KubeVirt applies it at the next start. Until then the VM runs an older
+    template than the manifests say: pending, plan exits 2 (issue 33), and says what to do."""
+    cluster = rp_cluster
+    rp = ("--steering", "router-policy")
+    assert cli("apply", policies, *conn(cluster), *rp).code == 0
+    assert cli("plan", policies, *conn(cluster), *rp).code == 0
+    vnfs = policies / "vnfs.yaml"
+    vnfs.write_text(vnfs.read_text().replace("vnf-firewall:1.4.2", "vnf-firewall:1.5.0"))
+    applied = cli("apply", policies, *conn(cluster), *rp)
+    assert applied.code == 0, applied.err
+    assert "Not converged yet: 2 pending" in applied.err
+    planned = cli("plan", policies, *conn(cluster), *rp)
+    assert planned.code == 2, planned.out
+    assert (
+        "  ~ VirtualMachine osc-vnfs/firewall-node-1: runs an older template than its spec: "
+        "restart it (virtctl restart), one node at a time"
+    ) in planned.out
+    for node in ("node-1", "node-2"):
+        cluster.restart_vm("osc-vnfs", f"firewall-{node}")
+    assert cli("plan", policies, *conn(cluster), *rp).code == 0
