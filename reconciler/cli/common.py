@@ -30,7 +30,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -175,6 +175,26 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
     )  # fmt: skip
+    from reconciler.core.steering.base import DEFAULT_JOIN_SUBNETS, DEFAULT_TRANSIT_SUBNETS
+
+    node = parser.add_argument_group(
+        "node traffic (left out of steering unless a Binding says steerNodeTraffic: true)",
+        "Kubelet probes from the node's management port (its subnet's .2, from "
+        "k8s.ovn.org/node-subnets) and traffic from or to OVN-Kubernetes' join and transit "
+        "subnets are not steered. Give these when your OVN-Kubernetes uses other subnets.",
+    )
+    node.add_argument(
+        "--ovn-join-subnets",
+        default=env("OSC_OVN_JOIN_SUBNETS", ",".join(DEFAULT_JOIN_SUBNETS)),
+        metavar="CIDR[,CIDR]",
+        help=f"OVN-Kubernetes' join subnets (default {','.join(DEFAULT_JOIN_SUBNETS)})",
+    )
+    node.add_argument(
+        "--ovn-transit-subnets",
+        default=env("OSC_OVN_TRANSIT_SUBNETS", ",".join(DEFAULT_TRANSIT_SUBNETS)),
+        metavar="CIDR[,CIDR]",
+        help=f"OVN-Kubernetes' transit subnets (default {','.join(DEFAULT_TRANSIT_SUBNETS)})",
+    )
     if not health:
         return
     probe = parser.add_argument_group(
@@ -246,6 +266,7 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     grace = float(getattr(args, "empty_grace", DEFAULT_EMPTY_GRACE))
     if not 0 <= grace < float("inf"):
         raise UserError(f"--empty-grace {grace:g} must be a number of seconds, 0 or more")
+    infra = _infra_subnets(args)
     options = CompileOptions(
         instance=args.instance,
         steering=args.steering,
@@ -253,8 +274,37 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
         svc_monitor_ip_dst=getattr(args, "svc_monitor_ip_dst", None) or None,
         empty_grace=grace,
     )
+    if "join_subnets" in infra:
+        options = replace(options, join_subnets=infra["join_subnets"])
+    if "transit_subnets" in infra:
+        options = replace(options, transit_subnets=infra["transit_subnets"])
     check_options(options)  # refuse a bad address now, before connecting anywhere
     return options
+
+
+def _infra_subnets(args: argparse.Namespace) -> dict[str, tuple[str, ...]]:
+    """``--ovn-join-subnets``/``--ovn-transit-subnets`` as checked networks, by the
+    ``CompileOptions`` field they set (only those given)."""
+    import ipaddress
+
+    infra: dict[str, tuple[str, ...]] = {}
+    for flag, field in (("join", "join_subnets"), ("transit", "transit_subnets")):
+        raw = getattr(args, f"ovn_{flag}_subnets", None)
+        if raw is None:
+            continue
+        networks: list[str] = []
+        for value in (v.strip() for v in str(raw).split(",")):
+            if not value:
+                continue
+            try:
+                networks.append(str(ipaddress.ip_network(value, strict=False)))
+            except ValueError:
+                raise UserError(
+                    f"--ovn-{flag}-subnets: {value!r} is not an IP network (CIDR, e.g. "
+                    "100.64.0.0/16)"
+                ) from None
+        infra[field] = tuple(networks)
+    return infra
 
 
 @contextlib.contextmanager

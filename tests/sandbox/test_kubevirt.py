@@ -87,7 +87,10 @@ def test_a_running_vm_gets_an_instance_and_kubevirts_status(
     vmi = custom.get_namespaced_custom_object(
         "kubevirt.io", "v1", NS, "virtualmachineinstances", "fw-n1"
     )
-    assert vmi["spec"] == vm()["spec"]["template"]["spec"]
+    assert vmi["spec"] == created["spec"]["template"]["spec"]
+    # KubeVirt's webhook defaulted the VM at create (osc_gitops_sandbox.kubeapi.kubevirt_webhook)
+    domain = created["spec"]["template"]["spec"]["domain"]
+    assert set(domain["firmware"]) == {"uuid", "serial"} and domain["machine"] == {"type": "q35"}
     assert vmi["metadata"]["labels"] == {"osc.io/vnf": "fw"}
     assert vmi["metadata"]["annotations"][VM_GENERATION] == "1"
     assert vmi["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]

@@ -66,7 +66,13 @@ from reconciler.adapters.kube.objects import (
 )
 from reconciler.adapters.kube.watch_stream import StatusReporter, close_on_stop, watch_events
 from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, Pod
-from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, NODE_LABEL, OWNER
+from reconciler.core.model.ownership import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    NODE_LABEL,
+    OWNER,
+    node_label_value,
+)
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +113,10 @@ class KubeSettings:
 
 
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
+FIELD_MANAGER = "osc-gitops"
+"""The field manager of every VirtualMachine and NAD write (server-side apply): the fields it
+states are ours, everything else stays with whoever set it."""
+APPLY_PATCH = "application/apply-patch+yaml"
 _VERB = {"GET": "list", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 
@@ -341,7 +351,7 @@ class KubeCluster:
         its node's only)."""
         labels = {MANAGED_BY_LABEL: MANAGED_BY_VALUE, OWNER: instance}
         if self.node is not None:
-            labels[NODE_LABEL] = self.node
+            labels[NODE_LABEL] = node_label_value(self.node)  # as compile labels them
         return labels
 
     def list_owned(self, kind: str, instance: str) -> list[KubeObject]:
@@ -385,59 +395,50 @@ class KubeCluster:
     # ------------------------------------------------------------------ writes
 
     def create(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
-        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.core.model.target`).
+        """Create ``kind`` from the managed ``body`` (see :mod:`reconciler.core.model.target`):
+        a server-side apply as field manager ``osc-gitops`` *without* force, so that an object
+        of that name someone else made is never taken over: any field of it another manager
+        set to another value is a conflict (409, :class:`KubeConflict` naming the fields).
 
         Returns the server's answer (the created object, with its resourceVersion) so a cache
         can write it through before the watch event arrives."""
-        check_writable_kind(kind)
-        k = KINDS[kind]
-        meta = dict(body.get("metadata") or {})
-        meta.update({"name": name, "namespace": namespace})
-        obj = {**body, "apiVersion": k.api_version, "kind": kind, "metadata": meta}
-        return self._request("POST", k.path(namespace), body=obj)
+        return self._apply(kind, namespace, name, body, force=False)
 
     def replace_managed(self, kind: str, namespace: str, name: str, body: dict[str, Any]) -> Any:
-        """Make the managed fields equal ``body``: one merge patch computed against the live
-        object (labels and ``osc.io/*`` annotations not in ``body`` are removed; other
-        annotations, status and server fields are untouched), guarded by the live
-        resourceVersion; a concurrent change (409) is retried on a fresh read.
+        """Make the fields we manage equal ``body``: a server-side apply as field manager
+        ``osc-gitops`` with force. What it states becomes ours (a field someone changed since,
+        drift, is set back and ours again); a field we stated before and no longer state is
+        removed unless another manager owns it too; every other field (KubeVirt's
+        ``firmware``, ``machine``, ``architecture``, another controller's label, status) is
+        left as it is. No read, no resourceVersion: the API server merges.
 
-        Returns the object as the server has it afterwards (the patch answer, or the live
-        object when nothing had to change)."""
+        Returns the object as the server has it afterwards."""
+        return self._apply(kind, namespace, name, body, force=True)
+
+    def _apply(
+        self, kind: str, namespace: str, name: str, body: dict[str, Any], *, force: bool
+    ) -> Any:
         check_writable_kind(kind)
-        path = KINDS[kind].path(namespace, name)
-        for _ in range(5):
-            live = self.get(kind, namespace, name)
-            if live is None:
-                raise KubeNotFound(
-                    f"Kubernetes API server {self.server}: {kind} {namespace}/{name} "
-                    "disappeared before it could be updated",
-                    status=404,
-                )
-            current = managed_body(live)
-            target = {
-                "metadata": {
-                    "labels": dict((body.get("metadata") or {}).get("labels") or {}),
-                    "annotations": dict((body.get("metadata") or {}).get("annotations") or {}),
-                },
-                "spec": body.get("spec") or {},
-            }
-            patch = merge_patch_for(current, target)
-            if not patch:
-                return live
-            patch.setdefault("metadata", {})["resourceVersion"] = live["metadata"][
-                "resourceVersion"
-            ]
-            try:
-                return self._request(
-                    "PATCH", path, body=patch, content_type="application/merge-patch+json"
-                )
-            except KubeConflict:
-                continue
-        raise KubeConflict(
-            f"Kubernetes API server {self.server}: {kind} {namespace}/{name} kept changing "
-            "while we updated it (409 Conflict)",
-            status=409,
+        k = KINDS[kind]
+        meta = body.get("metadata") or {}
+        applied = {
+            "apiVersion": k.api_version,
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": dict(meta.get("labels") or {}),
+                "annotations": dict(meta.get("annotations") or {}),
+            },
+            "spec": body.get("spec") or {},
+        }
+        query = {"fieldManager": FIELD_MANAGER, "force": "true" if force else None}
+        return self._request(
+            "PATCH",
+            k.path(namespace, name),
+            query=query,
+            body=applied,
+            content_type=APPLY_PATCH,
         )
 
     def annotate(

@@ -100,7 +100,7 @@ def pod_from_object(obj: dict[str, Any]) -> Pod:
 
 def node_from_object(obj: dict[str, Any]) -> Node:
     meta = obj["metadata"]
-    return Node(name=meta["name"], labels=dict(meta.get("labels") or {}))
+    return Node(name=meta["name"], labels=dict(meta.get("labels") or {}), subnets=node_subnets(obj))
 
 
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
@@ -108,29 +108,41 @@ NODE_SUBNETS = "k8s.ovn.org/node-subnets"
 ["10.244.1.0/24"]}`` (older releases: ``{"default": "10.244.1.0/24"}``)."""
 
 
-def node_subnet(obj: dict[str, Any]) -> str | None:
-    """The node's default-network subnet from :data:`NODE_SUBNETS` (the first IPv4 one when it
-    has several), or ``None`` when it has none or the annotation is unreadable."""
+def node_subnets(obj: dict[str, Any]) -> tuple[str, ...]:
+    """The node's default-network subnets from :data:`NODE_SUBNETS` as written (a list, or one
+    string: OVN-Kubernetes' reader takes both), empty when it has none or the annotation is
+    unreadable. Not validated here: the core parses whatever it uses."""
     raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(NODE_SUBNETS)
     if not raw:
-        return None
+        return ()
     try:
         default = json.loads(raw).get("default")
     except (ValueError, AttributeError):
-        return None
+        return ()
     subnets = [default] if isinstance(default, str) else default
     if not isinstance(subnets, list):
-        return None
-    subnets = [s for s in subnets if isinstance(s, str) and s]
+        return ()
+    return tuple(s for s in subnets if isinstance(s, str) and s)
+
+
+def node_subnet(obj: dict[str, Any]) -> str | None:
+    """The node's default-network subnet from :data:`NODE_SUBNETS` (the first IPv4 one when it
+    has several), or ``None`` when it has none or the annotation is unreadable."""
+    subnets = node_subnets(obj)
     return next((s for s in subnets if ":" not in s), subnets[0] if subnets else None)
 
 
 def network_policy_from_object(obj: dict[str, Any]) -> NetworkPolicy:
     meta = obj["metadata"]
+    spec = obj.get("spec") or {}
+    types = [t for t in spec.get("policyTypes") or () if t in ("Ingress", "Egress")]
+    if not spec.get("policyTypes"):  # Kubernetes' defaulting of an omitted policyTypes
+        types = ["Ingress", *(["Egress"] if spec.get("egress") else [])]
     return NetworkPolicy(
         namespace=meta.get("namespace", ""),
         name=meta["name"],
-        pod_selector=dict((obj.get("spec") or {}).get("podSelector") or {}),
+        pod_selector=dict(spec.get("podSelector") or {}),
+        policy_types=tuple(types),
     )
 
 

@@ -41,6 +41,7 @@ from reconciler.adapters.ovn.tables import (
     REFERRERS,
     NbSchema,
 )
+from reconciler.core.model import ovn_kubernetes
 from reconciler.core.model.observed import (
     NbGlobal,
     OvnCapabilities,
@@ -49,6 +50,7 @@ from reconciler.core.model.observed import (
     PodPort,
     Switch,
 )
+from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
 from reconciler.core.model.target import NB_GLOBAL
 
 __all__ = ["ReadCache", "RowIndex", "idl_symbolic"]
@@ -58,6 +60,11 @@ _ID_TABLES = tuple(t.name for t in OWNED_TABLES if t.foreign_ids)
 _NF, _NFG, _ACTIVE = "Network_Function", "Network_Function_Group", "network_function_active"
 _ACTIVE_INPUTS = frozenset({_NF, _NFG})
 """Tables whose changes can change ``OvnState.nf_active`` (our groups, the functions' names)."""
+_OVNK_COLUMNS = {
+    "Port_Group": frozenset({"name", "external_ids"}),
+    "Logical_Router_Policy": frozenset({"priority", "action", "match", "external_ids"}),
+}
+"""The columns ``OvnState.ovn_kubernetes`` is read from, per table."""
 
 
 @dataclass
@@ -134,6 +141,10 @@ class ReadCache:
         self._generic: tuple[OvnRow, ...] = ()  # the owned rows of every table but NB_Global
         self._nb_global: tuple[NbGlobal, OvnRow | None] = (NbGlobal(), None)
         self._owned_list: list[OvnRow] = []
+        self._ovnk: OvnKubernetesRows | None = None
+        """OVN-Kubernetes' generation evidence (``None``: to be read again): a Port_Group or
+        router policy came or went, or changed a column the evidence reads; a pod event, which
+        changes ``ports`` only, never makes it read all Port_Groups again."""
         self._owned_pos: dict[tuple[str, uuid.UUID], int] = {}
         # Start recording before building: both happen under the connection lock.
         idl.osc_log = ChangeLog()
@@ -175,9 +186,12 @@ class ReadCache:
             named = tname in index.by_name and tname in NAMED_TABLES
             child_specs = CHILD_COLUMNS.get(tname, ())
             ours = tname in self._owned_key
+            ovnk = _OVNK_COLUMNS.get(tname)
             for u, cols in per.items():
                 row = rows.get(u)
                 structural = cols is None
+                if ovnk is not None and (structural or not ovnk.isdisjoint(cols)):
+                    self._ovnk = None  # OVN-Kubernetes' evidence: read again (not on ports)
                 if named and (structural or "name" in cols):
                     self._set_name(tname, u, None if row is None else committed_scalar(row, "name"))
                 if ours:
@@ -316,8 +330,12 @@ class ReadCache:
         else:
             owned = generic + ((nb_row,) if nb_row is not None else ())
         self._generic = generic
+        ovnk = self._ovnk
+        if ovnk is None:
+            ovnk = self._ovnk = self._ovn_kubernetes(tables)
         if prev is not None and (
-            switches == prev.switches
+            ovnk == prev.ovn_kubernetes
+            and switches == prev.switches
             and routers == prev.routers
             and used == prev.used_ids
             and pod_ports is prev.pod_ports
@@ -335,6 +353,9 @@ class ReadCache:
             used_ids=used if prev is None or used != prev.used_ids else prev.used_ids,
             nb_global=nb_view,
             nf_active=active if prev is None or active != prev.nf_active else prev.nf_active,
+            ovn_kubernetes=ovnk
+            if prev is None or ovnk != prev.ovn_kubernetes
+            else prev.ovn_kubernetes,
         )
         return self._state
 
@@ -368,6 +389,29 @@ class ReadCache:
             out.append(switch(committed_scalar(ls, "name"), committed_map(ls, "other_config"), lbs))
         out.sort(key=lambda sw: sw.name)
         return tuple(out)
+
+    def _ovn_kubernetes(self, tables: Mapping[str, Any]) -> OvnKubernetesRows:
+        """Port_Groups' external_ids and the no-reroute router policies (module
+        ``reconciler.core.model.ovn_kubernetes``)."""
+        groups = tables["Port_Group"].rows.values() if "Port_Group" in tables else ()
+        policies = (
+            tables["Logical_Router_Policy"].rows.values()
+            if "Logical_Router_Policy" in tables
+            else ()
+        )
+        return ovn_kubernetes.evidence(
+            ((committed_scalar(r, "name"), committed_map(r, "external_ids")) for r in groups),
+            (
+                (
+                    committed_scalar(r, "priority"),
+                    committed_scalar(r, "action"),
+                    committed_scalar(r, "match"),
+                    committed_map(r, "external_ids"),
+                )
+                for r in policies
+                if committed_scalar(r, "priority") == ovn_kubernetes.NO_REROUTE_PRIORITY
+            ),
+        )
 
     def _used_ids(self, tables: Mapping[str, Any]) -> dict[str, tuple[int, ...]]:
         used: dict[str, tuple[int, ...]] = {}

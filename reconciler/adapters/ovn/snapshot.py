@@ -54,7 +54,7 @@ from reconciler.adapters.ovn.tables import (
     NbSchema,
     NbTable,
 )
-from reconciler.core.model import ownership
+from reconciler.core.model import ovn_kubernetes, ownership
 from reconciler.core.model.observed import (
     NbGlobal,
     OvnCapabilities,
@@ -63,6 +63,7 @@ from reconciler.core.model.observed import (
     PodPort,
     Switch,
 )
+from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
 from reconciler.core.model.target import NB_GLOBAL
 
 __all__ = [
@@ -138,6 +139,20 @@ def _selects(schema: NbSchema, instance: str) -> list[_Select]:
         if foreign and table != _POD_TABLE:
             where = (_owner_is(instance, "excludes"),)
             out.append(_Select("foreign", table, where, schema.present(table, foreign)))
+    # OVN-Kubernetes' generation (reconciler.core.model.ovn_kubernetes): the external_ids of
+    # every Port_Group not ours, and the router policies at EgressIP's no-reroute priority.
+    out.append(
+        _Select("ovnk", "Port_Group", (_owner_is(instance, "excludes"),), ("name", "external_ids"))
+    )
+    no_reroute = (["priority", "==", ovn_kubernetes.NO_REROUTE_PRIORITY],)
+    out.append(
+        _Select(
+            "ovnk",
+            "Logical_Router_Policy",
+            no_reroute,
+            ("priority", "action", "match", "external_ids"),
+        )
+    )
     return out
 
 
@@ -293,6 +308,7 @@ class _Builder:
         self.all_rows: dict[str, list[dict[str, Any]]] = {}
         self.pods: list[dict[str, Any]] = []
         self.foreign_rows: dict[str, list[dict[str, Any]]] = {}
+        self.ovnk_rows: dict[str, list[dict[str, Any]]] = {}
         self.symbolic = json_symbolic(self.tables)
         self.owned_index: dict[tuple[str, str], OwnedRow] = {}
         self.parent_index: dict[str, dict[str, str]] = {}
@@ -318,6 +334,9 @@ class _Builder:
             self.pods = rows
         elif select.purpose == "foreign":
             self.foreign_rows[table] = rows
+        elif select.purpose == "ovnk":
+            self.ovnk_rows[table] = rows
+            return
         if "name" in select.columns and table in NAMED_TABLES:
             names = self.names.setdefault(table, {})
             for row in rows:
@@ -378,6 +397,19 @@ class _Builder:
             used_ids=used,
             nb_global=nb_view,
             nf_active=self._nf_active(),
+            ovn_kubernetes=self._ovn_kubernetes(),
+        )
+
+    def _ovn_kubernetes(self) -> OvnKubernetesRows:
+        groups = self.ovnk_rows.get("Port_Group", ())
+        policies = self.ovnk_rows.get("Logical_Router_Policy", ())
+        self.ovnk_rows = {}
+        return ovn_kubernetes.evidence(
+            ((r["name"], _str_map(r["external_ids"])) for r in groups),
+            (
+                (r["priority"], r["action"], r["match"], _str_map(r["external_ids"]))
+                for r in policies
+            ),
         )
 
     def _nb_global(self) -> tuple[NbGlobal, OvnRow | None]:

@@ -68,6 +68,8 @@ class SymbolicRows:
                 steps.append((col, "opt", read, extra))  # extra True: sparse (NbTable.sparse)
             elif rule == "plain" and shape == "set" and not extra:
                 steps.append((col, "sorted", read, None))
+            elif rule == "map" and extra:
+                steps.append((col, "sparsemap", read, None))  # NbTable.sparse
             else:  # a map (sorted by the reader), a scalar, or a list whose order means something
                 steps.append((col, "keep", read, None))
         plan = self._plans[table] = tuple(steps)
@@ -99,6 +101,9 @@ class SymbolicRows:
             value = read(row)
             if kind == "keep":
                 pass
+            elif kind == "sparsemap":
+                if not value:
+                    continue  # a sparse map (``NbTable.sparse``) that is empty
             elif kind == "sorted":
                 value.sort()
             elif kind == "refset":

@@ -95,9 +95,9 @@ class NbTable:
     optional: frozenset[str] = frozenset()
     """Scalar columns of 0..1 values: the symbolic value is the value or ``None``."""
     sparse: frozenset[str] = frozenset()
-    """Optional columns that are in a row's symbolic form only when set (a service chain's
-    child ports have ``parent_name`` and ``tag_request``; every other LSP of ours reads as
-    before)."""
+    """Optional columns (or maps) that are in a row's symbolic form only when set (a service
+    chain's child ports have ``parent_name`` and ``tag_request``, a from-lport ACL its
+    ``options``; every other row of ours reads as before)."""
     maps: frozenset[str] = frozenset({"external_ids"})
     """Map columns of strings: written key by key as mutations, read as a sorted dict."""
     keep_order: frozenset[str] = frozenset()
@@ -183,12 +183,15 @@ _TABLES = (
             "match",
             "action",
             "network_function_group",
+            "options",
             "external_ids",
         ),
         naming="osc-key",
         refs={"network_function_group": Ref("Network_Function_Group", "opt")},
         parent=Parent("port_group", "Port_Group", "acls"),
         optional=frozenset({"name"}),
+        maps=frozenset({"external_ids", "options"}),  # options: apply-after-lb (from-lport)
+        sparse=frozenset({"options"}),  # only from-lport steering ACLs have options
         absent={"tier": 0, "network_function_group": None},  # OVN < 23.09 / < 26.03
         clear_on_delete=("network_function_group",),
     ),
@@ -304,7 +307,7 @@ def symbolic_columns(table: str, present: Container[str]) -> Iterator[tuple[str,
         elif col in spec.optional:
             yield col, "opt", True if col in spec.sparse else None
         elif col in spec.maps:
-            yield col, "map", None
+            yield col, "map", True if col in spec.sparse else None
         else:
             yield col, "plain", col in spec.keep_order
 

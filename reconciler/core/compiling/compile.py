@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core.compiling import kubevirt
-from reconciler.core.model import naming
+from reconciler.core.model import naming, ovn_kubernetes
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, Precedence, VnfDeployment
 from reconciler.core.model.facts import unique
@@ -75,7 +75,16 @@ __all__ = [
 Ident = tuple[str, str]
 
 COMPILE_READS: frozenset[str] = frozenset(
-    {"pods", "pod_ports", "nodes", "switches", "network_policies", "capabilities", "observed_at"}
+    {
+        "pods",
+        "pod_ports",
+        "nodes",
+        "switches",
+        "network_policies",
+        "capabilities",
+        "observed_at",
+        "ovn_kubernetes",
+    }
 )
 """The ``Observed`` fields compile itself reads; the chosen backend reads its
 ``observed_fields`` besides. The incremental planner derives from both which changes need a
@@ -90,7 +99,13 @@ they reach OVN names and matches, so they are checked too."""
 def choose_backend(
     desired: Desired, observed: Observed, options: CompileOptions
 ) -> SteeringBackend:
-    """The steering backend of this compile (``reconciler.core.steering.select_backend``)."""
+    """The steering backend of this compile (``reconciler.core.steering.select_backend``).
+
+    Refuses first an NB whose OVN-Kubernetes could not restart beside our rows
+    (``reconciler.core.model.ovn_kubernetes``): nothing is planned, nothing written."""
+    refused = ovn_kubernetes.refusal(observed.ovn_kubernetes, observed.capabilities.schema_version)
+    if refused is not None:
+        raise CompileError(refused)
     return select_backend(
         options.steering, observed.capabilities, has_bindings=bool(desired.bindings)
     )
@@ -517,20 +532,23 @@ def _binding_warnings(
                 f"Binding {earlier.metadata.name} the chain vnf: [{', '.join(chain)}]",
                 f"Binding/{later.metadata.name}",
             )
-    _network_policy_warnings(desired, members, observed, out)
+    _network_policy_warnings(desired, members, observed, out, tiered=tiered)
 
 
 def _network_policy_warnings(
-    desired: Desired, members: Members, observed: Observed, out: TargetBuilder
+    desired: Desired, members: Members, observed: Observed, out: TargetBuilder, *, tiered: bool
 ) -> None:
     if not observed.network_policies:
         return
-    steered: dict[tuple[str, str], set[Precedence]] = defaultdict(set)
+    steered: dict[tuple[str, str], set[tuple[str, Precedence]]] = defaultdict(set)
     for group, bindings in bindings_by_group(desired).items():
         for ports in members.get(group, {}).values():
             for port in ports:
                 for binding in bindings:
-                    steered[(port.namespace, port.pod)].add(binding.spec.precedence)
+                    for direction in directions(binding.spec.redirection):
+                        steered[(port.namespace, port.pod)].add(
+                            (direction, binding.spec.precedence)
+                        )
     pods_by_ns: dict[str, list[Pod]] = defaultdict(list)
     for pod in observed.pods:
         pods_by_ns[pod.namespace].append(pod)
@@ -543,12 +561,10 @@ def _network_policy_warnings(
         ]
         if not hit:
             continue
-        precedences = set().union(*(steered[(p.namespace, p.name)] for p in hit))
-        effects = []
-        if Precedence.AFTER_NETWORK_POLICY in precedences:
-            effects.append("flows it allows are not steered (precedence after-network-policy)")
-        if Precedence.BEFORE_NETWORK_POLICY in precedences:
-            effects.append("its denies do not apply to steered flows (before-network-policy)")
+        ways = set().union(*(steered[(p.namespace, p.name)] for p in hit))
+        effects = common.network_policy_effects(policy.policy_types, ways, tiered=tiered)
+        if not effects:
+            continue  # it governs only directions these pods are not steered in
         out.warn(
             "network-policy",
             f"NetworkPolicy {policy.namespace}/{policy.name} selects {len(hit)} steered pod(s): "

@@ -312,6 +312,13 @@ class VnfDeploymentSpec(_Strict):
         ),
     )
     securityManager: SecurityManager | None = None
+    cloudInitUserData: Annotated[str, StringConstraints(max_length=32768)] | None = Field(
+        default=None,
+        description=(
+            "cloud-init user data for the guest (KubeVirt's cloudInitNoCloud volume), e.g. to "
+            "bridge its two data NICs; at most 32 KiB. Omitted: no cloud-init volume."
+        ),
+    )
     healthCheck: HealthCheck = Field(
         default_factory=HealthCheck,
         description="How OVN probes each instance, so a Binding's failurePolicy can act.",
@@ -540,6 +547,16 @@ class BindingSpec(_Strict):
         ),
     )
     precedence: Precedence = Precedence.AFTER_NETWORK_POLICY
+    steerNodeTraffic: bool = Field(
+        default=False,
+        strict=True,
+        description=(
+            "Also steer node traffic: kubelet probes from the node's management port (the "
+            "node subnet's .2) and traffic from or to OVN-Kubernetes' join and transit "
+            "subnets. Off by default: a fail-close VNF outage must not fail the liveness "
+            "probes of every protected pod on the node."
+        ),
+    )
     traffic: TrafficFilters | None = Field(
         default=None,
         description=(

@@ -49,6 +49,7 @@ Code = Literal[
     "backend",  # what the chosen steering backend cannot do
     "load-balancer",  # steering beside Kubernetes Services' load balancers
     "health-check",  # VNF health checks and the probe addresses
+    "node-traffic",  # what is left out of steering as node traffic (subject: Node/name)
     "nf-ids",  # the Network_Function id budget
     "transition",  # held steering and rollouts that cannot keep the old path
     "scope",  # node agents, the central owner, zones

@@ -93,12 +93,30 @@ def vnf_port(vnf: str, node: str, side: str, slot: Slot = "") -> str:
     return f"nf_{vnf}_{node}_{side}"
 
 
+MAX_OBJECT_NAME = 253
+"""A Kubernetes object name is a DNS subdomain: at most 253 characters."""
+LAUNCHER_ROOM = 20
+"""KubeVirt names a VM's pod ``virt-launcher-<vm>-<5 random>``: a VM name leaves room for it."""
+
+
+def fit(name: str, limit: int) -> str:
+    """``name`` itself when it has at most ``limit`` characters, else its head and 10 hex of
+    its SHA-256 (stable, distinct for distinct names, still a DNS subdomain): node names may
+    have 253 characters, and a VM's or NAD's name adds to it."""
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
+    return f"{name[: limit - len(digest) - 1].rstrip('-.')}-{digest}"
+
+
 def vm_name(vnf: str, node: str, slot: Slot = "") -> str:
-    return f"{vnf}-{node}-{slot}" if slot else f"{vnf}-{node}"
+    name = f"{vnf}-{node}-{slot}" if slot else f"{vnf}-{node}"
+    return fit(name, MAX_OBJECT_NAME - LAUNCHER_ROOM)
 
 
 def nad_name(prefix: str, node: str, side: str, slot: Slot = "") -> str:
-    return f"{prefix}-{node}-{slot}-{side}" if slot else f"{prefix}-{node}-{side}"
+    name = f"{prefix}-{node}-{slot}-{side}" if slot else f"{prefix}-{node}-{side}"
+    return fit(name, MAX_OBJECT_NAME)
 
 
 def mac_for(*parts: str) -> str:

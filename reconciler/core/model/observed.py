@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
+
 SNAPSHOT_FORMAT_VERSION = 1
 REPORT_ONLY_FIELDS: frozenset[str] = frozenset()
 """``Observed`` fields read for reports only, never by compile or the diff (none since a chain
@@ -43,6 +45,11 @@ class Pod:
 class Node:
     name: str
     labels: dict[str, str] = field(default_factory=dict)
+    subnets: tuple[str, ...] = ()
+    """Its default-network pod subnets as OVN-Kubernetes' ``k8s.ovn.org/node-subnets``
+    annotation gives them (one per IP family; empty until OVN-Kubernetes set it), as written:
+    whatever reaches a match is parsed and checked first
+    (``reconciler.core.steering.node_traffic``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +121,10 @@ class NetworkPolicy:
     namespace: str
     name: str
     pod_selector: dict[str, Any] = field(default_factory=dict)
+    policy_types: tuple[str, ...] = ("Ingress",)
+    """Which traffic it governs (``Ingress``: towards its pods, to-lport; ``Egress``: from
+    them, from-lport), as Kubernetes defaults an omitted ``spec.policyTypes``: always
+    ``Ingress``, ``Egress`` too when the policy has egress rules."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +161,9 @@ class OvnState:
     nf_active: dict[str, str | None] = field(default_factory=dict)
     """Our Network_Function_Groups by name -> the Network_Function northd made active
     (``network_function_active``), ``None`` when it found none healthy."""
+    ovn_kubernetes: OvnKubernetesRows = field(default_factory=OvnKubernetesRows)
+    """What OVN-Kubernetes' own rows look like (its generation:
+    ``reconciler.core.model.ovn_kubernetes``), read once per connection."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +191,9 @@ class Observed:
     reports (VNF instance health), and by compile only for the hops of a chain that may fail
     open (``reconciler.core.steering.chains.paths``): a change of any other group never
     changes a plan, and the incremental planner follows only the groups compile read."""
+    ovn_kubernetes: OvnKubernetesRows = field(default_factory=OvnKubernetesRows)
+    """``OvnState.ovn_kubernetes``: compile refuses an NB whose OVN-Kubernetes would break
+    beside our rows."""
     observed_at: float | None = None
     """When this was read (epoch seconds, wall clock: it is compared with moments recorded in
     OVN by other processes). Compile judges the grace period of emptied (group, node) pairs
@@ -199,7 +216,9 @@ class Observed:
             )
         return cls(
             pods=tuple(Pod(**p) for p in data.get("pods", ())),
-            nodes=tuple(Node(**n) for n in data.get("nodes", ())),
+            nodes=tuple(
+                Node(**{**n, "subnets": tuple(n.get("subnets", ()))}) for n in data.get("nodes", ())
+            ),
             kube_objects=tuple(KubeObject(**o) for o in data.get("kube_objects", ())),
             pod_ports=tuple(
                 PodPort(**{**p, "ips": tuple(p.get("ips", ()))}) for p in data.get("pod_ports", ())
@@ -208,11 +227,24 @@ class Observed:
             routers=tuple(data.get("routers", ())),
             ovn_rows=tuple(OvnRow(**r) for r in data.get("ovn_rows", ())),
             used_ids={k: tuple(v) for k, v in data.get("used_ids", {}).items()},
-            network_policies=tuple(NetworkPolicy(**n) for n in data.get("network_policies", ())),
+            network_policies=tuple(
+                NetworkPolicy(**{**n, "policy_types": tuple(n.get("policy_types", ("Ingress",)))})
+                for n in data.get("network_policies", ())
+            ),
             capabilities=OvnCapabilities(**data["capabilities"])
             if "capabilities" in data
             else OvnCapabilities(schema_version="", network_function=False),
             nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
             nf_active=dict(data.get("nf_active", {})),
+            ovn_kubernetes=_ovn_kubernetes(data.get("ovn_kubernetes") or {}),
             observed_at=data.get("observed_at"),
         )
+
+
+def _ovn_kubernetes(data: dict[str, Any]) -> OvnKubernetesRows:
+    return OvnKubernetesRows(
+        owner_keyed=int(data.get("owner_keyed", 0)),
+        name_only=tuple(data.get("name_only", ())),
+        name_only_count=int(data.get("name_only_count", 0)),
+        ownerless_no_reroute=tuple(data.get("ownerless_no_reroute", ())),
+    )

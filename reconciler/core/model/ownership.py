@@ -11,6 +11,10 @@ The prefix ``osc.io/`` deliberately avoids OVN-Kubernetes' ``k8s.ovn.org/*`` key
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
 PREFIX = "osc.io/"
 
 OWNER = "osc.io/owner"
@@ -61,7 +65,37 @@ fields, so an update of the VM from the plan never removes them and the diff nev
 
 VNF_LABEL = "osc.io/vnf"
 NODE_LABEL = "osc.io/node"
+"""The node a VirtualMachine or NAD of ours is for, as a label value (:func:`node_label_value`:
+the name itself up to 63 characters, a stable shortening beyond)."""
+NODE_NAME_ANNOTATION = "osc.io/node-name"
+"""The full node name, on objects whose :data:`NODE_LABEL` had to be shortened (node names may
+have 253 characters, label values 63)."""
+MAX_LABEL_VALUE = 63
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "osc-gitops"
 
 DEFAULT_INSTANCE = "osc-gitops"
+
+
+def node_label_value(node: str) -> str:
+    """``node`` as a label value: itself when it fits (a node name of up to 63 characters is a
+    valid label value), else its first characters and a hash of the whole name, 63 in all
+    (``<prefix>-<10 hex of sha256>``): stable, distinct for distinct names, and a valid label
+    value (it starts and ends with an alphanumeric character)."""
+    if len(node) <= MAX_LABEL_VALUE:
+        return node
+    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
+    head = node[: MAX_LABEL_VALUE - len(digest) - 1].rstrip("-.")
+    return f"{head}-{digest}"
+
+
+def node_annotations(node: str) -> dict[str, str]:
+    """The full node name as :data:`NODE_NAME_ANNOTATION` where the label had to shorten it."""
+    return {} if node_label_value(node) == node else {NODE_NAME_ANNOTATION: node}
+
+
+def node_of(labels: Mapping[str, Any], annotations: Mapping[str, Any]) -> str | None:
+    """The node one of our VirtualMachines or NADs is for: the full name of the annotation,
+    else the label (``None`` when neither is a string)."""
+    node = annotations.get(NODE_NAME_ANNOTATION) or labels.get(NODE_LABEL)
+    return node if isinstance(node, str) else None

@@ -361,10 +361,10 @@ class KubernetesScope(Scope):
 
 
 def object_node(obj: KubeObject) -> str | None:
-    """The node a VirtualMachine or NAD of ours is for (its ``osc.io/node`` label)."""
-    labels = (obj.body.get("metadata") or {}).get("labels") or {}
-    node = labels.get(own.NODE_LABEL)
-    return node if isinstance(node, str) else None
+    """The node a VirtualMachine or NAD of ours is for (``ownership.node_of``: its
+    ``osc.io/node`` label, or the full name where the label had to shorten it)."""
+    meta = obj.body.get("metadata") or {}
+    return own.node_of(meta.get("labels") or {}, meta.get("annotations") or {})
 
 
 def scope_for(node: str | None, kubernetes_only: bool) -> Scope:

@@ -59,6 +59,13 @@ class CompileError(UserError):
     """The desired state cannot be realised on this cluster (message says why and what to do)."""
 
 
+DEFAULT_JOIN_SUBNETS = ("100.64.0.0/16", "fd98::/64")
+"""OVN-Kubernetes' defaults (``go-controller/pkg/config/config.go``: ``V4JoinSubnet``,
+``V6JoinSubnet``; helm ``v4JoinSubnet``)."""
+DEFAULT_TRANSIT_SUBNETS = ("100.88.0.0/16", "fd97::/64")
+"""OVN-Kubernetes' defaults (``ClusterManagerConfig.V4TransitSubnet``/``V6TransitSubnet``)."""
+
+
 @dataclass(frozen=True)
 class CompileOptions:
     instance: str = own.DEFAULT_INSTANCE
@@ -76,6 +83,13 @@ class CompileOptions:
     empty_grace: float = DEFAULT_EMPTY_GRACE
     """Seconds a (group, node) pair keeps its rows after its last member left
     (``reconciler.core.steering.presence``); 0: they go at once."""
+    join_subnets: tuple[str, ...] = DEFAULT_JOIN_SUBNETS
+    """OVN-Kubernetes' join subnets (its gateway routers' side of ``ovn_cluster_router``):
+    traffic from and to them is node traffic, left out of steering unless a Binding says
+    ``steerNodeTraffic: true`` (``reconciler.core.steering.node_traffic``)."""
+    transit_subnets: tuple[str, ...] = DEFAULT_TRANSIT_SUBNETS
+    """OVN-Kubernetes' transit subnets (interconnect: the routers' ports on the transit
+    switch): node traffic as well."""
 
 
 @dataclass(frozen=True)

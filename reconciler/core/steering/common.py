@@ -40,6 +40,18 @@ packet which already crossed its VNF through up to 1100): below OVN-Kubernetes'
 AdminNetworkPolicy (tier 1) and Baseline ANP (tier 3, 1650-1750) rules, so admin policies keep
 precedence inside the tier we share, and clear of its NetworkPolicy priorities (tier 2,
 1000-1001), a tier we never use."""
+FROM_LPORT_OPTIONS = {"apply-after-lb": "true"}
+"""The ``options`` of every from-lport steering ACL: OVN evaluates it in
+``ls_in_acl_after_lb_eval``, the stage where OVN-Kubernetes puts every egress NetworkPolicy,
+AdminNetworkPolicy and baseline ACL (``go-controller/pkg/libovsdb/util/acl.go``
+``LportEgressAfterLB``). Without it OVN evaluates it earlier, in ``ls_in_acl_eval``, whose
+tiers and priorities are independent of the after-LB stage: ``precedence`` would mean nothing
+for ``entry-lport`` (a NetworkPolicy egress deny would still drop steered traffic, and an
+egress allow would not keep traffic out of the VNF). Measured on OVN 26.03.1: a Network
+Function redirects from there (its registers are read in ``ls_in_network_function``, after the
+after-LB stages), pod-to-pod and through a Service; tests/datapath/test_policy_stage.py. After
+load balancing, a Service connection's destination is the backend pod and its port (the
+Service's ``targetPort``), as for a to-lport ACL."""
 ROUTER_POLICY_PRIORITY_BASE = 2000
 """Router-policy priorities 2000..2999: above OVN-Kubernetes' pod-to-pod and egress-IP
 "no-reroute" allow policies (101-102, 1004 for node traffic), or those would win and nothing
@@ -387,3 +399,52 @@ def uses_tiers(backend: object) -> bool:
     """Whether a steering backend's rows are tiered ACLs (its ``acl_tiers`` attribute; a backend
     without one, e.g. router policies, has no tiers)."""
     return bool(getattr(backend, "acl_tiers", False))
+
+
+# --- NetworkPolicy beside the steering -----------------------------------------------------------
+
+POLICY_TYPE_DIRECTION = {"Ingress": "to-lport", "Egress": "from-lport"}
+"""Which steering direction a NetworkPolicy's ``policyTypes`` entry governs: ``Ingress`` the
+traffic towards its pods (our to-lport ACLs, ``exit-lport``), ``Egress`` the traffic from them
+(our from-lport ACLs, ``entry-lport``)."""
+_TOWARDS = {"to-lport": "towards them (exit-lport)", "from-lport": "from them (entry-lport)"}
+
+
+def network_policy_effects(
+    policy_types: Iterable[str], steered: Iterable[tuple[str, Precedence]], *, tiered: bool
+) -> list[str]:
+    """What a NetworkPolicy of ``policy_types`` does to pods it selects that are steered in
+    ``steered`` ``(direction, precedence)`` pairs, in words, one item per direction it
+    governs and the pods are steered in (empty: the policy and the steering never meet).
+
+    With tiered ACL steering (Network Functions), OVN evaluates our ACL and the policy's in
+    one stage per direction (to-lport: ``ls_out_acl_eval``; from-lport: both after the load
+    balancer, ``ls_in_acl_after_lb_eval``, :data:`FROM_LPORT_OPTIONS`), tier by tier: tier 1
+    (``before-network-policy``) before the policy's tier 2, tier 3 (``after-network-policy``)
+    after it. Router policies come after every ACL: the policy always decides first."""
+    governed = {POLICY_TYPE_DIRECTION[t] for t in policy_types if t in POLICY_TYPE_DIRECTION}
+    by_direction: dict[str, set[Precedence]] = {}
+    for direction, precedence in steered:
+        if direction in governed:
+            by_direction.setdefault(direction, set()).add(precedence)
+    effects: list[str] = []
+    for direction in ("to-lport", "from-lport"):
+        precedences = by_direction.get(direction)
+        if not precedences:
+            continue
+        where = _TOWARDS[direction]
+        if not tiered:
+            effects.append(
+                f"{where}, it decides first whatever the precedence (router policies come "
+                "after every ACL): what it denies is dropped, what it allows is steered"
+            )
+            continue
+        if Precedence.AFTER_NETWORK_POLICY in precedences:
+            effects.append(
+                f"{where}, flows it allows are not steered (precedence after-network-policy)"
+            )
+        if Precedence.BEFORE_NETWORK_POLICY in precedences:
+            effects.append(
+                f"{where}, its denies do not apply to steered flows (before-network-policy)"
+            )
+    return effects

@@ -173,9 +173,11 @@ def detection_window(vnf: VnfDeployment) -> float:
 # ------------------------------------------------------------------------------- the plan side
 
 
-def _vm_identity(obj_labels: Mapping[str, Any], key: str) -> tuple[str, str, str] | None:
-    """``(vnf, node, slot)`` of one of our VMs (its labels and name)."""
-    vnf, node = obj_labels.get(own.VNF_LABEL), obj_labels.get(own.NODE_LABEL)
+def _vm_identity(
+    obj_labels: Mapping[str, Any], key: str, annotations: Mapping[str, Any] | None = None
+) -> tuple[str, str, str] | None:
+    """``(vnf, node, slot)`` of one of our VMs (its labels, annotations and name)."""
+    vnf, node = obj_labels.get(own.VNF_LABEL), own.node_of(obj_labels, annotations or {})
     if not isinstance(vnf, str) or not isinstance(node, str):
         return None
     name = key.partition("/")[2]
@@ -185,6 +187,20 @@ def _vm_identity(obj_labels: Mapping[str, Any], key: str) -> tuple[str, str, str
 
 def _labels(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((body or {}).get("metadata") or {}).get("labels") or {}
+
+
+def _annotations(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return ((body or {}).get("metadata") or {}).get("annotations") or {}
+
+
+def _vm_node(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The labels of a VM body with ``osc.io/node`` the full node name (module
+    ``ownership``: the label shortens a name longer than 63 characters)."""
+    labels = dict(_labels(body))
+    node = own.node_of(labels, _annotations(body))
+    if node is not None:
+        labels[own.NODE_LABEL] = node
+    return labels
 
 
 def hold_updates(
@@ -216,8 +232,8 @@ def hold_updates(
     for key in sorted(outdated.keys() | rolling.keys()):
         obj = live_vms.get(key)
         pending = outdated.get(key)
-        labels = _labels(pending.after if pending else obj.body if obj else None)
-        who = _vm_identity(labels, key)
+        body = pending.after if pending else obj.body if obj else None
+        who = _vm_identity(_labels(body), key, _annotations(body))
         if who is None or who[0] not in desired.vnfs:
             continue
         vnf, node, _ = who
@@ -232,8 +248,8 @@ def hold_updates(
     changes = [c for c in plan.changes if (c.kind, c.key) not in dropped]
     # the VMs there will be: live ones not deleted, and new ones (for "n of m nodes")
     gone = {c.key for c in plan.changes if c.kind == _VM and c.action == "delete"}
-    vm_labels = [_labels(o.body) for k, o in live_vms.items() if k not in gone]
-    vm_labels += [_labels(c.after) for c in plan.changes if c.kind == _VM and c.action == "create"]
+    vm_labels = [_vm_node(o.body) for k, o in live_vms.items() if k not in gone]
+    vm_labels += [_vm_node(c.after) for c in plan.changes if c.kind == _VM and c.action == "create"]
     if drained:
         changes = _drain(changes, drained, observed, backend)
     rollouts = [

@@ -45,6 +45,7 @@ from osc_gitops_sandbox.datapath.netns import (
     sysctl,
 )
 from osc_gitops_sandbox.kubeapi.kubevirt import BOOT_DELAY_ANNOTATION, KubeVirt
+from osc_gitops_sandbox.kubeapi.placement import pinned_node
 from osc_gitops_sandbox.lifecycle import Worker
 from osc_gitops_sandbox.ovn import ovsdb_rpc
 
@@ -318,9 +319,9 @@ class VirtHandler:
         meta = vm["metadata"]
         where = f"VirtualMachine {meta['namespace']}/{meta['name']}"
         spec = vmi.get("spec") or {}
-        node = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        node = pinned_node(spec)
         if not node:
-            raise DatapathError(f"{where} has no kubernetes.io/hostname nodeSelector")
+            raise DatapathError(f"{where} is pinned to no node (node affinity on metadata.name)")
         ports = dict(
             p.split("=", 1) for p in meta["annotations"][PORTS_ANNOTATION].split(",") if "=" in p
         )

@@ -428,6 +428,21 @@ class Datapath(Lifecycle):
             delete_netns(netns)
             raise
 
+    def plug_management_port(self, node: str) -> Endpoint:
+        """The node's management port (``ovn-k8s-mp0``, the subnet's ``.2``, where kubelet
+        probes its pods from) as OVN-Kubernetes sets it up in the node's NB
+        (:func:`~osc_gitops_sandbox.ovn.netpol.add_management_port`), plugged as a namespace
+        of its own standing for the host."""
+        from osc_gitops_sandbox.ovn.netpol import add_management_port
+
+        subnet = self._subnet(node)
+        address = subnet.network_address + 2
+        mac = "0a:58:" + ":".join(f"{b:02x}" for b in address.packed[-4:])
+        lsp = add_management_port(self.nb_remote_of(node), node, mac, str(address))
+        endpoint = self.plug(f"mp-{node}", lsp, mac, str(address), node)
+        self.wait_ports_up([lsp])
+        return endpoint
+
     def unplug(self, *endpoints: Endpoint) -> None:
         for endpoint in endpoints:
             endpoint.close()

@@ -21,6 +21,7 @@ from osc_gitops_sandbox.kubeapi import protobuf as protobuf
 from osc_gitops_sandbox.kubeapi import tables as tables
 from osc_gitops_sandbox.kubeapi.discovery import ApiExtension
 from osc_gitops_sandbox.kubeapi.faults import Faults
+from osc_gitops_sandbox.kubeapi.managed_fields import manager_of
 from osc_gitops_sandbox.kubeapi.openapi import check_fields
 from osc_gitops_sandbox.kubeapi.resources import ResourceType
 from osc_gitops_sandbox.kubeapi.selectors import (
@@ -34,7 +35,9 @@ from osc_gitops_sandbox.kubeapi.status import ApiError
 from osc_gitops_sandbox.kubeapi.store import ObjectStore, dumps
 from osc_gitops_sandbox.kubeapi.watch import WatchRequest, watch_events
 
-__all__ = ["Api", "ApiHTTPServer", "ApiHandler"]
+__all__ = ["APPLY_PATCH", "Api", "ApiHTTPServer", "ApiHandler"]
+
+APPLY_PATCH = "application/apply-patch+yaml"
 
 
 class Api(Protocol):
@@ -62,13 +65,19 @@ class Api(Protocol):
     def get_raw(self, rt: ResourceType, namespace: str, name: str) -> bytes: ...
 
     def create(
-        self, rt: ResourceType, namespace: str, body: dict[str, Any], *, dry_run: bool = False
-    ) -> dict[str, Any]: ...
+        self, rt: ResourceType, namespace: str, body: dict[str, Any], *, dry_run: bool = False,
+        manager: str = ...,
+    ) -> dict[str, Any]: ...  # fmt: skip
 
     def update(
         self, rt: ResourceType, namespace: str, name: str, body: dict[str, Any], *,
-        dry_run: bool = False,
+        dry_run: bool = False, manager: str = ...,
     ) -> dict[str, Any]: ...  # fmt: skip
+
+    def apply(
+        self, rt: ResourceType, namespace: str, name: str, applied: dict[str, Any], *,
+        manager: str, force: bool = False, dry_run: bool = False,
+    ) -> tuple[dict[str, Any], bool]: ...  # fmt: skip
 
     def replace_status(
         self, rt: ResourceType, namespace: str, name: str, status: Any,
@@ -78,6 +87,7 @@ class Api(Protocol):
     def patch(
         self, rt: ResourceType, namespace: str, name: str, content_type: str, patch: Any, *,
         dry_run: bool = False, check: Callable[[dict[str, Any]], Any] | None = None,
+        manager: str = ...,
     ) -> dict[str, Any]: ...  # fmt: skip
 
     def delete(
@@ -346,7 +356,9 @@ class ApiHandler(BaseHTTPRequestHandler):
                 raise ApiError(405, f"create {rt.plural} needs a namespace in the URL")
             self._check_kind(rt, body)
             warnings = check_fields(rt, body, query.get("fieldValidation"))
-            created = api.create(rt, ns, body, dry_run=self._dry_run(query))
+            created = api.create(
+                rt, ns, body, dry_run=self._dry_run(query), manager=self._manager(query)
+            )
             self._send_json(201, created, warnings)
         elif method == "PUT" and name is not None:
             body = self._body()
@@ -356,22 +368,21 @@ class ApiHandler(BaseHTTPRequestHandler):
                 self._send_json(200, api.replace_status(rt, ns, name, body.get("status"), sent_rv))
                 return
             warnings = check_fields(rt, body, query.get("fieldValidation"))
-            updated = api.update(rt, ns, name, body, dry_run=self._dry_run(query))
+            updated = api.update(
+                rt, ns, name, body, dry_run=self._dry_run(query), manager=self._manager(query)
+            )
             self._send_json(200, updated, warnings)
         elif method == "PATCH" and name is not None:
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            if ctype == "application/apply-patch+yaml":
-                self._drain()
-                raise ApiError(
-                    415,
-                    "server-side apply is not supported by the osc-gitops "
-                    "sandbox API server; use a merge or JSON patch",
-                )
+            if ctype == APPLY_PATCH:
+                self._apply(rt, ns, name, query)
+                return
             noted: list[str] = []
             patched = api.patch(
                 rt, ns, name, ctype, self._body(), dry_run=self._dry_run(query),
                 check=lambda new: noted.extend(
                     check_fields(rt, new, query.get("fieldValidation"))),
+                manager=self._manager(query),
             )  # fmt: skip
             self._send_json(200, patched, noted)
         elif method == "DELETE" and name is not None:
@@ -383,6 +394,32 @@ class ApiHandler(BaseHTTPRequestHandler):
             raise ApiError(
                 405, f"method {method} is not supported on {path}", reason="MethodNotAllowed"
             )
+
+    def _manager(self, query: Mapping[str, str]) -> str:
+        """The request's field manager (``?fieldManager=``, else its User-Agent's product)."""
+        return manager_of(query.get("fieldManager"), self.headers.get("User-Agent"))
+
+    def _apply(self, rt: ResourceType, ns: str, name: str, query: Mapping[str, str]) -> None:
+        """Server-side apply (``application/apply-patch+yaml``), as kube-apiserver: a field
+        manager is required, ``force=true`` takes conflicting fields over, a missing object is
+        created (201)."""
+        body = self._body()
+        manager = query.get("fieldManager")
+        if not manager:
+            raise ApiError(
+                400,
+                'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                "required for apply patch",
+            )
+        if not isinstance(body, dict):
+            raise ApiError(400, "apply patch body must be an object")
+        self._check_kind(rt, body)
+        force = query.get("force", "false").lower() == "true"
+        warnings = check_fields(rt, body, query.get("fieldValidation"))
+        obj, created = self.api.apply(
+            rt, ns, name, body, manager=manager, force=force, dry_run=self._dry_run(query)
+        )
+        self._send_json(201 if created else 200, obj, warnings)
 
     def _extension(self, extension: ApiExtension, method: str, rest: list[str]) -> None:
         namespace: str | None = None

@@ -47,6 +47,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from osc_gitops_sandbox.kubeapi.kubevirt_webhook import mutate_vm
+from osc_gitops_sandbox.kubeapi.placement import pinned_node
 from osc_gitops_sandbox.kubeapi.server import ApiError, KubeApiServer
 from osc_gitops_sandbox.lifecycle import Worker
 
@@ -142,6 +144,7 @@ class KubeVirt:
         """Whether a virt-handler of its own (a data path) runs new VMIs; else they are
         ``Running`` at once."""
         self._controller = Worker("kubevirt-controller", self.reconcile)
+        server.add_mutator(VM_KIND, mutate_vm)  # virt-api's mutating webhook
         server.subscribe((VM_KIND, VMI_KIND), self._changed)
         server.add_extension(self)
 
@@ -217,7 +220,7 @@ class KubeVirt:
         template = (vm.get("spec") or {}).get("template") or {}
         tmeta = template.get("metadata") or {}
         spec = copy.deepcopy(template_spec(vm))
-        node = (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname")
+        node = pinned_node(spec)
         phase = "Scheduled" if self.external_handler else "Running"
         status: dict[str, Any] = {"phase": phase, "conditions": []}
         if node:

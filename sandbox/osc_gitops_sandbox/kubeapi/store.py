@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from osc_gitops_sandbox.kubeapi import managed_fields
 from osc_gitops_sandbox.kubeapi.faults import Faults
 from osc_gitops_sandbox.kubeapi.patch import json_patch, merge_patch, strip_directives
 from osc_gitops_sandbox.kubeapi.resources import RESOURCE_TYPES, ResourceType, group_resource
@@ -29,10 +30,26 @@ from osc_gitops_sandbox.kubeapi.selectors import FieldSelector, LabelSelector
 from osc_gitops_sandbox.kubeapi.status import ApiError, not_found
 from osc_gitops_sandbox.kubeapi.validation import validate_metadata
 
-__all__ = ["DEFAULT_HISTORY", "Event", "Listener", "ObjectStore", "Stored", "dumps", "now"]
+__all__ = [
+    "DEFAULT_HISTORY",
+    "Event",
+    "Listener",
+    "Mutator",
+    "ObjectStore",
+    "Stored",
+    "dumps",
+    "now",
+]
 
 DEFAULT_HISTORY = 10_000
 """Watch events kept for resume; older resourceVersions answer 410 Gone (as etcd compaction)."""
+
+Mutator = Callable[[str, dict[str, Any], dict[str, Any] | None], dict[str, Any]]
+"""A mutating admission plugin of one kind: ``mutator(operation, object, old object)``, the
+operation ``CREATE`` or ``UPDATE`` (``old`` is ``None`` on create), returns the object to
+store. It runs after the request's fields were attributed (:mod:`managed_fields`), so what it
+adds belongs to no field manager, as on a real API server."""
+DEFAULT_MANAGER = "unknown"
 
 Listener = Callable[[str, str, dict[str, Any]], None]
 """``listener(event type, kind, object)``, called after each stored change (see
@@ -108,6 +125,7 @@ class ObjectStore:
         }
         self._by_kind: dict[str, ResourceType] = {rt.kind: rt for rt in self.types}
         self._lock = threading.Condition(threading.RLock())
+        self._mutators: dict[str, list[Mutator]] = {}
         self._store: dict[str, dict[tuple[str, str], Stored]] = {rt.kind: {} for rt in self.types}
         self._pods_on: dict[str, set[tuple[str, str]]] = {}
         """Pod keys by ``spec.nodeName``: a real API server serves a node's pods (the kubelet's
@@ -155,6 +173,18 @@ class ObjectStore:
         with self._lock:
             self._listeners.append((frozenset(kinds), listener))
 
+    def add_mutator(self, kind: str, mutator: Mutator) -> None:
+        """Run ``mutator`` on every create and update of ``kind`` (see :data:`Mutator`)."""
+        with self._lock:
+            self._mutators.setdefault(kind, []).append(mutator)
+
+    def _admit(
+        self, rt: ResourceType, operation: str, obj: dict[str, Any], old: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        for mutator in self._mutators.get(rt.kind, ()):
+            obj = mutator(operation, copy.deepcopy(obj), old)
+        return obj
+
     def unsubscribe(self, listener: Listener) -> None:
         """Stop calling ``listener`` (no error if it was not subscribed)."""
         with self._lock:
@@ -184,7 +214,7 @@ class ObjectStore:
             }
             if status is None:
                 body.pop("status")
-            return self._replace(rt, current, body)
+            return self._replace(rt, current, body, admit=False)
 
     def _next_rv(self) -> int:
         self._rv += 1
@@ -352,10 +382,12 @@ class ObjectStore:
             )
 
     def create(
-        self, rt: ResourceType, namespace: str, body: dict[str, Any], *, dry_run: bool = False
-    ) -> dict[str, Any]:
+        self, rt: ResourceType, namespace: str, body: dict[str, Any], *, dry_run: bool = False,
+        manager: str = DEFAULT_MANAGER,
+    ) -> dict[str, Any]:  # fmt: skip
         """POST semantics; ``dry_run`` (``?dryRun=All``): validate and answer the object that
-        would be created, without storing it (no resourceVersion, as the real server)."""
+        would be created, without storing it (no resourceVersion, as the real server).
+        ``manager``: the field manager the fields it sets are attributed to."""
         meta = dict(body.get("metadata") or {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = f"{meta['generateName']}{uuid.uuid4().hex[:5]}"
@@ -383,11 +415,15 @@ class ObjectStore:
                     reason="AlreadyExists",
                     details={"name": meta["name"], "group": rt.group, "kind": rt.plural},
                 )
+            obj = self._new_metadata(rt, body, 0)
+            obj["metadata"]["managedFields"] = managed_fields.update_entries(
+                None, obj, manager, now()
+            )
+            obj = self._admit(rt, "CREATE", obj, None)
             if dry_run:
-                obj = self._new_metadata(rt, body, 0)
                 obj["metadata"].pop("resourceVersion")
                 return obj
-            obj = self._new_metadata(rt, body, self._next_rv())
+            obj["metadata"]["resourceVersion"] = str(self._next_rv())
             return self._store_obj(rt, obj, "ADDED").obj
 
     def _current(self, rt: ResourceType, namespace: str, name: str) -> Stored:
@@ -403,16 +439,62 @@ class ObjectStore:
 
     def update(
         self, rt: ResourceType, namespace: str, name: str, body: dict[str, Any], *,
-        dry_run: bool = False,
+        dry_run: bool = False, manager: str = DEFAULT_MANAGER,
     ) -> dict[str, Any]:  # fmt: skip
         """PUT semantics: replace the object; a stale ``resourceVersion`` is a 409 Conflict."""
         with self._lock:
             current = self._current(rt, namespace, name)
-            return self._replace(rt, current, body, dry_run=dry_run)
+            return self._replace(rt, current, body, dry_run=dry_run, manager=manager)
+
+    def apply(
+        self, rt: ResourceType, namespace: str, name: str, applied: dict[str, Any], *,
+        manager: str, force: bool = False, dry_run: bool = False,
+    ) -> tuple[dict[str, Any], bool]:  # fmt: skip
+        """Server-side apply (:func:`managed_fields.apply`): the object afterwards, and whether
+        it was created."""
+        meta = applied.get("metadata") or {}
+        if meta.get("name", name) != name:
+            raise ApiError(
+                400,
+                f"the name of the object ({meta.get('name')}) does not match the name on the "
+                f"URL ({name})",
+            )
+        with self._lock:
+            stored = self._store[rt.kind].get((namespace if rt.namespaced else "", name))
+            if stored is None:
+                obj, entries = managed_fields.apply(None, applied, manager, force=force, time=now())
+                obj.setdefault("metadata", {})["name"] = name
+                created = self._create_applied(rt, namespace, obj, entries, dry_run=dry_run)
+                return created, True
+            obj, entries = managed_fields.apply(
+                stored.obj, applied, manager, force=force, time=now()
+            )
+            return self._replace(rt, stored, obj, dry_run=dry_run, entries=entries), False
+
+    def _create_applied(
+        self, rt: ResourceType, namespace: str, body: dict[str, Any],
+        entries: list[dict[str, Any]], *, dry_run: bool,
+    ) -> dict[str, Any]:  # fmt: skip
+        meta = dict(body.get("metadata") or {})
+        if rt.namespaced:
+            meta["namespace"] = namespace
+        body = {**body, "metadata": meta}
+        validate_metadata(rt, body)
+        self._check_namespace(rt, namespace)
+        obj = self._new_metadata(rt, body, 0)
+        obj["metadata"]["managedFields"] = entries
+        obj = self._admit(rt, "CREATE", obj, None)
+        if dry_run:
+            obj["metadata"].pop("resourceVersion")
+            return obj
+        obj["metadata"]["resourceVersion"] = str(self._next_rv())
+        return self._store_obj(rt, obj, "ADDED").obj
 
     def _replace(
-        self, rt: ResourceType, current: Stored, body: dict[str, Any], *, dry_run: bool = False
-    ) -> dict[str, Any]:
+        self, rt: ResourceType, current: Stored, body: dict[str, Any], *, dry_run: bool = False,
+        manager: str = DEFAULT_MANAGER, entries: list[dict[str, Any]] | None = None,
+        admit: bool = True,
+    ) -> dict[str, Any]:  # fmt: skip
         old_meta = current.obj["metadata"]
         meta = dict(body.get("metadata") or {})
         name = old_meta["name"]
@@ -436,21 +518,28 @@ class ObjectStore:
         meta["uid"] = old_meta["uid"]
         meta["creationTimestamp"] = old_meta["creationTimestamp"]
         generation = int(old_meta.get("generation", 1))
-        if body.get("spec") != current.obj.get("spec"):
-            generation += 1
         meta["generation"] = generation
         meta.pop("managedFields", None)
         meta["resourceVersion"] = old_meta["resourceVersion"]
         obj = {**body, "metadata": meta, "apiVersion": rt.api_version, "kind": rt.kind}
         validate_metadata(rt, obj)
-        if obj == current.obj or dry_run:
+        if entries is None:
+            entries = managed_fields.update_entries(current.obj, obj, manager, now())
+        meta["managedFields"] = entries
+        if admit:  # not for the status subresource (webhooks register for the resource)
+            obj = self._admit(rt, "UPDATE", obj, current.obj)
+        if obj.get("spec") != current.obj.get("spec"):  # as the strategy: after admission
+            obj["metadata"]["generation"] = generation + 1
+        unchanged = _without_managed(obj) == _without_managed(current.obj)
+        if unchanged or dry_run:
             return obj if dry_run else current.obj  # no-op: no new resourceVersion, no event
-        meta["resourceVersion"] = str(self._next_rv())
+        obj["metadata"]["resourceVersion"] = str(self._next_rv())
         return self._store_obj(rt, obj, "MODIFIED").obj
 
     def patch(
         self, rt: ResourceType, namespace: str, name: str, content_type: str, patch: Any, *,
         dry_run: bool = False, check: Callable[[dict[str, Any]], Any] | None = None,
+        manager: str = DEFAULT_MANAGER,
     ) -> dict[str, Any]:  # fmt: skip
         """PATCH semantics (JSON, merge and strategic merge patch, see
         :mod:`~osc_gitops_sandbox.kubeapi.patch`); ``check`` sees the patched object first."""
@@ -478,7 +567,7 @@ class ObjectStore:
                 raise ApiError(422, "patch result is not an object")
             if check is not None:
                 check(new)
-            return self._replace(rt, current, new, dry_run=dry_run)
+            return self._replace(rt, current, new, dry_run=dry_run, manager=manager)
 
     def delete(
         self, rt: ResourceType, namespace: str, name: str, *, dry_run: bool = False
@@ -573,3 +662,9 @@ class ObjectStore:
         """Wake waiting watches (after a fault injection, so drops happen at once)."""
         with self._lock:
             self._lock.notify_all()
+
+
+def _without_managed(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """``obj`` without ``metadata.managedFields`` (whose times change with every write)."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    return {**obj, "metadata": meta}

@@ -45,14 +45,14 @@ def kustomize(overlay: str) -> list[dict[str, Any]]:
     return [d for d in YAML(typ="safe").load_all(out) if d]
 
 
-@pytest.mark.parametrize("overlay", ["deployment", "cronjob"])
-def test_overlays_build_offline_and_pods_are_locked_down(overlay: str) -> None:
+@pytest.mark.parametrize("overlay", ["central-nb/deployment", "central-nb/cronjob"])
+def test_central_nb_overlays_build_offline_and_pods_are_locked_down(overlay: str) -> None:
     docs = kustomize(overlay)
     kinds = {d["kind"] for d in docs}
     assert {"ServiceAccount", "ClusterRole", "Role", "RoleBinding", "ConfigMap"} <= kinds
     workload = next(d for d in docs if d["kind"] in ("Deployment", "CronJob"))
     spec = workload["spec"]
-    if overlay == "deployment":
+    if overlay.endswith("deployment"):
         assert spec["replicas"] == 2
         pod = spec["template"]["spec"]
         args = pod["containers"][0]["args"]
@@ -64,6 +64,8 @@ def test_overlays_build_offline_and_pods_are_locked_down(overlay: str) -> None:
         assert spec["concurrencyPolicy"] == "Forbid"
         pod = spec["jobTemplate"]["spec"]["template"]["spec"]
         assert "--once" in pod["containers"][0]["args"]
+    # a central NB is only for the router-policy backend (OVN-Kubernetes releases with one)
+    assert "--steering=router-policy" in pod["containers"][0]["args"]
     assert pod["serviceAccountName"] == "osc-gitops"
     assert pod["securityContext"]["runAsNonRoot"] is True
     container = pod["containers"][0]
@@ -116,6 +118,19 @@ def request_attributes(method: str, target: str) -> tuple[str, str, str, str | N
     return group, resource, verb, namespace
 
 
+def authorized(seen: list[tuple[str, str]]) -> set[tuple[str, str, str, str | None]]:
+    """What the API server authorizes for the requests ``seen``: each request's verb, and for a
+    server-side apply (a PATCH with ``fieldManager``) ``create`` as well, which kube-apiserver
+    checks when the apply creates the object (the reconciler's creates are applies)."""
+    calls = set()
+    for method, target in seen:
+        attrs = request_attributes(method, target)
+        calls.add(attrs)
+        if method == "PATCH" and "fieldManager=" in urlsplit(target).query:
+            calls.add((attrs[0], attrs[1], "create", attrs[3]))
+    return calls
+
+
 def allowed(docs: list[dict[str, Any]], attrs: tuple[str, str, str, str | None]) -> bool:
     group, resource, verb, namespace = attrs
 
@@ -160,7 +175,7 @@ def allowed(docs: list[dict[str, Any]], attrs: tuple[str, str, str, str | None])
 @pytest.mark.ovn
 @pytest.mark.timeout(120)
 def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_path: Path) -> None:
-    docs = kustomize("deployment")
+    docs = kustomize("central-nb/deployment")
     recorder = RecordingFaults(cluster.kube.wake_watchers)
     cluster.kube.faults = recorder
     cluster.kube.add_objects([{"kind": "Namespace", "metadata": {"name": "osc-gitops"}}])
@@ -203,7 +218,7 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
         ovn.close()
         kube.close()
 
-    calls = {request_attributes(m, p) for m, p in recorder.seen}
+    calls = authorized(recorder.seen)
     verbs = {(r, v) for _, r, v, _ in calls}
     # the run really exercised what the RBAC is about
     for needed in [("pods", "list"), ("pods", "watch"), ("nodes", "list"), ("nodes", "watch"),
@@ -217,12 +232,12 @@ def test_rbac_covers_every_api_call_the_loop_makes(cluster: SandboxCluster, tmp_
     missing = sorted(str(c) for c in calls if not allowed(docs, c))
     assert not missing, "deploy/base/rbac.yaml does not allow:\n" + "\n".join(missing)
     # and nothing more than needed: every granted verb is used by some call. VMs and NADs
-    # share one write path in the adapter (replace_managed = get + merge patch), so a verb
-    # seen on one is needed on the other.
+    # share one write path in the adapter (a server-side apply), so a verb seen on one is
+    # needed on the other.
     used: dict[str, set[str]] = {}
     for _, resource, verb, _ in calls:
         used.setdefault(resource, set()).add(verb)
-    shared = used.get("virtualmachines", set()) & {"get", "patch"}
+    shared = used.get("virtualmachines", set()) & {"create", "patch"}
     used.setdefault("network-attachment-definitions", set()).update(shared)
     for d in docs:
         if d["kind"] not in ("Role", "ClusterRole"):
@@ -432,16 +447,16 @@ def record_run(recorder: RecordingFaults, argv: list[str], steps: list[Any]) -> 
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0
-    return {request_attributes(m, p) for m, p in recorder.seen}
+    return authorized(recorder.seen)
 
 
 def unused_verbs(rules: list[tuple[str | None, dict[str, Any]]], calls: set[Any]) -> list[str]:
-    """Granted verbs no call used. VMs and NADs share one write path in the adapter
-    (``replace_managed`` = get + merge patch), so a verb seen on one is needed on the other."""
+    """Granted verbs no call used. VMs and NADs share one write path in the adapter (a
+    server-side apply), so a verb seen on one is needed on the other."""
     used: dict[str, set[str]] = {}
     for _, resource, verb, _ in calls:
         used.setdefault(resource, set()).add(verb)
-    shared = used.get("virtualmachines", set()) & {"get", "patch"}
+    shared = used.get("virtualmachines", set()) & {"create", "patch"}
     used.setdefault("network-attachment-definitions", set()).update(shared)
     return sorted(
         f"{resource} {verb}"
@@ -629,3 +644,19 @@ read _
     ]
     assert lines[3] == "dir-after ['OVN_Northbound', '_Server']"
     assert lines[4].startswith("file-after refused")
+
+
+def test_deploy_leads_with_the_interconnect_overlay() -> None:
+    """``kubectl apply -k deploy/`` is the interconnect deployment (every NF-capable
+    OVN-Kubernetes is interconnect), and the central-NB overlays are router-policy only."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    out = subprocess.run(
+        [kubectl, "kustomize", str(REPO / "deploy")],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert [d for d in YAML(typ="safe").load_all(out) if d] == kustomize("interconnect")
+    readme = (REPO / "deploy" / "README.md").read_text(encoding="utf-8")
+    first_row = next(line for line in readme.splitlines() if line.startswith("| **"))
+    assert "overlays/interconnect" in first_row

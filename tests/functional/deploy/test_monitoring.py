@@ -370,7 +370,7 @@ def test_the_monitoring_kustomization_builds_offline() -> None:
     assert json.loads(config_map["data"]["osc-gitops.json"]) == load_dashboard()
 
 
-@pytest.mark.parametrize("overlay", ["deployment", "interconnect"])
+@pytest.mark.parametrize("overlay", ["central-nb/deployment", "interconnect"])
 def test_the_pod_monitor_scrapes_every_long_running_workload(overlay: str) -> None:
     monitor = next(d for d in kustomize(MONITORING) if d["kind"] == "PodMonitor")["spec"]
     workloads = [

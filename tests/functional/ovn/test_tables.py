@@ -86,6 +86,7 @@ def test_columns_an_older_schema_lacks_read_as_their_default() -> None:
     assert got["network_function_group"] == ("const", None)
     assert got["name"] == ("opt", None)
     assert got["external_ids"] == ("map", None)
+    assert got["options"] == ("map", True)  # sparse: only from-lport steering ACLs have it
     assert got["priority"] == ("plain", False)
     # every column is there, in registry order, when the schema has them all
     assert list(rules("ACL", set(acl.columns))) == list(acl.columns)
@@ -120,11 +121,12 @@ def schema_of(tables: dict[str, list[str]], version: str = "7.0.0") -> NbSchema:
 
 
 def test_schema_capabilities_and_present_columns() -> None:
-    acl = ["name", "priority", "match", "action", "external_ids", "direction", "options"]
+    acl = ["name", "priority", "match", "action", "external_ids", "direction", "label"]
     older = schema_of({"ACL": acl}, "7.0.0")
     assert older.capabilities().schema_version == "7.0.0"
     assert older.capabilities().network_function is False
-    # registry order, only what the server has (the server's extra columns are not read)
+    # registry order, only what the server has (the server's extra columns, e.g. label, are
+    # not read)
     assert older.present("ACL") == ("name", "direction", "priority", "match", "action",
                                     "external_ids")  # fmt: skip
     assert older.present("ACL", ["external_ids", "tier"]) == ("external_ids",)

@@ -19,8 +19,9 @@ from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 from tests.functional.reconcile.test_reconcile import apply, rows
 from tests.support.cli import CliResult, cli, conn
 
-WEB_IPS_MATCH = (
-    "outport == @osc.web.node_1 && ((tcp && (tcp.dst == 80 || tcp.dst == 443)) || "
+WEB_IPS_MATCH = (  # node traffic left out first (reconciler.core.steering.node_traffic)
+    "outport == @osc.web.node_1 && (ip4.src != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} || "
+    "ip6.src != {fd98::/64, fd97::/64}) && ((tcp && (tcp.dst == 80 || tcp.dst == 443)) || "
     "(udp && udp.dst == 443))"
 )
 

@@ -82,7 +82,11 @@ def test_vnf_vm_per_node_on_the_workload_switch_with_ports_recorded(nf_cluster, 
     assert sorted(vms) == ["firewall-node-1", "firewall-node-2", "ips-node-1"]
     vm = vms["firewall-node-2"]
     assert vm["spec"]["runStrategy"] == "Always"
-    assert vm["spec"]["template"]["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "node-2"}
+    affinity = vm["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]  # pinned by name
+    (term,) = affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term == {
+        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-2"]}]
+    }
     assert vm["metadata"]["annotations"]["osc.io/ports"] == (
         "in=nf_firewall_node-2_in,out=nf_firewall_node-2_out"
     )
@@ -114,7 +118,10 @@ def test_a_binding_produces_network_function_steering_rows(nf_cluster, policies)
     }
     acls = {ext(a)["osc.io/key"]: a for a in rows(nf_cluster, "ACL")}
     to = acls["osc.web_firewall.node_1.to"]
-    assert to["match"] == "outport == @osc.web.node_1 && ip"
+    assert to["match"] == (  # node traffic left out: node-1's management port, join, transit
+        "outport == @osc.web.node_1 && (ip4.src != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} "
+        "|| ip6.src != {fd98::/64, fd97::/64}) && ip"
+    )
     assert to["action"] == "allow-related"
     nfgs = {g["_uuid"]: g for g in rows(nf_cluster, "Network_Function_Group")}
     group = nfgs[to["network_function_group"]]

@@ -57,6 +57,14 @@ def _raw(remote: str) -> dict[tuple[str, str], dict[str, Any]]:
     return rows
 
 
+def _ours_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A raw row without what northd writes into it (``network_function_active``, and the
+    ``_version`` that changes with it)."""
+    if "network_function_active" not in row:
+        return row
+    return {k: v for k, v in row.items() if k not in ("network_function_active", "_version")}
+
+
 def _old_shape(resource: Resource) -> Resource:
     if "external_ids" not in resource.fields:
         return resource
@@ -95,5 +103,7 @@ def test_an_nb_of_the_old_row_shape_upgrades_by_deleting_its_empty_port_groups(
     assert cli("apply", policies, *conn(nf_cluster)).code == 0
     after = _raw(nf_cluster.nb_remote)
     assert set(after) == set(before) - empty
-    assert all(after[i] == before[i] for i in after), "a row that was kept was rewritten"
+    # northd's column (played by the sandbox meanwhile) is not ours: compared without it
+    changed = [i for i in after if _ours_of(after[i]) != _ours_of(before[i])]
+    assert not changed, f"rows that were kept were rewritten: {changed}"
     assert cli("plan", policies, *conn(nf_cluster)).code == 0

@@ -112,7 +112,10 @@ def test_an_exit_chain_is_one_function_wired_through_child_ports_and_a_link() ->
     }  # fmt: skip
     acl = _rows(target, "ACL", "node-1")["osc.pci_chain.node_1.to"]
     assert acl["network_function_group"] == "osc.chain2_exit.ngfw.ids.node_1.fail_close"
-    assert acl["match"] == "outport == @osc.pci.node_1 && ip"
+    assert acl["match"] == (  # node traffic left out (reconciler.core.steering.node_traffic)
+        "outport == @osc.pci.node_1 && (ip4.src != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} "
+        "|| ip6.src != {fd98::/64, fd97::/64}) && ip"
+    )
     # every wiring row names its chain; the hops' own functions carry no traffic (only
     # OVN's probe: their health gates the chain, issue 22)
     for res in target:

@@ -84,7 +84,9 @@ def test_one_vm_per_selected_node_pinned_and_labelled():
     vm = vms["security/ips-node-2"]
     assert vm["spec"]["runStrategy"] == "Always"
     tmpl = vm["spec"]["template"]["spec"]
-    assert tmpl["nodeSelector"] == {"kubernetes.io/hostname": "node-2"}
+    # pinned by node affinity on the node's name (tests/unit/core/test_vm_objects.py)
+    assert tmpl["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["node-2"]  # fmt: skip
     assert tmpl["domain"]["cpu"] == {"cores": 2}
     assert tmpl["domain"]["resources"]["requests"]["memory"] == "2Gi"
     labels = vm["metadata"]["labels"]
@@ -117,16 +119,24 @@ def test_vnf_ports_sit_on_the_node_switch_as_linked_nf_ports():
     }
 
 
+NOT_NODE = "{10.244.1.2, 100.64.0.0/16, 100.88.0.0/16}"
+"""Node traffic left out of node-1's steering ACLs: its management port (.2 of its switch's
+subnet: the builder's nodes have no node-subnets annotation), OVN-Kubernetes' join and transit
+subnets (reconciler.core.steering.node_traffic)."""
+FROM_NODE = f"(ip4.src != {NOT_NODE} || ip6.src != {{fd98::/64, fd97::/64}})"
+TO_NODE = f"(ip4.dst != {NOT_NODE} || ip6.dst != {{fd98::/64, fd97::/64}})"
+
+
 @pytest.mark.parametrize(
     ("redirection", "expected"),
     [
-        ("exit-lport", {"to-lport": "outport == @osc.web.node_1 && ip"}),
-        ("entry-lport", {"from-lport": "inport == @osc.web.node_1 && ip"}),
+        ("exit-lport", {"to-lport": f"outport == @osc.web.node_1 && {FROM_NODE} && ip"}),
+        ("entry-lport", {"from-lport": f"inport == @osc.web.node_1 && {TO_NODE} && ip"}),
         (
             "both",
             {
-                "to-lport": "outport == @osc.web.node_1 && ip",
-                "from-lport": "inport == @osc.web.node_1 && ip",
+                "to-lport": f"outport == @osc.web.node_1 && {FROM_NODE} && ip",
+                "from-lport": f"inport == @osc.web.node_1 && {TO_NODE} && ip",
             },
         ),
     ],
@@ -160,7 +170,7 @@ def test_failure_policy_precedence_and_traffic_filter():
     acl = rows(target, "ACL")["osc.web_fw.node_1.to"]
     assert acl["tier"] == 1
     assert acl["match"] == (
-        "outport == @osc.web.node_1 && tcp && (tcp.dst == 443 || "
+        f"outport == @osc.web.node_1 && {FROM_NODE} && tcp && (tcp.dst == 443 || "
         "(tcp.dst >= 8000 && tcp.dst <= 8080))"
     )
     nf = rows(target, "Network_Function")["osc.fw.node_1"]

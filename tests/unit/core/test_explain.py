@@ -244,8 +244,8 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
     e = explain("web-1", obs)
     # the plan's finding, as compile words it (explain filters, never words it again)
     assert (
-        "NetworkPolicy shop/deny-all selects 2 steered pod(s): flows it allows are not steered "
-        "(precedence after-network-policy)" in e.warnings
+        "NetworkPolicy shop/deny-all selects 2 steered pod(s): towards them (exit-lport), flows "
+        "it allows are not steered (precedence after-network-policy)" in e.warnings
     )
     assert not [w for w in e.warnings if "db-only" in w]
     assert any(w.startswith("switch node-1 has load balancers") for w in e.warnings)

@@ -71,11 +71,14 @@ def test_a_list_is_one_acl_per_node_and_direction_matching_any_filter() -> None:
         "osc.web_fw.node_2.to",
         "osc.web_fw.node_2.to.crossed",
     ]
+    v6 = "{fd98::/64, fd97::/64}"  # node traffic left out (core.steering.node_traffic)
     assert acls["osc.web_fw.node_1.to"].fields["match"] == (
-        f"outport == @osc.web.node_1 && {HTTP_DNS_MATCH}"
+        "outport == @osc.web.node_1 && (ip4.src != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} "
+        f"|| ip6.src != {v6}) && {HTTP_DNS_MATCH}"
     )
     assert acls["osc.web_fw.node_2.from"].fields["match"] == (
-        f"inport == @osc.web.node_2 && {HTTP_DNS_MATCH}"
+        "inport == @osc.web.node_2 && (ip4.dst != {10.244.2.2, 100.64.0.0/16, 100.88.0.0/16} "
+        f"|| ip6.dst != {v6}) && {HTTP_DNS_MATCH}"
     )
     assert acls["osc.web_fw.node_1.to.crossed"].fields["match"] == (
         f'outport == @osc.web.node_1 && inport == "nf_fw_node-1_out" && {HTTP_DNS_MATCH}'

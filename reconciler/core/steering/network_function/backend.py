@@ -5,8 +5,12 @@ node: one Network_Function (the node VNF's in/out ports). Per VNF, node and fail
 Network_Function_Group (``mode=inline``, ``fallback``), shared by the bindings that need it, so
 ids (1-255 per NB) last as long as possible. Per binding, node and direction: one
 ``allow-related`` ACL on the Port_Group with ``network_function_group`` set: to-lport
-``outport == @pg`` for exit-lport, from-lport ``inport == @pg`` for entry-lport. Replies take the
-reverse path through the same function, so every binding is inherently bi-directional.
+``outport == @pg`` for exit-lport, from-lport ``inport == @pg`` for entry-lport, the latter
+with ``options:apply-after-lb=true`` (``common.FROM_LPORT_OPTIONS``: OVN-Kubernetes' egress
+policy stage, so ``precedence`` orders it against NetworkPolicy in both directions), both
+leaving node traffic out unless the binding says ``steerNodeTraffic`` (``node_traffic``).
+Replies take the reverse path through the same function, so every binding is inherently
+bi-directional.
 
 One VNF instance twice on one switch: a packet steered from-lport into a function leaves it by
 the function's out port and is then switched to its destination; when that pod's to-lport ACL
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +57,7 @@ from reconciler.core.model.target import (
     Resource,
     svc_monitor_marker,
 )
-from reconciler.core.steering import chains, common, services
+from reconciler.core.steering import chains, common, node_traffic, services
 from reconciler.core.steering.base import (
     DEFAULT_SVC_MONITOR_IP,
     DEFAULT_SVC_MONITOR_IP_DST,
@@ -95,9 +99,11 @@ class NetworkFunction(PortGroupPods):
     """The ``network-function`` backend; its only pod-dependent rows are the Port_Groups."""
 
     name = "network-function"
-    observed_fields = frozenset({"switches", "used_ids", "nb_global", "nf_active"})
+    observed_fields = frozenset({"switches", "used_ids", "nb_global", "nf_active", "nodes"})
     """``nf_active``: the health of a chain's hops, read only for chains that may fail open
-    (``chains.paths``; ``TargetBuilder.health_read`` says which groups were read)."""
+    (``chains.paths``; ``TargetBuilder.health_read`` says which groups were read); ``nodes``:
+    their ``k8s.ovn.org/node-subnets``, the management-port address left out of steering
+    (``node_traffic``)."""
     live_tables = frozenset({"Network_Function", "Network_Function_Group", "Logical_Switch_Port"})
     """Their ids (1-255 per NB) are kept across passes (``allocate_ids``), and so are the VLAN
     tags of a chain's ports (``chains.allocate_tags``)."""
@@ -199,6 +205,7 @@ class NetworkFunction(PortGroupPods):
             chains.paths(desired, instances, observed, inst_id, out),
             {s.name for s in observed.switches if s.load_balancers},
             out.only_pairs,
+            _node_traffic(observed, options, out),
         )
         for group, bindings in bindings_by_group(desired).items():
             for binding in bindings:
@@ -249,6 +256,8 @@ class _Walk:
     lbs: set[str]
     """The switches with load balancers."""
     only_pairs: frozenset[tuple[str, str]] | None
+    left_out: Callable[[str], node_traffic.NodeExclusion] | None = None
+    """A node -> the node traffic its steering ACLs leave out (``node_traffic``)."""
     port_groups: dict[str, tuple[str, str]] = field(default_factory=dict)
     functions: dict[str, VnfInstance] = field(default_factory=dict)
     groups: dict[str, tuple[VnfInstance, str]] = field(default_factory=dict)
@@ -316,18 +325,47 @@ class _Walk:
         """The steering ACL of a binding on a node in one direction."""
         spec, name = binding.spec, binding.metadata.name
         side = "outport" if direction == TO_LPORT else "inport"
+        term = ""
+        if not spec.steerNodeTraffic and self.left_out is not None:
+            term = self.left_out(node).match(direction)
+        exclude = f" && {term}" if term else ""
         fields: dict[str, object] = {
             "port_group": pg,
             "name": name,
             "direction": direction,
             "priority": common.priority(common.ACL_PRIORITY_BASE, spec.order),
             "tier": common.ACL_TIER[spec.precedence],
-            "match": f"{side} == @{pg} && {common.traffic_match(spec.traffic)}",
+            "match": f"{side} == @{pg}{exclude} && {common.traffic_match(spec.traffic)}",
             "action": "allow-related",
             "network_function_group": nfg,
         }
+        if direction == FROM_LPORT:  # OVN-Kubernetes' egress policy stage
+            fields["options"] = dict(common.FROM_LPORT_OPTIONS)
         key = naming.ovn_ident(self.instance, name, node, direction.split("-")[0])
         return key, f"Binding/{name}", node, fields, (group, node)
+
+
+def _node_traffic(
+    observed: Observed, options: CompileOptions, out: TargetBuilder
+) -> Callable[[str], node_traffic.NodeExclusion]:
+    """A node -> what its steering ACLs leave out as node traffic, found once per node (and
+    its warnings said once)."""
+    found: dict[str, node_traffic.NodeExclusion] = {}
+
+    def of(node: str) -> node_traffic.NodeExclusion:
+        if node not in found:
+            said: list[str] = []
+            found.update(
+                node_traffic.exclusions(
+                    [node], observed.nodes, observed.switches, options.join_subnets,
+                    options.transit_subnets, said,
+                )
+            )  # fmt: skip
+            for text in said:
+                out.warn("node-traffic", text, f"Node/{node}", node)
+        return found[node]
+
+    return of
 
 
 def _emit_functions(
