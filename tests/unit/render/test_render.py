@@ -136,3 +136,32 @@ def test_many_rows_of_one_kind_and_origin_read_as_one_line_with_counts_and_v_lis
     updated = render(diff(compile_target(both, observed), live), "text")
     assert f"  ~ {len(acls)} rows (Binding/web-fw" in updated
     assert f"      changed: priority ({len(acls)})\n" in updated
+
+
+def test_pending_is_not_converged_in_text_markdown_and_json():
+    """Issue 33 item 2: a plan with nothing to write but something pending never reads "No
+    changes": it lists what waits, and the JSON counts it."""
+    import dataclasses
+
+    from reconciler.core.model.facts import Pending
+
+    first, _ = plans()
+    empty = dataclasses.replace(first, changes=())
+    assert "No changes. The live state matches the manifests." in render(empty, "text")
+    bump = Pending("VirtualMachine", "osc-vnfs/fw-node-1", "node-1",
+                   "image fw:1.0 → fw:1.1, rolled node by node", "waits for its turn")  # fmt: skip
+    pending = dataclasses.replace(empty, pending=(bump,))
+    text = render(pending, "text")
+    assert "No changes. The live state" not in text
+    assert "No changes to write now, but the live state does not match the manifests yet: " \
+           "1 pending (below)." in text  # fmt: skip
+    assert "  ~ VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1, rolled node by node " \
+           "(waits for its turn)\n" in text  # fmt: skip
+    assert text.rstrip().endswith(
+        "Pending: 1 (not written by this plan; not converged until they are)."
+    )
+    markdown = render(pending, "markdown")
+    assert "**No changes to write now, but the live state does not match" in markdown
+    assert "- ⏳ VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1" in markdown
+    data = json.loads(render(pending, "json"))
+    assert data["summary"]["pending"] == 1 and data["meta"]["pending"][0]["name"] == bump.name
