@@ -235,11 +235,14 @@ def test_a_backend_sees_only_what_it_declares() -> None:
         scenario_observed(nf=True), ovn_rows=rows, used_ids={"ACL": (1,)}
     )
     view = backend_view(observed, BACKENDS["network-function"])
-    assert view.pods == () and view.pod_ports == () and view.nodes == ()
+    assert view.pods == () and view.pod_ports == ()
+    # the nodes: their k8s.ovn.org/node-subnets give the management-port address it leaves out
+    assert view.nodes == observed.nodes and view.nodes
     assert view.switches == observed.switches and view.used_ids == observed.used_ids
     assert view.ovn_rows == rows[:1]  # its live_tables only
     view = backend_view(observed, BACKENDS["router-policy"])
     assert view.routers == observed.routers and view.switches == observed.switches
+    assert view.nodes == ()
     assert view.ovn_rows == () and view.used_ids == {}
 
 
