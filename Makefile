@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck schemas docs check image
+.PHONY: setup demo test lint typecheck schemas docs check mutation image
 
 # The container image, named as deploy/'s overlays deploy it (their `images:`; a test keeps the
 # three in step with the version in pyproject.toml). Another registry: make image
@@ -57,3 +57,10 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 check: lint test
+
+# Mutation testing of reconciler/core with the unit tests (scripts/mutation.py, docs/testing.md):
+# per-module scores held against tests/unit/mutation_scores.json. Slow (hours for the whole core on 2
+# shared cores), so not in CI; MODULES="compiling/diff views/protection" runs only those, MUTATION_CHILDREN (2)
+# sets mutmut's parallel children. mutmut runs at nice 19.
+mutation: setup
+	$(PY) scripts/mutation.py run $(MODULES)

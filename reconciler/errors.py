@@ -13,6 +13,7 @@ the model), and how each kind is shown.
     │   ├── KubeError             kubernetes    (reconciler.adapters.kube.client)
     │   ├── OvnError              ovn           (reconciler.adapters.ovn)
     │   ├── GitSourceError        git           (reconciler.adapters.git)
+    │   ├── SecurityManagerError  security-manager (reconciler.adapters.notify)
     │   └── LeaseError            lease         (reconciler.adapters.kube.lease)
     ├── ConflictError             (mixin)       someone else holds or changed it first
     ├── Aborted                   aborted       a reconcile stopped on purpose before a write

@@ -47,7 +47,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ sandbox/pyproject.t
   touch "$stamp"
 fi
 
-# --- the Debian sid root -------------------------------------------------------------------------
+# --- the Debian sid roots ------------------------------------------------------------------------
 # Debian bookworm ships OVN 23.03, which has no Network Function tables; Debian sid ships OVN 26.03
 # and OVS 4.0. mmdebstrap builds a sid root file system (no chroot needed afterwards: the sandbox
 # runs its binaries through sid's own dynamic loader, see sandbox/osc_gitops_sandbox/ovn/
@@ -59,13 +59,21 @@ fi
 # and a changed recipe rebuilds it. Atomic: built and verified in a temp folder beside it, then
 # renamed into place; a failed or refused build leaves the previous root untouched. A lock keeps
 # two concurrent `make setup` runs from building it twice.
+#
+# A second root, built the same way, holds Suricata 8 (Debian sid's suricata; bookworm has none):
+# the sandbox's inspecting VNF guest (sandbox/osc_gitops_sandbox/datapath/suricata.py, which owns
+# its paths and checks its version). A root of its own, so that neither recipe ever changes the
+# other's: every work tree shares both.
 SID_ROOT=${OSC_SID_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/osc-gitops/sid-ovn}
-SID_STAMP="$SID_ROOT/.osc-gitops-stamp"
 SID_PACKAGES=ovn-central,ovn-host,openvswitch-switch
 SID_RECIPE="variant=essential packages=$SID_PACKAGES excludes=doc,man,info,locale"
+SURICATA_ROOT=${OSC_SURICATA_ROOT:-${XDG_CACHE_HOME:-$HOME/.cache}/osc-gitops/sid-suricata}
+SURICATA_PACKAGES=suricata
+SURICATA_RECIPE="variant=essential packages=$SURICATA_PACKAGES excludes=doc,man,info,locale"
 
-sid_root_current() {
-  [ -f "$SID_STAMP" ] && [ "$(head -n 1 "$SID_STAMP")" = "recipe: $SID_RECIPE" ]
+# root_current ROOT RECIPE: the root exists, complete, built from RECIPE.
+root_current() {
+  [ -f "$1/.osc-gitops-stamp" ] && [ "$(head -n 1 "$1/.osc-gitops-stamp")" = "recipe: $2" ]
 }
 
 # The Debian mirror apt already uses for this machine's release (sources.list or deb822
@@ -114,9 +122,13 @@ debian_mirror() {
   } | head -n 1
 }
 
-build_sid_root() {
+# build_root ROOT RECIPE PACKAGES NAME WHAT VERIFY: mmdebstrap PACKAGES from sid into a temp
+# folder beside ROOT (.NAME.build.*), verify it with `python -m VERIFY verify --root DIR` (which
+# prints the versions for the stamp, or refuses), stamp it with RECIPE and rename it into place.
+build_root() {
+  local root=$1 recipe=$2 packages=$3 name=$4 what=$5 verify=$6
   local parent mirror tmp versions started
-  parent=$(dirname "$SID_ROOT")
+  parent=$(dirname "$root")
   mkdir -p "$parent"
   mirror=$(debian_mirror)
   if [ -z "$mirror" ]; then
@@ -125,10 +137,10 @@ build_sid_root() {
       "OSC_DEBIAN_MIRROR to a Debian mirror URL" >&2
     exit 1
   fi
-  tmp=$(mktemp -d "$parent/.sid-ovn.build.XXXXXX")
+  tmp=$(mktemp -d "$parent/.$name.build.XXXXXX")
   # --one-file-system: never follow a mount mmdebstrap might have left inside the tree.
   trap '$SUDO rm -rf --one-file-system "$tmp" "$tmp.old" "$tmp.log"' EXIT
-  echo "setup: building the Debian sid root (OVN 26.03, OVS 4.0) in $SID_ROOT" >&2
+  echo "setup: building the Debian sid root ($what) in $root" >&2
   started=$SECONDS
   # Check-Valid-Until: a mirror's sid Release file can be past its Valid-Until date (mirrors
   # that serve a frozen snapshot); apt would refuse it.
@@ -136,31 +148,41 @@ build_sid_root() {
       --aptopt='Acquire::Check-Valid-Until "false"' \
       --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
       --dpkgopt='path-exclude=/usr/share/info/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
-      --include="$SID_PACKAGES" sid "$tmp" "$mirror" >"$tmp.log" 2>&1; then
-    echo "setup: mmdebstrap failed building the Debian sid root; its log:" >&2
+      --include="$packages" sid "$tmp" "$mirror" >"$tmp.log" 2>&1; then
+    echo "setup: mmdebstrap failed building the Debian sid root ($what); its log:" >&2
     tail -n 20 "$tmp.log" >&2
     rm -f "$tmp.log"
     exit 1
   fi
   rm -f "$tmp.log"
-  # Every tool, run through sid's loader, must answer --version and be new enough.
-  if ! versions=$("$VENV/bin/python" -m osc_gitops_sandbox.ovn.distributions verify --root "$tmp"); then
-    echo "setup: refusing the Debian sid root (see above); the previous one, if any, is kept" >&2
+  # Every tool, run through sid's loader, must answer --version and be of the version wanted.
+  if ! versions=$("$VENV/bin/python" -m "$verify" verify --root "$tmp"); then
+    echo "setup: refusing the Debian sid root ($what; see above); the previous one, if any," \
+      "is kept" >&2
     exit 1
   fi
-  printf 'recipe: %s\nbuilt: %s\nversions: %s\n' "$SID_RECIPE" "$(date -u +%FT%TZ)" "$versions" \
+  printf 'recipe: %s\nbuilt: %s\nversions: %s\n' "$recipe" "$(date -u +%FT%TZ)" "$versions" \
     | $SUDO tee "$tmp/.osc-gitops-stamp" >/dev/null
-  if [ -e "$SID_ROOT" ]; then $SUDO mv -T "$SID_ROOT" "$tmp.old"; fi
-  $SUDO mv -T "$tmp" "$SID_ROOT"
+  if [ -e "$root" ]; then $SUDO mv -T "$root" "$tmp.old"; fi
+  $SUDO mv -T "$tmp" "$root"
   $SUDO rm -rf --one-file-system "$tmp.old"
   trap - EXIT
   echo "setup: Debian sid root ready in $((SECONDS - started)) s: $versions" >&2
 }
 
-if ! sid_root_current; then
-  mkdir -p "$(dirname "$SID_ROOT")"
-  exec 9>"$(dirname "$SID_ROOT")/.sid-ovn.lock"
-  flock 9
-  sid_root_current || build_sid_root
-  exec 9>&-
-fi
+# ensure_root ROOT RECIPE PACKAGES NAME WHAT VERIFY: build_root unless the root is current, under
+# the lock .NAME.lock beside it (a second `make setup` waits, then finds it built).
+ensure_root() {
+  if ! root_current "$1" "$2"; then
+    mkdir -p "$(dirname "$1")"
+    exec 9>"$(dirname "$1")/.$4.lock"
+    flock 9
+    root_current "$1" "$2" || build_root "$@"
+    exec 9>&-
+  fi
+}
+
+ensure_root "$SID_ROOT" "$SID_RECIPE" "$SID_PACKAGES" sid-ovn "OVN 26.03, OVS 4.0" \
+  osc_gitops_sandbox.ovn.distributions
+ensure_root "$SURICATA_ROOT" "$SURICATA_RECIPE" "$SURICATA_PACKAGES" sid-suricata "Suricata 8.0" \
+  osc_gitops_sandbox.datapath.suricata

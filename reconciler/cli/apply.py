@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 def configure_apply(parser: argparse.ArgumentParser) -> None:
     common.add_reconcile_args(parser)
+    common.add_notify_args(parser)
     parser.add_argument(
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="how to print the plan that is applied",
@@ -78,7 +79,17 @@ class _Settled:
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    from reconciler.adapters.notify import post_json
+    from reconciler.engine.notifications import load_told
+
+    outbox = common.outbox_for(args)
+    outbox.remember(load_told(common.told_path(args, common.status_name(args))))
+    try:
+        return _apply(args, outbox)
+    finally:
+        outbox.close()
+
+
+def _apply(args: argparse.Namespace, outbox: Any) -> int:
     from reconciler.cli import saved as saved_plans
     from reconciler.cli.approve import ReviewListener, asks
     from reconciler.cli.review import review as reviewed_plan
@@ -120,8 +131,8 @@ def run_apply(args: argparse.Namespace) -> int:
             from reconciler.engine.wait import health_wake
 
             wake, planner = health_wake(ovn), IncrementalPlanner()
-        pipeline = Pipeline(kube, ovn, options, notify=post_json, allow_empty=args.allow_empty,
-                            scope=scope, planner=planner)  # fmt: skip
+        pipeline = Pipeline(kube, ovn, options, allow_empty=args.allow_empty, scope=scope,
+                            planner=planner, notices=outbox)  # fmt: skip
         outcome = pipeline.run(desired, revision, review)
         report = outcome.report
         if saved is not None and report.plan.empty:
@@ -130,8 +141,6 @@ def run_apply(args: argparse.Namespace) -> int:
             shown = review.plan if review.plan is not None else reviewed(report.plan, review.first)
             sys.stdout.write(render(shown, args.output, args.verbose))
             sys.stdout.flush()
-        for error in report.notification_errors:
-            print(f"warning: {error}", file=sys.stderr)
         if report.plan.changes:
             print(
                 f"Apply complete: {report.applied} change(s) applied, converged "
@@ -148,15 +157,45 @@ def run_apply(args: argparse.Namespace) -> int:
             )
         if args.wait:  # the passes after it never ask: the plan was approved
             waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
+    managers = _deliver(args, outbox)
     transitions = (
         waited.transitions
         if waited is not None
         else _transitions(report.plan, desired, settled.last or outcome.observed)
     )
-    _record_apply(args, revision, report, settled.last, transitions)
+    _record_apply(args, revision, report, settled.last, transitions, managers)
     if waited is not None and not waited.done:
         return common.EXIT_ERROR
     return common.EXIT_OK
+
+
+def _deliver(args: argparse.Namespace, outbox: Any) -> list[dict[str, Any]]:
+    """Try each security manager once (at most twice ``--notify-timeout``) with what this apply
+    told them; warn about what they did not take (the apply stands: the next one tells them
+    again) and remember what they hold. Returns their state for the status file."""
+    from reconciler.engine.notifications import save_told
+
+    delivered = outbox.flush(2 * outbox.settings.timeout, retry=False)
+    path = common.told_path(args, common.status_name(args))
+    try:
+        save_told(path, outbox.told())
+    except OSError as exc:
+        print(f"warning: cannot write {path}: {exc}", file=sys.stderr)
+    managers: list[dict[str, Any]] = outbox.status()
+    if not delivered:
+        for m in managers:
+            if m["pending"]:
+                why = f": {m['last_error']}" if m.get("last_error") else " (no answer in time)"
+                print(
+                    f"warning: security manager {m['manager']}: {m['pending']} notification(s) "
+                    f"not delivered{why}; the next apply (or run) tells it again",
+                    file=sys.stderr,
+                )
+    for m in managers:
+        if m.get("rejected"):
+            print(f"warning: security manager {m['manager']} refused {m['rejected']} "
+                  f"notification(s): {m.get('last_error', '')}", file=sys.stderr)  # fmt: skip
+    return managers
 
 
 def _transitions(plan: Plan, desired: Any, observed: Observed) -> dict[str, object]:
@@ -212,6 +251,7 @@ def _record_apply(
     report: ApplyReport,
     observed: Observed | None,
     transitions: dict[str, Any] | None = None,
+    managers: list[dict[str, Any]] | None = None,
 ) -> None:
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
@@ -235,6 +275,7 @@ def _record_apply(
             ref=args.ref if args.repo else None,
             vnf_instances=instances,
             transitions=transitions,
+            security_managers=managers,
         )
     except OSError as exc:
         print(f"warning: cannot write status file {path}: {exc}", file=sys.stderr)

@@ -16,6 +16,8 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 | ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
+| ``--notify-timeout`` | ``OSC_NOTIFY_TIMEOUT`` |
+| ``--notify-max-members`` | ``OSC_NOTIFY_MAX_MEMBERS`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
@@ -213,6 +215,73 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     )  # fmt: skip
 
 
+def _positive(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
+    def parse(text: str) -> float | int:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0")
+        return value
+
+    return parse
+
+
+def add_notify_args(parser: argparse.ArgumentParser) -> None:
+    """How the security managers are told (``VnfDeployment.spec.securityManager``)."""
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "security managers",
+        "Each VnfDeployment's securityManager gets deployed/removed events and, per Binding and "
+        "node, the SecurityGroup's members (schemas/security-manager-notification.json), "
+        "beside the reconcile: a manager that is down, slow or failing never holds it up; "
+        "what fails is retried with backoff and shown in metrics and osc-gitops status.",
+    )
+    group.add_argument(
+        "--notify-timeout",
+        type=_positive(float),
+        default=env("OSC_NOTIFY_TIMEOUT", "5"),
+        metavar="SECONDS",
+        help="how long one POST may take (env OSC_NOTIFY_TIMEOUT; default 5); apply and run "
+        "--once try each manager once before they exit, for at most twice as long",
+    )
+    group.add_argument(
+        "--notify-max-members",
+        type=_positive(int),
+        default=env("OSC_NOTIFY_MAX_MEMBERS", "1000"),
+        metavar="N",
+        help="members per message: a longer list goes in parts of one sequence (env "
+        "OSC_NOTIFY_MAX_MEMBERS; default 1000)",
+    )
+
+
+def told_path(args: argparse.Namespace, name: str) -> Path:
+    """Where a one-shot run (``apply``, ``run --once``) keeps what it told the security managers,
+    so the next run sends only what changed: ``<cache-dir>/notify/<name>-<cluster>.json``, the
+    cluster being a hash of the Kubernetes and OVN endpoints given (two clusters reconciled from
+    one machine never share it). Without the file (a CronJob's fresh ``emptyDir``) everything is
+    sent again, which a manager absorbs (``sequence``, ``digest``)."""
+    import hashlib
+
+    where = "|".join(
+        str(getattr(args, attr, None) or "")
+        for attr in ("kubeconfig", "context", "in_cluster", "ovn_nb")
+    )
+    digest = hashlib.sha256(where.encode()).hexdigest()[:12]
+    return cache_dir(args) / "notify" / f"{name}-{digest}.json"
+
+
+def outbox_for(args: argparse.Namespace, reporter: Any = None) -> Any:
+    """The security managers' outbox the flags describe (``reconciler.engine.notifications``),
+    posting through ``reconciler.adapters.notify``."""
+    from reconciler.adapters.notify import JsonPoster
+    from reconciler.engine.notifications import NotifySettings, Outbox
+
+    settings = NotifySettings(timeout=args.notify_timeout, max_members=args.notify_max_members)
+    return Outbox(JsonPoster(settings.timeout), settings, reporter=reporter)
+
+
 def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = True) -> None:
     """``--node`` (a node agent) and ``--kubernetes-only`` (the central owner) for
     interconnect clusters, where every node has its own NB
@@ -230,7 +299,8 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
         group.add_argument(
             "--kubernetes-only", action="store_true",
             help="central owner: the VNF VirtualMachines and NADs of every node and the "
-            "security-manager notifications; no OVN access at all (no --ovn-nb)",
+            "security managers' deployed/removed events (the node agents tell them the "
+            "members); no OVN access at all (no --ovn-nb)",
         )  # fmt: skip
 
 

@@ -33,6 +33,7 @@ CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
     common.add_reconcile_args(parser)
+    common.add_notify_args(parser)
     env = os.environ.get
     parser.add_argument(
         "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
@@ -128,7 +129,6 @@ def run_run(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from reconciler.adapters.notify import post_json
     from reconciler.engine.loop import Loop
     from reconciler.engine.reporting.logs import setup_logging
     from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter
@@ -153,10 +153,12 @@ def run_run(args: argparse.Namespace) -> int:
                 _publish_failure(publisher, args, exc)
             raise
         lease = _lease(args, kube) if args.leader_elect else None
+        reporter = PrometheusReporter(metrics)
+        outbox = common.outbox_for(args, reporter)
+        connected.callback(outbox.close)
         loop = Loop(
             config, source, _reader(args, kube, scope, stopping), ovn, lease=lease,
-            reporter=PrometheusReporter(metrics), notify=post_json, publisher=publisher,
-            stopping=stopping,
+            reporter=reporter, outbox=outbox, publisher=publisher, stopping=stopping,
         )  # fmt: skip
         if stopping.is_set():
             return common.EXIT_OK
@@ -196,6 +198,7 @@ def _loop_config(args: argparse.Namespace, scope: Scope) -> LoopConfig:
         watch=not args.no_watch,
         status_file=status.status_path(common.cache_dir(args), common.status_name(args)),
         scope=scope,
+        told_file=common.told_path(args, common.status_name(args)) if args.once else None,
     )
 
 

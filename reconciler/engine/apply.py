@@ -6,7 +6,9 @@ The order of writes is chosen for safety:
    exists before any traffic is steered to it.
 2. ONE OVN transaction with every OVN change (all or nothing).
 3. Kubernetes deletes (VMs, then NADs): steering is gone before the VNF it pointed at.
-4. Security-manager notifications for VNF instances deployed or removed.
+4. Security-manager notifications for VNF instances deployed or removed, handed to the notifier
+   (``osc-gitops apply`` and ``run``: the outbox of ``reconciler.engine.notifications``, which
+   queues them and returns; its threads deliver them beside the reconcile).
 
 A failure stops the sequence where it happened; the next reconcile plans again from what is live,
 so a half-done apply is finished, never replayed blindly.
@@ -141,8 +143,9 @@ def notify_security_managers(
 ) -> None:
     """Tell each VNF's security manager about instances deployed (VM created) or removed.
 
-    Best effort: a failure is reported (and logged by the caller) but does not undo the apply;
-    the VM and its steering are correct either way.
+    Best effort: a notifier that raises (a plain POST) is reported (and logged by the caller) but
+    does not undo the apply; the VM and its steering are correct either way. The outbox never
+    raises here: it retries and reports on its own.
     """
     if notify is None:
         return

@@ -75,6 +75,7 @@ from reconciler.core.planning.zoned import SLICE_FIELDS, SLICE_LIMIT, encode_sli
 from reconciler.engine import gc_tuning
 from reconciler.engine.apply import ApplyReport
 from reconciler.engine.guard import LoopGuard
+from reconciler.engine.notifications import Outbox, load_told, save_told
 from reconciler.engine.pipeline import Pipeline
 from reconciler.engine.providers import (
     KubeProvider,
@@ -127,6 +128,10 @@ class LoopConfig:
     (OVN-Kubernetes writes the port a few ms after the pod event; our IDL follows it)."""
     scope: Scope = field(default_factory=CentralScope)
     """What this loop reconciles: everything, one node's OVN slice, or the Kubernetes side."""
+    told_file: Path | None = None
+    """``run --once``: where it keeps what it told the security managers between runs
+    (``reconciler.engine.notifications.Outbox.told``); the long-running loop tells everything
+    once at start and keeps the rest in memory."""
 
     @property
     def instance(self) -> str:
@@ -201,6 +206,7 @@ class Loop:
         lease: LeaseProvider | None = None,
         reporter: Reporter | None = None,
         notify: Notifier | None = None,
+        outbox: Outbox | None = None,
         publisher: StatusPublisher | None = None,
         stopping: threading.Event | None = None,
         clock: Clock = time.monotonic,
@@ -229,7 +235,11 @@ class Loop:
             notify=notify,
             allow_empty=config.allow_empty,
             scope=config.scope,
+            notices=outbox,
         )
+        self.outbox = outbox
+        """The security managers' notifications (delivered by its own threads; its state goes
+        into the status after each pass, its attempts into the metrics as they happen)."""
         self.lag = OvnLagRetry(config.lag_retries, self.request)
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
@@ -241,19 +251,7 @@ class Loop:
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         self.ovn = ovn
-        # a rollout restarts a VM only after OVN saw the previous one healthy: a scope that
-        # reads no NB (--kubernetes-only) cannot tell, so it reports rollouts but takes no step
-        writes_kube = (
-            config.scope.writes_kubernetes
-            and config.scope.reads_ovn
-            and isinstance(kube, VmActions)
-        )
-        self.transitions = Transitions(
-            kube if writes_kube else None,  # type: ignore[arg-type]
-            guard=LoopGuard(self.stopping, lease),
-            clock=wall_clock,
-            instance=config.instance,
-        )
+        self.transitions = self._transitions(config, kube, lease, wall_clock)
         """Rolling updates' steps and held steering, after each pass (``engine.transitions``)."""
         self.last_transitions = TransitionReport()
         self._recheck: threading.Timer | None = None
@@ -267,6 +265,24 @@ class Loop:
         self.passes = 0
         self.applies = 0
         self.last: PassResult | None = None
+
+    def _transitions(
+        self, config: LoopConfig, kube: KubeProvider, lease: LeaseProvider | None, wall: Clock
+    ) -> Transitions:
+        """A rollout restarts a VM only after OVN saw the previous one healthy: a scope that
+        reads no NB (``--kubernetes-only``) cannot tell, so it reports rollouts but takes no
+        step; the steps it takes name this process (the loop's instance) as the owner."""
+        writes_kube = (
+            config.scope.writes_kubernetes
+            and config.scope.reads_ovn
+            and isinstance(kube, VmActions)
+        )
+        return Transitions(
+            kube if writes_kube else None,  # type: ignore[arg-type]
+            guard=LoopGuard(self.stopping, lease),
+            clock=wall,
+            instance=config.instance,
+        )
 
     # ---------------------------------------------------------------- triggering
 
@@ -408,6 +424,8 @@ class Loop:
             self.reporter.reconciled(self.applied_revision)
         if result.result == "standby":
             return
+        if self.outbox is not None:
+            self.status_book.security_managers(self.outbox.status())
         sources = self.sources
         self.status_book.record(
             result.result,
@@ -489,7 +507,19 @@ class Loop:
             if not self.lease.held():
                 log.info("another replica holds the lease; nothing to do")
                 return EXIT_OK
+        if self.outbox is not None and self.config.told_file is not None:
+            self.outbox.remember(load_told(self.config.told_file))
         result = self.reconcile_pass(ONCE)
+        if self.outbox is not None:  # one pass, then the process exits: deliver what it told
+            self.outbox.flush(2 * self.outbox.settings.timeout, retry=False)
+            if self.config.told_file is not None:
+                try:
+                    save_told(self.config.told_file, self.outbox.told())
+                except OSError as exc:
+                    log.warning("cannot write what the security managers were told",
+                                extra={"error": str(exc)})  # fmt: skip
+            self.status_book.security_managers(self.outbox.status(), save=True)
+            self.outbox.close()
         failed = bool(
             not result.ok or self.sources.latest_refused or self.sources.source_error is not None
         )
@@ -576,6 +606,8 @@ class Loop:
                 self.lease.release()
             for thread in self._threads:
                 thread.join(timeout=5)
+            if self.outbox is not None:
+                self.outbox.close()
             log.info("stopped", extra={"passes": self.passes, "applies": self.applies})
         return EXIT_OK
 

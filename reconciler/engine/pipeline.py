@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.compiling.notices import MemberKey, MemberNotice, member_notices, wanted
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
@@ -44,6 +45,7 @@ from reconciler.engine.guard import GuardedKube, GuardedOvn, WriteGuard
 from reconciler.engine.providers import (
     KubeProvider,
     KubeWriter,
+    NotificationSink,
     Notifier,
     OvnProvider,
     OvnWriter,
@@ -247,6 +249,7 @@ class Pipeline:
         notify: Notifier | None = None,
         allow_empty: bool = False,
         scope: Scope | None = None,
+        notices: NotificationSink | None = None,
     ) -> None:
         self.kube = kube
         self.ovn = ovn
@@ -256,8 +259,14 @@ class Pipeline:
         """What the planner compiles with (a node agent's marks its rows)."""
         self.planner: Planner = planner if planner is not None else FullPlanner()
         self.guard = guard
-        self.notify = notify
+        self.notices = notices
+        """Where the security managers' notifications go (the outbox): events, and after every
+        pass of a scope that reads pods the members each manager should hold."""
+        self.notify: Notifier | None = notify if notify is not None else (
+            notices.send if notices is not None else None
+        )  # fmt: skip
         self.allow_empty = allow_empty
+        self._told: tuple[tuple[object, ...], dict[MemberKey, MemberNotice]] | None = None
 
     def observe(self) -> Observed:
         """Read what the scope plans from (the OVN read waits for the initial sync)."""
@@ -293,6 +302,7 @@ class Pipeline:
         timings["plan"] = time.perf_counter() - started
         guard_empty(desired, first, self.allow_empty)
         if first.empty:
+            self._tell_members(desired, view)
             events.settled(observed)
             return Reconciled(ApplyReport(first, seconds=timings), observed)
 
@@ -304,6 +314,7 @@ class Pipeline:
             kube, ovn = GuardedKube(kube, self.guard), GuardedOvn(ovn, self.guard)
         report = apply_plan(first, kube, ovn, desired=desired, revision=revision,
                             notify=self.notify)  # fmt: skip
+        self._tell_members(desired, view)
         events.applied(report, observed)
 
         started = time.perf_counter()
@@ -324,6 +335,24 @@ class Pipeline:
         ):
             raise NotConverged(second)
         return Reconciled(report, observed, second)
+
+    def _tell_members(self, desired: Desired, view: ScopedView) -> None:
+        """Hand the outbox what every security manager should hold after this pass: the
+        members per (binding, VNF, node) of the pods this scope reads (a node agent: its node;
+        a central run: every node but those agents hold; ``--kubernetes-only`` reads no pods
+        and tells none). Computed again only when the manifests or the pods, ports or nodes
+        read are new objects (the loop's caches keep them while nothing changed)."""
+        if self.notices is None or not self.scope.reads_pods:
+            return
+        observed = view.observed
+        sources = (desired, observed.pods, observed.pod_ports, observed.nodes, view.held)
+        if self._told is not None and all(
+            a is b for a, b in zip(self._told[0], sources, strict=True)
+        ):
+            return
+        notices = member_notices(desired, observed, view.held) if wanted(desired) else {}
+        self._told = (sources, notices)
+        self.notices.members(notices)
 
     def _health_news(
         self, first: Plan, desired: Desired, before: Observed, after: ScopedView
@@ -348,7 +377,9 @@ def reconcile(
     notify: Notifier | None = None,
     allow_empty: bool = False,
     scope: Scope | None = None,
+    notices: NotificationSink | None = None,
 ) -> ApplyReport:
     """One full reconcile, as ``osc-gitops apply`` does it: every plan a full compile."""
-    pipeline = Pipeline(kube, ovn, options, notify=notify, allow_empty=allow_empty, scope=scope)
+    pipeline = Pipeline(kube, ovn, options, notify=notify, allow_empty=allow_empty, scope=scope,
+                        notices=notices)  # fmt: skip
     return pipeline.run(desired, revision).report

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from reconciler.core.compiling.notices import MemberKey, MemberNotice
 from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
 from reconciler.core.model.plan import Change
 
@@ -28,6 +29,20 @@ is empty: the watch lost its place and listed again)."""
 
 Notifier = Callable[[str, dict[str, Any]], None]
 """``notify(url, payload)``: POST a JSON event to a security manager; raises on failure."""
+
+
+class NotificationSink(Protocol):
+    """Where a pass hands the security managers' notifications (the outbox,
+    ``reconciler.engine.notifications``): both calls only record and return at once, whatever
+    the managers do."""
+
+    def send(self, url: str, payload: dict[str, Any]) -> None:
+        """Queue a ``deployed``/``removed`` event for the manager at ``url``."""
+        ...
+
+    def members(self, notices: Mapping[MemberKey, MemberNotice]) -> None:
+        """What every manager should hold now (``reconciler.core.compiling.notices``)."""
+        ...
 
 
 class KubeReader(Protocol):

@@ -1,4 +1,5 @@
-"""JSON Schemas for the manifests, generated from the pydantic models.
+"""JSON Schemas for the manifests (and the security-manager notifications), generated from the
+pydantic models.
 
 The models in :mod:`reconciler.core.model.desired` are the single source of truth; the files in
 ``schemas/`` are derived artefacts for editors (yaml-language-server: ``# yaml-language-server:
@@ -19,6 +20,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, TypeAdapter
 
 from reconciler.core.model.desired import API_VERSION, Binding, SecurityGroup, VnfDeployment
+from reconciler.core.model.notices import Notification
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 ID_BASE = "https://osc.io/schemas/v1alpha1/"
@@ -28,6 +30,7 @@ KIND_FILES: dict[str, type[BaseModel]] = {
     "binding.json": Binding,
 }
 MANIFEST_FILE = "manifest.json"
+NOTIFICATION_FILE = "security-manager-notification.json"
 _REF_TEMPLATE = "#/definitions/{model}"
 _KINDS = {cls.__name__ for cls in KIND_FILES.values()}
 
@@ -62,10 +65,18 @@ def manifest_schema() -> dict[str, Any]:
     return _finish(schema, MANIFEST_FILE, f"osc-gitops manifest ({API_VERSION})")
 
 
+def notification_schema() -> dict[str, Any]:
+    """What a security manager receives (``reconciler.core.model.notices``): oneOf the
+    ``members`` and the ``deployed``/``removed`` messages, discriminated by ``event``."""
+    schema = TypeAdapter(Notification).json_schema(ref_template=_REF_TEMPLATE)
+    return _finish(schema, NOTIFICATION_FILE, "osc-gitops security-manager notification")
+
+
 def generate() -> dict[str, dict[str, Any]]:
     """File name -> schema, for every file of ``schemas/``."""
     files = {file: kind_schema(model) for file, model in KIND_FILES.items()}
     files[MANIFEST_FILE] = manifest_schema()
+    files[NOTIFICATION_FILE] = notification_schema()
     return files
 
 

@@ -125,15 +125,61 @@ def test_the_quick_start_steers_through_the_vnfs(
     print(f"health checks passed {healthy_after:.2f} s after apply returned")
 
 
+def test_the_quick_start_with_suricata_drops_an_attack_on_a_protected_pod(
+    session: tuple[Path, dict[str, str]], user_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The README's Suricata lines: examples/suricata (its manager's URL the session's, in case
+    port 8790 was taken), then ``bin/in-pod`` with curl against the pods' web servers."""
+    folder, _ = session
+    state = json.loads((folder / "session.json").read_text())
+    policies = tmp_path / "suricata"
+    policies.mkdir()
+    text = (POLICIES.parent / "suricata" / "suricata.yaml").read_text()
+    (policies / "suricata.yaml").write_text(
+        text.replace("http://127.0.0.1:8790/events", state["security_manager"])
+    )
+    applied = cli("apply", policies, "--auto-approve", "--wait", "--wait-timeout", "60s")
+    assert applied.code == 0, applied.err
+    assert "not delivered" not in applied.err
+
+    def curl(src: str, address: str, query: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(folder / "bin" / "in-pod"), src, "curl", "-sm1",
+             f"http://{address}/cgi-bin/status?host=x{query}"],
+            capture_output=True, text=True, timeout=30, check=False,
+        )  # fmt: skip
+
+    attack = "%3Bcat%20/etc/passwd"
+    web1, static1 = "10.244.1.5", "10.244.2.6"  # shop-frontend/web-1 (app=web), static-1
+    assert curl("shop-backend/cache-1", web1, "").returncode == 0, "benign: answered"
+    assert curl("shop-backend/cache-1", web1, attack).returncode == 28, "dropped: curl timed out"
+    unprotected = curl("shop-backend/cache-1", static1, attack)
+    assert unprotected.returncode == 0 and "etc/passwd" in unprotected.stdout
+    manager = json.loads(
+        subprocess.run(["curl", "-s", state["security_manager"].replace("/events", "/status")],
+                       capture_output=True, text=True, check=True, timeout=30).stdout
+    )  # fmt: skip
+    held = {b["node"]: b["members"] for b in manager["bindings"]}
+    assert {"shop-backend/web-canary", "shop-frontend/web-1"} <= set(held["node-1"])
+    assert held["node-2"] == ["shop-frontend/web-2"]
+    (guest,) = [g for g in manager["guests"] if g["node"] == "node-1" and g["running"]]
+    alerts = [json.loads(line) for line in Path(guest["eve"]).read_text().splitlines()]
+    assert any(a.get("event_type") == "alert" and a["dest_ip"] == web1 for a in alerts)
+    missing = subprocess.run([str(folder / "bin" / "in-pod"), "shop/none", "true"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+    assert missing.returncode == 1 and "no pod shop/none is plugged" in missing.stderr
+
+
 def test_exec_into_pods_and_guests_and_the_forwarding_annotation(
     session: tuple[Path, dict[str, str]], user_env: dict[str, str]
 ) -> None:
     """Issue 33 item 4: ``sandbox exec`` runs a command in a pod's or a VNF guest's network
     namespace (kubectl exec says so instead of NotFound); ping is there; a VM annotated
     ``sandbox.osc.io/forwarding=false`` makes its guest stop forwarding (OVN's health check
-    fails), and removing the annotation makes it forward again. Runs after the quick start
-    (the VNFs are applied)."""
+    fails), and removing the annotation makes it forward again."""
     folder, env = session
+    applied = cli("apply", POLICIES, "--auto-approve", "--wait", "--wait-timeout", "60s")
+    assert applied.code == 0, applied.err  # the firewall guests (an earlier test may differ)
     script = Path(sys.executable).parent / "osc-gitops"
 
     def sandbox_exec(*args: str) -> subprocess.CompletedProcess[str]:

@@ -214,7 +214,11 @@ class SecurityGroup(_Strict):
 
 class SecurityManager(_Strict):
     url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s]+$", max_length=2048)] = Field(
-        description="Notified (HTTP POST, JSON) when a VNF instance is deployed or removed."
+        description=(
+            "Notified (HTTP POST, JSON: schemas/security-manager-notification.json) when a VNF "
+            "instance is deployed or removed, and, per Binding and node, of the SecurityGroup's "
+            "members whenever they change."
+        )
     )
 
 

@@ -208,7 +208,8 @@ def zoned_plan(
         if zone is None:
             text = f"node {name}: not in this snapshot (no observed slice published)"
             warnings.append(Finding("scope", f"Node/{name}", name, text))
-            continue
+            # equivalent as ``break``: only a single asked-for node (``node=``) can be missing
+            continue  # pragma: no mutate
         scope = NodeScope(name, report_kubernetes=False)
         plan, report = _plan_of(scope, desired, zone.observed, options)
         plans.append(plan)

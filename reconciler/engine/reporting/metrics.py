@@ -71,6 +71,7 @@ class Metrics:
         self._pass_metrics()
         self._ovn_metrics()
         self._transition_metrics()
+        self._notification_metrics()
 
     def _metric(self, kind: type[_M], name: str, text: str, labels: Sequence[str] = (),
                 **extra: Any) -> _M:  # fmt: skip
@@ -205,6 +206,31 @@ class Metrics:
             ["vnf"],
         )
 
+    def _notification_metrics(self) -> None:
+        """The security managers' outbox (``reconciler.engine.notifications``)."""
+        self.notifications = self._metric(
+            Counter,
+            "security_manager_notifications_total",
+            "Notifications POSTed to a VnfDeployment's security manager, by manager (its URL "
+            "without credentials or query), event (deployed, removed, members) and result "
+            "(delivered; failed: retried with backoff; rejected: a 4xx, dropped).",
+            ["manager", "event", "result"],
+        )
+        self.notifications_pending = self._metric(
+            Gauge,
+            "security_manager_pending",
+            "Notifications waiting for delivery to the security manager (events queued, member "
+            "lists it does not hold yet).",
+            ["manager"],
+        )
+        self.manager_up = self._metric(
+            Gauge,
+            "security_manager_up",
+            "1 when the last notification to the security manager was delivered (or refused "
+            "by it), 0 while deliveries fail and are retried. Absent until the first attempt.",
+            ["manager"],
+        )
+
     def set_transitions(
         self,
         held: Mapping[tuple[str, str], float],
@@ -309,6 +335,15 @@ class PrometheusReporter:
         allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         self.metrics.set_transitions(held, rollouts, allowances)
+
+    # the security managers' outbox (reconciler.engine.notifications.NotificationReporter)
+    def notification_sent(self, manager: str, event: str, result: str) -> None:
+        self.metrics.notifications.labels(manager, event, result).inc()
+
+    def notification_backlog(self, manager: str, pending: int, up: bool | None) -> None:
+        self.metrics.notifications_pending.labels(manager).set(pending)
+        if up is not None:
+            self.metrics.manager_up.labels(manager).set(1 if up else 0)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -62,6 +62,10 @@ class Status:
     rollouts: list[dict[str, Any]] = field(default_factory=list)
     """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
     (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""
+    security_managers: list[dict[str, Any]] = field(default_factory=list)
+    """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
+    failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
+    notifications.Outbox.status``; ``up`` false: its last delivery failed and is retried)."""
     live_rollouts: list[dict[str, Any]] | None = None
     """The VnfDeployments' rollouts as their VirtualMachines say them now (``status`` reads
     them from the cluster: ``LiveRollout.to_json``); ``None``: not read (never in the file)."""
@@ -145,7 +149,30 @@ def render_text(status: Status) -> str:
             detail = f" ({inst['detail']})" if inst.get("detail") else ""
             lines.append(f"  {inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
     lines.extend(transition_lines(status))
+    lines.extend(manager_lines(status))
     return "\n".join(lines) + "\n"
+
+
+def manager_lines(status: Status) -> list[str]:
+    """``status``'s security managers, for humans."""
+    if not status.security_managers:
+        return []
+    lines = ["Security managers (notifications: deployed, removed, members):"]
+    for m in status.security_managers:
+        state = {True: "up", False: "FAILING", None: "not tried yet"}[m.get("up")]
+        line = (
+            f"  {m['manager']}: {state}, {m.get('delivered', 0)} delivered, "
+            f"{m.get('pending', 0)} pending"
+        )
+        if m.get("rejected"):
+            line += f", {m['rejected']} refused by it"
+        if m.get("up") is False:
+            line += f", failing since {m.get('failing_since')}, retried"
+            if m.get("retry_in") is not None:
+                line += f" in {m['retry_in']:.1f} s"
+            line += f": {m.get('last_error', '')}"
+        lines.append(line)
+    return lines
 
 
 def transition_lines(status: Status) -> list[str]:
@@ -233,6 +260,7 @@ def record_apply(
     ref: str | None,
     vnf_instances: list[dict[str, Any]] | None = None,
     transitions: dict[str, Any] | None = None,
+    security_managers: list[dict[str, Any]] | None = None,
 ) -> None:
     """After ``osc-gitops apply`` converged: the live state matches ``revision``, and its VNF
     instances were as ``vnf_instances`` says (none given: none known). Raises ``OSError`` when
@@ -251,6 +279,7 @@ def record_apply(
     st.vnf_instances = list(vnf_instances or [])
     st.held = list((transitions or {}).get("held") or [])
     st.rollouts = list((transitions or {}).get("rollouts") or [])
+    st.security_managers = list(security_managers or [])
     write(path, st)
 
 
@@ -281,6 +310,15 @@ class StatusBook:
         """Held steering and rolling updates after a pass (written with its outcome)."""
         self.status.held = list(report.get("held") or [])
         self.status.rollouts = list(report.get("rollouts") or [])
+
+    def security_managers(self, managers: list[dict[str, Any]], *, save: bool = False) -> None:
+        """The security managers' state (written with the pass's outcome, or now: ``save``)."""
+        self.status.security_managers = managers
+        if save and self.path is not None:
+            try:
+                write(self.path, self.status)
+            except OSError as exc:
+                log.warning("cannot write status file", extra={"error": str(exc)})
 
     def refused(self, revision: str | None, errors: list[str]) -> None:
         """A revision's manifests are invalid: shown until a pass says otherwise."""

@@ -21,6 +21,9 @@ keeps, the way virt-handler follows the VMIs of its node:
 Two kinds of guest, chosen by the OVN ports the reconciler wrote (as before): a *bridge* for
 Network Function ports (no address; ``data-in`` and ``data-out`` in a Linux bridge, a bump in
 the wire) and a *router* for a router-policy port (an address; one NIC, ``ip_forward=1``).
+Which forwarding program a two-NIC guest runs is the data path's choice (:data:`GuestPrograms`):
+the Linux bridge unless it hands one (Suricata inline, :mod:`osc_gitops_sandbox.datapath.suricata`,
+for a VM whose image names Suricata).
 
 A guest that cannot be plugged yet (its VM exists before the OVN transaction that creates its
 ports committed) is retried every :data:`RETRY_INTERVAL`; :meth:`VirtHandler.sync` retries at
@@ -32,7 +35,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -49,7 +52,14 @@ from osc_gitops_sandbox.kubeapi.placement import pinned_node
 from osc_gitops_sandbox.lifecycle import Worker
 from osc_gitops_sandbox.ovn import ovsdb_rpc
 
-__all__ = ["PORTS_ANNOTATION", "GuestHost", "VirtHandler", "Vnf"]
+__all__ = [
+    "PORTS_ANNOTATION",
+    "ForwardingProgram",
+    "GuestHost",
+    "GuestPrograms",
+    "VirtHandler",
+    "Vnf",
+]
 
 PORTS_ANNOTATION = "osc.io/ports"
 VNF_BRIDGE = "br0"
@@ -63,6 +73,29 @@ ROUTER_GUEST_SYSCTLS = (
 RETRY_INTERVAL = 0.2
 """Seconds between two attempts to plug a guest whose OVN port is not there yet."""
 FINAL_PHASES = ("Succeeded", "Failed")
+
+
+class ForwardingProgram(Protocol):
+    """What a two-NIC guest runs between ``eth0`` (data-in) and ``eth1`` (data-out) instead of
+    the Linux bridge: it forwards while it runs, unchanged headers (a bump in the wire)."""
+
+    name: str
+
+    def start(self, forward: bool) -> None:
+        """Set up in the guest's namespace (its NICs are plugged); forward at once if
+        ``forward``, else once :meth:`forward` says so (the guest boots)."""
+        ...
+
+    def forward(self, enabled: bool) -> None:
+        """Pass traffic on, or stop (a dead VNF that swallows packets)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+GuestPrograms = Callable[[dict[str, Any], dict[str, Any], str, str], ForwardingProgram | None]
+"""``programs(vm, vmi, netns, node)``: the program a two-NIC guest of ``vm`` runs, ``None`` for
+the Linux bridge."""
 
 
 @dataclass
@@ -87,9 +120,12 @@ class Vnf:
     """Whether the guest finished booting (forwarding is then only what
     :meth:`VirtHandler.set_forwarding` says)."""
     started_at: float = field(default_factory=time.monotonic)
+    program: ForwardingProgram | None = None
+    """What a two-NIC guest runs between its NICs when not the Linux bridge (Suricata)."""
 
     @property
     def bridge(self) -> bool:
+        """A two-NIC bump in the wire (the Linux bridge or a program between the NICs)."""
         return self.out_endpoint is not None
 
     @property
@@ -122,6 +158,8 @@ class Vnf:
         return sum(c.counts()[1] for c in self.counters)
 
     def close(self) -> None:
+        if self.program is not None:
+            self.program.close()
         for counter in self.counters:
             counter.close()
         for endpoint in self.endpoints:
@@ -153,6 +191,9 @@ def forwarding(vnf: Vnf, enabled: bool) -> None:
     """Let the guest pass traffic on or not: the bridge of a bridge guest (down: frames are
     dropped), IP forwarding of a router guest."""
     netns = vnf.endpoint.netns
+    if vnf.program is not None:
+        vnf.program.forward(enabled)
+        return
     if vnf.bridge:
         ip("-n", netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
         return
@@ -168,9 +209,12 @@ class VirtHandler:
     """Runs a guest per VMI of the reconciler's VMs (see the module docstring)."""
 
     def __init__(
-        self, host: GuestHost, kube: Any, kubevirt: KubeVirt, *, boot_delay: float = 0.0
-    ) -> None:
+        self, host: GuestHost, kube: Any, kubevirt: KubeVirt, *, boot_delay: float = 0.0,
+        programs: GuestPrograms | None = None,
+    ) -> None:  # fmt: skip
         self.host = host
+        self.programs = programs
+        """Which forwarding program a two-NIC guest runs (``None``: always the bridge)."""
         self.kube = kube
         self.kubevirt = kubevirt
         self.boot_delay = boot_delay
@@ -342,9 +386,19 @@ class VirtHandler:
         out_lsp, out_mac = self._vm_port(vm, spec, "out", ports, where)
         netns = self.host.new_namespace(label)
         counters: list[FrameCounter] = []
+        program = None
         try:
             endpoint = self.host.add_nic(netns, "eth0", in_lsp, in_mac, node)
             out_endpoint = self.host.add_nic(netns, "eth1", out_lsp, out_mac, node)
+            program = self.programs(vm, vmi, netns, node) if self.programs else None
+            if program is not None:  # it forwards between the NICs instead of the bridge
+                counters += [FrameCounter(netns, "eth0"), FrameCounter(netns, "eth1")]
+                program.start(forward=delay <= 0)
+                return Vnf(
+                    meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint,
+                    counters, vmi_uid=vmi_uid, boots_at=boots_at, booted=booted,
+                    program=program,
+                )  # fmt: skip
             ip("-n", netns, "-batch", "-", stdin="\n".join([
                 # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
                 # reports of its own into both NF ports, which counts as forwarded traffic.
@@ -362,6 +416,8 @@ class VirtHandler:
             ]))  # fmt: skip
             counters += [FrameCounter(netns, "eth0"), FrameCounter(netns, "eth1")]
         except BaseException:
+            if program is not None:
+                program.close()
             for counter in counters:  # an open packet socket would keep the namespace alive
                 counter.close()
             delete_netns(netns)

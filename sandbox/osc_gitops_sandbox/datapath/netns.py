@@ -59,6 +59,7 @@ CLONE_NEWNET = 0x40000000
 SIOCETHTOOL = 0x8946
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
+ETH_P_8021Q = 0x8100
 PACKET_OUTGOING = 4
 LINK_LOCAL = ipaddress.ip_network("169.254.0.0/16")
 ETHTOOL_STXCSUM = 0x17
@@ -418,10 +419,15 @@ class FrameCounter:
                 return
             if address[2] != PACKET_OUTGOING or len(frame) < 34:
                 continue
-            if struct.unpack("!H", frame[12:14])[0] != ETH_P_IP:
+            ethertype, ip_at = struct.unpack("!H", frame[12:14])[0], 14
+            if ethertype == ETH_P_8021Q and len(frame) >= 38:
+                # a tag in the frame itself (Suricata's af-packet writes it there; a bridge
+                # leaves it in the skb's metadata, which this socket does not show)
+                ethertype, ip_at = struct.unpack("!H", frame[16:18])[0], 18
+            if ethertype != ETH_P_IP:
                 continue
-            src = ipaddress.IPv4Address(frame[26:30])
-            dst = ipaddress.IPv4Address(frame[30:34])
+            src = ipaddress.IPv4Address(frame[ip_at + 12 : ip_at + 16])
+            dst = ipaddress.IPv4Address(frame[ip_at + 16 : ip_at + 20])
             if src in LINK_LOCAL and dst in LINK_LOCAL:  # svc_monitor_ip -> _dst
                 self.health_probes += 1
             else:

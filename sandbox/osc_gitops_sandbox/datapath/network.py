@@ -36,8 +36,10 @@ What it plugs, the way OVN-Kubernetes + KubeVirt + ovs-cni would:
   ``args.cni.ovnPort`` (ovs-cni), with the VM's ``macAddress``. For router-policy steering the
   guest routes: ``data-in`` only, the IP of the LSP row the reconciler wrote, ``ip_forward=1``.
   For Network Function steering (OVN 26.03) it bridges ``data-in`` and ``data-out`` (Linux
-  bridge, STP off, no address), as a bump-in-the-wire VNF does. Turning forwarding (or the
-  bridge) off simulates a dead VNF. :meth:`Datapath.sync_vnfs` waits until the guests caught up.
+  bridge, STP off, no address), as a bump-in-the-wire VNF does; a VM whose image names Suricata
+  runs Suricata 8 inline between the two NICs instead (IPS mode, :attr:`Datapath.suricata`,
+  :mod:`osc_gitops_sandbox.datapath.suricata`). Turning forwarding (the bridge, Suricata) off
+  simulates a dead VNF. :meth:`Datapath.sync_vnfs` waits until the guests caught up.
 
 Every namespace has IPv6 off and every veth TX checksum offload off (TCP through the userspace
 datapath's conntrack needs it; see :mod:`osc_gitops_sandbox.datapath.netns`).
@@ -79,7 +81,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from osc_gitops_sandbox.datapath.chassis import UNDERLAY_NETWORK, Chassis, Underlay
-from osc_gitops_sandbox.datapath.guests import VirtHandler, Vnf
+from osc_gitops_sandbox.datapath.guests import GuestPrograms, VirtHandler, Vnf
 from osc_gitops_sandbox.datapath.netns import (
     NETNS_PREFIX,
     DatapathError,
@@ -203,7 +205,9 @@ class Datapath(Lifecycle):
     def __init__(
         self, cluster: Any, workdir: str | os.PathLike[str] | None = None, *,
         timeout: float = 15, boot_delay: float = 0.0, chassis_per_node: bool | None = None,
+        programs: GuestPrograms | None = None,
     ) -> None:  # fmt: skip
+        from osc_gitops_sandbox.datapath.suricata import SuricataPrograms
         from osc_gitops_sandbox.ovn.zones import ZonedCluster
 
         self.cluster = cluster
@@ -225,7 +229,13 @@ class Datapath(Lifecycle):
         kubevirt = getattr(cluster, "kubevirt", None)
         if kubevirt is None:
             raise DatapathError("the cluster runs no KubeVirt (SandboxCluster(kubevirt=True))")
-        self._handler = VirtHandler(self, cluster.kube, kubevirt, boot_delay=boot_delay)
+        self.suricata = SuricataPrograms(self.workdir / "sg")
+        """The Suricata guests' rules and address groups (a VM whose image names Suricata runs
+        Suricata between its NICs, :mod:`osc_gitops_sandbox.datapath.suricata`)."""
+        self._handler = VirtHandler(
+            self, cluster.kube, kubevirt, boot_delay=boot_delay,
+            programs=programs if programs is not None else self.suricata,
+        )  # fmt: skip
         self._count = itertools.count(1)
 
     # -- where things are ----------------------------------------------------------------------

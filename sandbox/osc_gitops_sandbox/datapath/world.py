@@ -42,6 +42,7 @@ __all__ = [
     "ROUTED_TTL",
     "ROUTER_VNF_TTL",
     "SAME_SWITCH_TTL",
+    "SURICATA_IMAGE",
     "TOPOLOGIES",
     "VNF_NAMESPACE",
     "Applier",
@@ -111,14 +112,25 @@ def security_group(name: str = "web", labels: Sequence[str] = ("app=web",)) -> s
     )
 
 
-def vnf_deployment(name: str = "firewall", node: str | None = None) -> str:
-    """A VnfDeployment on every node, or (``node``) on that node only."""
+def vnf_deployment(
+    name: str = "firewall", node: str | None = None, *, image: str | None = None,
+    security_manager: str | None = None,
+) -> str:  # fmt: skip
+    """A VnfDeployment on every node, or (``node``) on that node only. ``image``: default
+    ``quay.io/example/vnf-<name>:1.4.2`` (a bridge guest; :data:`SURICATA_IMAGE` boots
+    Suricata); ``security_manager``: its ``securityManager.url``."""
     selector = f"  nodeSelector: {{kubernetes.io/hostname: {node}}}\n" if node else ""
+    manager = f"  securityManager: {{url: '{security_manager}'}}\n" if security_manager else ""
     return (
         "apiVersion: osc.io/v1alpha1\nkind: VnfDeployment\n"
         f"metadata: {{name: {name}}}\nspec:\n  namespace: {VNF_NAMESPACE}\n"
-        f"  image: quay.io/example/vnf-{name}:1.4.2\n{selector}"
+        f"  image: {image or f'quay.io/example/vnf-{name}:1.4.2'}\n{selector}{manager}"
     )
+
+
+SURICATA_IMAGE = "quay.io/example/vnf-suricata:8.0.7"
+"""A VnfDeployment image the data path boots as a Suricata guest (Suricata 8 inline between
+the NICs, :mod:`osc_gitops_sandbox.datapath.suricata`): an image whose name says suricata."""
 
 
 def binding(
@@ -214,12 +226,15 @@ class CliApply:
 @dataclass
 class LibraryApply:
     """The library a long-running reconciler uses: adapters connected once (the NB mirrored by
-    the IDL and kept up to date), :func:`reconciler.engine.pipeline.reconcile` per apply."""
+    the IDL and kept up to date), :func:`reconciler.engine.pipeline.reconcile` per apply, and
+    the security managers told beside it by one outbox (``reconciler.engine.notifications``:
+    delivered by its own threads after the apply returned, as ``run`` does)."""
 
     nb_remote: str
     kubeconfig: str
     steering: str | None
     _adapters: tuple[Any, Any] | None = field(default=None, init=False, repr=False)
+    outbox: Any = field(default=None, init=False, repr=False)
 
     def command(self, manifests: Path) -> list[str]:
         return CliApply(self.nb_remote, self.kubeconfig, self.steering).command(manifests)
@@ -241,11 +256,20 @@ class LibraryApply:
         from reconciler.render import render
 
         kube, ovn = self.adapters()
+        if self.outbox is None:
+            from reconciler.adapters.notify import JsonPoster
+            from reconciler.engine.notifications import NotifySettings, Outbox
+
+            settings = NotifySettings(timeout=2.0, debounce=0.02, debounce_max=0.2)
+            self.outbox = Outbox(JsonPoster(settings.timeout), settings)
         options = CompileOptions(steering=self.steering)
-        report = reconcile(load_path(manifests), kube, ovn, options)
+        report = reconcile(load_path(manifests), kube, ovn, options, notices=self.outbox)
         return render(report.plan)
 
     def close(self) -> None:
+        if self.outbox is not None:
+            self.outbox.close()
+            self.outbox = None
         if self._adapters is not None:
             self._adapters[1].close()
             self._adapters = None

@@ -10,9 +10,12 @@ through its library, as a long-running reconciler would
 - ``--ovn 26.03`` (default): Network Function steering on OVN 26.03. A labelled pod is steered,
   on one node switch too, an unlabelled one is not; when a firewall stops forwarding,
   ``fail-close`` traffic is dropped and ``fail-open`` traffic bypasses it (if OVN can notice:
-  health checks), and both are steered again once it is back. Then a standby firewall per node
-  and a new firewall image rolled out node by node (issue 22) under a 20 ms ping stream: what
-  is lost is counted. Every time is measured.
+  health checks), and both are steered again once it is back. Then a real VNF: Suricata 8
+  inline (``osc_gitops_sandbox.demo.inspection``): an attack on a protected pod dropped, on an
+  unprotected one passed uninspected, a newly labelled pod's next attack dropped (members
+  pushed, rules reloaded), a chain of the bridge firewall and Suricata. Then a standby firewall
+  per node and a new firewall image rolled out node by node (issue 22) under a 20 ms ping
+  stream: what is lost is counted. Every time is measured.
 - ``--ovn 23.03``: the host's OVN, router-policy steering of routed traffic.
 """
 
@@ -31,6 +34,7 @@ from osc_gitops_sandbox.datapath.world import (
     vnf_deployment,
     world,
 )
+from osc_gitops_sandbox.demo.inspection import inspection_stories
 
 FAILURE_POLICY_MANIFESTS = (
     security_group("web", ["app=web"]),
@@ -84,21 +88,26 @@ def first_times(
     return seen
 
 
-def _apply(w: World, *, wait: bool = True) -> None:
+def _apply(w: World, *, wait: bool = True) -> float:
     """Apply; with ``wait`` also wait (and say how long) until OVN counts every VNF instance
-    healthy and the chassis installed everything."""
+    healthy and the chassis installed everything. Returns when the apply itself returned
+    (``time.perf_counter()``)."""
     say(f"$ osc-gitops {' '.join(w.apply_args)}")
     start = time.perf_counter()
     plan = w.apply(wait=False)
+    finished = time.perf_counter()
     summary = next((ln for ln in reversed(plan.splitlines()) if ln.startswith("Plan:")), "")
-    say(f"  applied in {(time.perf_counter() - start) * 1000:.0f} ms. {summary}")
+    say(f"  applied in {(finished - start) * 1000:.0f} ms. {summary}")
     if wait:
         inactive = [g for g, nf in w.active_functions().items() if nf is None]
         took = w.wait_all_active()
         if inactive:
             say(f"  OVN's health probes found the new VNF instances alive {took:.2f} s later "
                  "(until then their fail-close traffic is dropped)")  # fmt: skip
+        if w.switch_on(plan):  # steering held until the new instances were healthy (issue 22)
+            say("  steering onto them switched on by the next apply, once OVN saw them healthy")
         w.dp.wait_hv()
+    return finished
 
 
 def answered(dp: Any, src: Any, dst: Any, vnf: str, *, through: bool) -> Callable[[], bool]:
@@ -255,14 +264,14 @@ def _apply_wait(w: World, timeout: str = "120s") -> float:
     return took
 
 
-def _rolling_update_story(w: World) -> None:
+def _rolling_update_story(w: World, number: int = 6) -> None:
     dp = w.dp
     client_c, web, other = w.pod("client-c"), w.pod("web-a"), w.pod("other-b")
     firewall = vnf_deployment("firewall") + STANDBY
     others = [m for m in FAILURE_POLICY_MANIFESTS if "kind: VnfDeployment" not in m]
     dp.boot_delay = BOOT_DELAY
 
-    step("6. A standby per node: instancesPerNode: 2 (apply --wait)")
+    step(f"{number}. A standby per node: instancesPerNode: 2 (apply --wait)")
     say(f"(manifests: firewall instancesPerNode: 2, updateStrategy {{maxUnavailable: 1}}, "
         f"health check every second; a guest takes {BOOT_DELAY:.0f} s to boot)")  # fmt: skip
     w.write_manifests(*others, firewall)
@@ -274,7 +283,8 @@ def _rolling_update_story(w: World) -> None:
         + ", ".join(f"{g} -> {nf}" for g, nf in sorted(active.items())
                     if g.endswith((".fail_close", ".fail_open"))))  # fmt: skip
 
-    step("7. A new firewall image: rolled node by node, the standby first, under a ping stream")
+    step(f"{number + 1}. A new firewall image: rolled node by node, the standby first, under a "
+         "ping stream")  # fmt: skip
     say(
         "(manifests: image quay.io/example/vnf-firewall:1.4.2 -> 1.5.0; KubeVirt restarts a "
         "VM only when told: osc-gitops drains, restarts and waits for OVN's verdict per VM)"
@@ -320,7 +330,8 @@ def run(ovn: str = DEFAULT_OVN, steering: str | None = None) -> int:
         _label_and_measure(w)
         if w.dp.vnf_on("node-1", "firewall").bridge:
             _network_function_story(w)
-            _rolling_update_story(w)
+            after = inspection_stories(w, FAILURE_POLICY_MANIFESTS, 6, _apply, label)
+            _rolling_update_story(w, after)
         else:
             _router_policy_story(w)
         step("Last: kubectl label pod web-a app-; apply: new connections bypass the firewall")

@@ -28,6 +28,13 @@ every pod plugged in a network namespace, and a VNF guest (a namespace bridging 
 routing for 23.03) for every VirtualMachine instance the user's ``apply`` creates, so VNFs pass
 their health checks and traffic is steered through them.
 
+With ``--datapath`` the session also runs the sandbox's security manager
+(:mod:`osc_gitops_sandbox.datapath.security_manager`) on ``127.0.0.1:8790`` (another free port
+when that one is taken; ``up`` says which), so a VnfDeployment whose image names Suricata
+(``examples/suricata/``) gets Suricata 8 guests fed with its groups' members; every plugged pod
+serves HTTP on port 80, and ``bin/in-pod NAMESPACE/POD COMMAND...`` runs a command in a pod's
+network namespace (``curl`` an attack, watch it dropped).
+
 Everything lives in one folder (``--dir``, ``OSC_SANDBOX_DIR``, default
 ``~/.cache/osc-gitops/sandbox``): ``session.json`` (what ``up`` printed, and the session's pid),
 ``session.log``, the databases and sockets under ``world/``, and ``bin/`` with ``ovn-nbctl``,
@@ -61,6 +68,10 @@ LOG = "session.log"
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
 TOOLS = ("ovn-nbctl", "ovn-sbctl", "ovn-trace")
+SECURITY_MANAGER_PORT = 8790
+"""Where ``up --datapath``'s security manager listens (``examples/suricata`` names it)."""
+PODS_FILE = "pods.json"
+"""``<namespace>/<pod>`` -> its network namespace, for ``bin/in-pod`` (``--datapath``)."""
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -178,11 +189,15 @@ def _summary(state: Mapping[str, Any], folder: Path) -> str:
         f"OVN tools of this sandbox: {state['bin']} (ovn-nbctl, ovn-sbctl, ovn-trace)\n"
         f"Stop it with: {command('down', folder)}\n"
     )  # fmt: skip
-    return (
-        parts + DATAPATH_HINT.format(exec=command("exec", folder))
-        if datapath
-        else (parts + NO_DATAPATH_HINT)
-    )
+    if not datapath:
+        return parts + NO_DATAPATH_HINT
+    if state.get("security_manager"):
+        parts += (
+            f"Security manager (Suricata guests' address groups): {state['security_manager']}"
+            " (GET /status); try: osc-gitops apply examples/suricata --wait\n"
+            "Every pod serves HTTP on port 80.\n"
+        )  # fmt: skip
+    return parts + DATAPATH_HINT.format(exec=command("exec", folder))
 
 
 def up(
@@ -292,7 +307,7 @@ def exec_in(state_dir: str | None, target: str, cmd: list[str]) -> int:
     one, pods and guests are no namespaces). Replaces this process: its exit code is CMD's."""
     import shutil
 
-    from osc_gitops_sandbox.demo.session_player import NETNS_MAP
+    from osc_gitops_sandbox.demo.session_player import GUESTS_FILE
 
     folder = Path(state_dir) if state_dir else default_dir()
     state = read_state(folder)
@@ -309,13 +324,10 @@ def exec_in(state_dir: str | None, target: str, cmd: list[str]) -> int:
         raise UserError(f"{target!r}: name a pod or a VNF VirtualMachine as NAMESPACE/NAME")
     if not cmd:
         raise UserError("no command: osc-gitops sandbox exec NAMESPACE/NAME -- CMD [ARG...]")
-    try:
-        mapping = json.loads((folder / "dp" / NETNS_MAP).read_text())
-    except (OSError, ValueError):
-        mapping = {}
-    netns = (mapping.get("pods") or {}).get(target) or (mapping.get("guests") or {}).get(target)
+    pods, guests = _read_map(folder / PODS_FILE), _read_map(folder / "dp" / GUESTS_FILE)
+    netns = pods.get(target) or guests.get(target)
     if netns is None:
-        known = sorted([*(mapping.get("pods") or {}), *(mapping.get("guests") or {})])
+        known = sorted([*pods, *guests])
         shown = ", ".join(known[:8]) + (f", … {len(known) - 8} more" if len(known) > 8 else "")
         raise UserError(
             f"{target}: no pod or VNF guest of that name in the sandbox's data path"
@@ -329,6 +341,15 @@ def exec_in(state_dir: str | None, target: str, cmd: list[str]) -> int:
     sys.stdout.flush()
     os.execvp("ip", ["ip", "netns", "exec", netns, *cmd])
     return 1  # not reached
+
+
+def _read_map(path: Path) -> dict[str, str]:
+    """A ``NAMESPACE/NAME`` -> network namespace file the session keeps (none yet: empty)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def _clean_leftovers(folder: Path, state: Mapping[str, Any] | None) -> None:
@@ -435,6 +456,79 @@ def _wrappers(folder: Path, dist: Any, nb: str, sb: str) -> Path:
     return bin_dir
 
 
+IN_POD = """\
+#!{python}
+\"\"\"in-pod NAMESPACE/POD COMMAND...: COMMAND in the pod's network namespace (osc-gitops sandbox
+up --datapath plugs every pod in one; the session keeps {pods} up to date).\"\"\"
+import json
+import os
+import sys
+
+if len(sys.argv) < 3:
+    sys.exit("usage: in-pod NAMESPACE/POD COMMAND...")
+with open({pods!r}) as fh:
+    pods = json.load(fh)
+if sys.argv[1] not in pods:
+    sys.exit(f"in-pod: no pod {{sys.argv[1]}} is plugged; known: {{', '.join(sorted(pods))}}")
+os.execvp("ip", ["ip", "netns", "exec", pods[sys.argv[1]], *sys.argv[2:]])
+"""
+
+
+def _in_pod(bin_dir: Path, pods_file: Path) -> None:
+    """``bin/in-pod NAMESPACE/POD COMMAND...``: ``ip netns exec`` in that pod's namespace."""
+    script = bin_dir / "in-pod"
+    script.write_text(IN_POD.format(python=sys.executable, pods=str(pods_file)))
+    script.chmod(0o755)
+
+
+def _security_manager(dp: Any) -> Any:
+    """The sandbox's security manager on :data:`SECURITY_MANAGER_PORT`, else any free port."""
+    from osc_gitops_sandbox.datapath.security_manager import SecurityManager
+
+    try:
+        return SecurityManager(dp.suricata, port=SECURITY_MANAGER_PORT).start()
+    except OSError:
+        return SecurityManager(dp.suricata).start()
+
+
+class _PodServices:
+    """What a plugged pod runs in the session: a web server on port 80; and ``pods.json``."""
+
+    def __init__(self, dp: Any, path: Path) -> None:
+        self.dp = dp
+        self.path = path
+        self.servers: dict[str, Any] = {}
+        self.written: dict[str, str] | None = None
+
+    def sync(self) -> None:
+        from osc_gitops_sandbox.datapath.netns import DatapathError
+        from osc_gitops_sandbox.datapath.web import serve_http
+
+        pods = dict(self.dp.pods)
+        for lsp in set(self.servers) - set(pods):
+            self.servers.pop(lsp).close()
+        for lsp, endpoint in pods.items():
+            if lsp not in self.servers or self.servers[lsp][0] is not endpoint:
+                if lsp in self.servers:
+                    self.servers.pop(lsp)[1].close()
+                try:
+                    self.servers[lsp] = (endpoint, serve_http(endpoint, 80))
+                except DatapathError as exc:
+                    print(f"no web server in pod {lsp}: {exc}", flush=True)
+        # an LSP is <namespace>_<pod>, and neither name may hold an underscore (DNS-1123)
+        names = {lsp.replace("_", "/", 1): endpoint.netns for lsp, endpoint in pods.items()}
+        if names != self.written:
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(names, indent=1, sort_keys=True))
+            os.replace(tmp, self.path)
+            self.written = names
+
+    def close(self) -> None:
+        for _, server in self.servers.values():
+            server.close()
+        self.servers.clear()
+
+
 def serve(folder: Path, seed: Path, version: str, datapath: bool = False) -> int:
     """The session: start, seed, publish ``session.json``, play OVN-Kubernetes and the kubelets
     (and, with ``datapath``, run the chassis, pods and VNF guests) until SIGTERM."""
@@ -468,6 +562,14 @@ def serve(folder: Path, seed: Path, version: str, datapath: bool = False) -> int
         player.sync()
         ovn_version = cluster.distribution.version("ovn-northd")
         bin_dir = _wrappers(folder, cluster.distribution, cluster.nb_remote, cluster.ovn.sb_remote)
+        manager = services = None
+        if dp is not None:
+            manager = _security_manager(dp)
+            stack.callback(manager.stop)
+            services = _PodServices(dp, folder / PODS_FILE)
+            stack.callback(services.close)
+            services.sync()
+            _in_pod(bin_dir, folder / PODS_FILE)
         state: dict[str, Any] = {
             "pid": os.getpid(),
             "ovn": version,
@@ -485,6 +587,8 @@ def serve(folder: Path, seed: Path, version: str, datapath: bool = False) -> int
             "datapath": datapath,
             "pids": [*cluster.ovn.pids, *(dp.pids if dp is not None else [])],
         }
+        if manager is not None:
+            state["security_manager"] = manager.url
         tmp = folder / (STATE + ".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         os.replace(tmp, folder / STATE)
@@ -492,6 +596,8 @@ def serve(folder: Path, seed: Path, version: str, datapath: bool = False) -> int
         while not stop.wait(0.2):
             try:
                 player.sync()
+                if services is not None:
+                    services.sync()
             except Exception as exc:  # keep serving; the log says what went wrong
                 print(f"playing OVN-Kubernetes failed: {exc!r}", flush=True)
     (folder / STATE).unlink(missing_ok=True)

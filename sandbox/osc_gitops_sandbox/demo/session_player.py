@@ -15,8 +15,8 @@ kubelet starts it and reports it. :class:`ClusterPlayer` does the same for the s
   (:mod:`osc_gitops_sandbox.datapath.guests`); the player only makes a guest stop forwarding
   while its VM is annotated ``sandbox.osc.io/forwarding: "false"`` (and resume when the
   annotation goes), as the sandbox plays it without a data path, and keeps
-  :data:`NETNS_MAP` (which namespace is which pod's and which guest's: what ``osc-gitops
-  sandbox exec`` reads).
+  :data:`GUESTS_FILE` (which namespace is which guest's: what ``osc-gitops sandbox exec``
+  reads beside the session's ``pods.json``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["KUBELET_VERSION", "NETNS_MAP", "ClusterPlayer"]
+__all__ = ["GUESTS_FILE", "KUBELET_VERSION", "ClusterPlayer"]
 
-NETNS_MAP = "netns.json"
-"""In the data path's folder: ``{"pods": {"ns/pod": netns}, "guests": {"ns/vm": netns}}``."""
+GUESTS_FILE = "guests.json"
+"""In the data path's folder: ``{"ns/vm": netns}`` of every running VNF guest (``sandbox exec``
+reads it; the pods' are in the session's ``pods.json``)."""
 
 KUBELET_VERSION = "v1.32.0-osc-sandbox"
 """What the played kubelets report (the emulator's ``/version`` says the same)."""
@@ -66,7 +67,7 @@ class ClusterPlayer:
         self._turn = 0
         self._forwarding: dict[str, tuple[str, bool]] = {}
         """VM (``ns/name``) -> (the guest's VMI uid, whether the player stopped it)."""
-        self._netns: dict[str, dict[str, str]] | None = None
+        self._netns: dict[str, str] | None = None
         for pod in cluster.kube.objects("Pod"):
             self._adopt(pod)
         self._report_nodes()
@@ -209,23 +210,19 @@ class ClusterPlayer:
         self._forwarding = {k: v for k, v in self._forwarding.items() if k in vnfs}
 
     def _write_netns_map(self) -> None:
-        """Which network namespace is which pod's and which VNF guest's (when it changed)."""
+        """Which network namespace is which VNF guest's (when it changed)."""
         import json
         import os
         from pathlib import Path
 
-        pods = {
-            lsp.replace("_", "/", 1): endpoint.netns for lsp, endpoint in self.datapath.pods.items()
-        }
-        guests = {key: vnf.endpoint.netns for key, vnf in self.datapath.vnfs.items()}
-        mapping = {"pods": dict(sorted(pods.items())), "guests": dict(sorted(guests.items()))}
-        if mapping == self._netns:
+        guests = {key: vnf.endpoint.netns for key, vnf in sorted(self.datapath.vnfs.items())}
+        if guests == self._netns:
             return
-        path = Path(self.datapath.workdir) / NETNS_MAP
+        path = Path(self.datapath.workdir) / GUESTS_FILE
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(mapping, indent=1))
+        tmp.write_text(json.dumps(guests, indent=1))
         os.replace(tmp, path)
-        self._netns = mapping
+        self._netns = guests
 
     def _unwire(self, ident: tuple[str, str]) -> None:
         from osc_gitops_sandbox.ovn.cluster import delete_lsp

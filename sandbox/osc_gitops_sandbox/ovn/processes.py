@@ -187,13 +187,20 @@ def tail(path: Path, lines: int = 15) -> str:
 class Daemon:
     """One owned child process (ovsdb-server or ovn-northd) with its log and control socket."""
 
-    def __init__(self, name: str, args: list[str], log: Path, ctl: Path, env: dict[str, str]):
+    def __init__(
+        self, name: str, args: list[str], log: Path, ctl: Path, env: dict[str, str],
+        *, pdeathsig: bool | None = None,
+    ) -> None:  # fmt: skip
         self.name = name
         self.log = log
         self.ctl = ctl
         self.args = args
-        # PDEATHSIG fires when the *thread* that forked exits: only safe from the main thread.
-        use_pdeathsig = threading.current_thread() is threading.main_thread()
+        # PDEATHSIG fires when the *thread* that forked exits: by default only used from the
+        # main thread; ``pdeathsig=True`` when the caller's thread outlives the daemon.
+        use_pdeathsig = (
+            threading.current_thread() is threading.main_thread() if pdeathsig is None
+            else pdeathsig
+        )  # fmt: skip
         with open(log.with_suffix(".stderr"), "ab") as err:
             self.proc = subprocess.Popen(
                 args,

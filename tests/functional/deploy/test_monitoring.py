@@ -32,6 +32,7 @@ from ruamel.yaml import YAML
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.plan import Change
 from reconciler.engine.loop import Loop, LoopConfig
+from reconciler.engine.notifications import NotifySettings, Outbox
 from reconciler.engine.pipeline import NotConverged
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
 from tests.support.builders import cluster
@@ -53,6 +54,7 @@ REQUIRED_ALERTS = {
     "OscGitopsNfIdBudgetHigh",
     "OscGitopsVnfInstanceNotReady",
     "OscGitopsRolloutHalted",
+    "OscGitopsSecurityManagerFailing",
 }
 TARGET_LABELS = {"job", "instance", "namespace", "pod"}
 """Labels Prometheus adds per scrape target (``namespace``/``pod`` with the PodMonitor), not the
@@ -71,8 +73,12 @@ BINDING = (
     HEADER + "kind: Binding\nmetadata: {name: web-firewall}\n"
     "spec: {securityGroup: web, vnf: firewall, order: 10}\n"
 )
-POLICIES = "---\n".join((GROUP_WEB, VNF_FW, BINDING))
-"""The firewall on every node, bound to the pods labelled app=web."""
+MANAGED_FW = VNF_FW.replace(
+    "image: quay.io/example/fw:1}",
+    "image: quay.io/example/fw:1, securityManager: {url: 'https://secmgr.example.com/events'}}",
+)
+POLICIES = "---\n".join((GROUP_WEB, MANAGED_FW, BINDING))
+"""The firewall on every node, bound to the pods labelled app=web, with a security manager."""
 
 
 # ------------------------------------------------------------------------------ the artefacts
@@ -157,7 +163,11 @@ def scraped_metrics(tmp: Path) -> dict[str, dict[str, set[str]]]:
     config = LoopConfig(CompileOptions(), status_file=tmp / "status.json", watch=False,
                         lag_retries=())  # fmt: skip
     # settle: no gc.freeze() of this test process's heap (reconciler.engine.gc_tuning)
-    loop = Loop(config, source, kube, ovn, reporter=PrometheusReporter(metrics),
+    reporter = PrometheusReporter(metrics)
+    told: list[dict[str, Any]] = []
+    outbox = Outbox(lambda url, payload: told.append(payload), NotifySettings(debounce=0.0),
+                    reporter=reporter)  # fmt: skip
+    loop = Loop(config, source, kube, ovn, reporter=reporter, outbox=outbox,
                 settle=lambda: None)  # fmt: skip
 
     loop.refresh_source()
@@ -176,6 +186,8 @@ def scraped_metrics(tmp: Path) -> dict[str, dict[str, set[str]]]:
     loop.refresh_source()
     assert loop.reconcile_pass("git").ok
 
+    assert outbox.flush(30) and told, "the security manager was told"
+    outbox.close()
     server = MetricsServer("127.0.0.1:0", metrics, loop.health, loop.readiness).start()
     try:
         with urllib.request.urlopen(f"http://{server.address}/metrics", timeout=10) as reply:

@@ -6,6 +6,7 @@ import copy
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from deepdiff import DeepDiff
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -210,6 +211,89 @@ def test_changed_paths_are_the_ones_deepdiff_finds(
     if edit:  # mostly alike, as an update's before and after are
         after = {**copy.deepcopy(before), **after}
     assert changed_paths(before, after) == _deepdiff_paths(before, after)
+
+
+# What diffs really compare: rows and bodies of plain values (string keys of the characters OVN
+# column and key names use; strings, integers, booleans, None; lists of strings, and in
+# Kubernetes bodies lists of mappings), and an ``after`` that is ``before`` with a few edits.
+# Every such pair is one changed_paths works out without DeepDiff, except where a list holds
+# mappings or numbers; the edits reach inside those lists too.
+_NAME = st.sampled_from(["name", "ports", "options", "is-nf", "osc.io/node", "macAddress", "a_b"])
+_LEAF = st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from(["", "x", "y", "1"])
+_STRINGS = st.lists(st.sampled_from(["a", "b", "c"]), max_size=3)
+_PLAIN_VALUE = st.recursive(
+    _LEAF | _STRINGS,
+    lambda inner: (
+        st.dictionaries(_NAME, inner, max_size=4)
+        | st.lists(st.dictionaries(_NAME, inner, min_size=1, max_size=3), min_size=1, max_size=3)
+    ),
+    max_leaves=10,
+)
+_PLAIN_ROW = st.dictionaries(_NAME, _PLAIN_VALUE, min_size=1, max_size=5)
+
+
+@st.composite
+def _edited(draw: st.DrawFn, value: Any) -> Any:
+    """``value`` with some of its parts replaced, added or removed, at any depth."""
+    if isinstance(value, dict) and value and draw(st.integers(0, 3)):
+        out = dict(value)
+        for key in draw(st.lists(st.sampled_from(sorted(value)), max_size=2, unique=True)):
+            action = draw(st.sampled_from(["edit", "edit", "replace", "remove"]))
+            if action == "edit":
+                out[key] = draw(_edited(value[key]))
+            elif action == "replace":
+                out[key] = draw(_PLAIN_VALUE)
+            else:
+                del out[key]
+        if draw(st.booleans()):
+            out[draw(_NAME)] = draw(_PLAIN_VALUE)
+        return out
+    if isinstance(value, list) and value and draw(st.integers(0, 3)):
+        out_list = list(value)
+        i = draw(st.integers(0, len(value) - 1))
+        out_list[i] = draw(_edited(value[i]))
+        return out_list
+    return draw(_PLAIN_VALUE) if draw(st.booleans()) else copy.deepcopy(value)
+
+
+@st.composite
+def _update(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    before = draw(_PLAIN_ROW)
+    return before, draw(_edited(before))
+
+
+@settings(max_examples=400, deadline=None)
+@given(pair=_update())
+def test_changed_paths_of_plain_updates_are_the_ones_deepdiff_finds(
+    pair: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """The rows and bodies an update really compares: a mapping edited here and there, lists
+    of mappings edited inside. changed_paths reads most of them without DeepDiff; the paths
+    must be DeepDiff's all the same (a list of mappings is looked into, a list of strings is
+    one path)."""
+    before, after = pair
+    assert changed_paths(before, after) == _deepdiff_paths(before, after)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "paths"),
+    [
+        ({"l": [{"x": 1}]}, {"l": [{"x": 2}]}, ("['l'][0]['x']",)),
+        ({"l": [{"x": "a"}, {"y": 1}]}, {"l": [{"x": "a"}, {"y": 1, "z": 2}]}, ("['l'][1]['z']",)),
+        ({"l": [1, 2]}, {"l": [1, 3]}, ("['l']",)),
+        ({"l": ["a", "b"]}, {"l": ["b", "a"]}, ("['l']",)),
+        ({"d": {"k": "v"}}, {"d": None}, ("['d']",)),
+        ({"a": 1, "b": True}, {"a": 1, "b": False}, ("['b']",)),
+        # a value of a type OVN rows do not hold, changed to another type: one path
+        ({"a": 1.5, "b": "x"}, {"a": "1.5", "b": "x"}, ("['a']",)),
+        ({"a": {"b": "x"}}, {"a": {"b": 2.5}}, ("['a']['b']",)),
+        ({"a": 1.5, "b": [1.0]}, {"a": 2.5, "b": [1.0]}, ("['a']",)),
+    ],
+)
+def test_changed_paths_look_into_lists_of_mappings_only(
+    before: dict[str, Any], after: dict[str, Any], paths: tuple[str, ...]
+) -> None:
+    assert changed_paths(before, after) == paths == _deepdiff_paths(before, after)
 
 
 def test_changed_paths_of_a_port_group_update() -> None:

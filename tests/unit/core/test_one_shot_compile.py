@@ -5,6 +5,7 @@ are held and go."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from functools import partial
 
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +27,12 @@ def _step(observed: Observed, event: Event, current: object) -> Observed:
     return step(observed, event, current)  # type: ignore[arg-type]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    # fewer under `make mutation` (scripts/mutation.py), like the event-simulation tests
+    max_examples=int(os.environ.get("OSC_HYPOTHESIS_EXAMPLES", "80")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     steering=st.sampled_from(["network-function", "router-policy"]),
     events=st.lists(st.one_of(event_st, tick_st), min_size=1, max_size=12),

@@ -3,6 +3,8 @@ whatever owned state was there before (a previous, different desired state)."""
 
 from __future__ import annotations
 
+import os
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +58,12 @@ def desired_st(draw):
     return desired(*manifests)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    # fewer under `make mutation` (scripts/mutation.py), like the event-simulation tests
+    max_examples=int(os.environ.get("OSC_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(
     before=desired_st(),
     after=desired_st(),

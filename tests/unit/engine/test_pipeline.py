@@ -137,7 +137,12 @@ def test_the_verify_reads_our_objects_again_and_reuses_the_pods() -> None:
     assert report.plan.changes
     kube.journal.after_write.clear()
     follow_up = reconcile(FIREWALL, kube, ovn, OPTIONS)
-    assert {c.kind for c in follow_up.plan.changes} >= {"Port_Group"}
+    # db-1 (node-2) joined web: the next pass adds it, in the group's Port_Group of its node
+    changes = follow_up.plan.changes
+    assert [(c.action, c.kind, c.key) for c in changes] == [
+        ("create", "Port_Group", "osc.web.node_2")
+    ]
+    assert changes[0].after is not None and changes[0].after["ports"] == ["shop_db-1"]
     assert reconcile(FIREWALL, kube, ovn, OPTIONS).plan.empty
 
     kube, ovn = fake_world()

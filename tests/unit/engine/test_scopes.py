@@ -126,6 +126,35 @@ def test_kubernetes_only_tells_the_security_manager_and_an_agent_never_does() ->
     assert sent == [] and ovn.rows
 
 
+def test_members_come_from_the_scopes_that_read_pods_never_the_kubernetes_side() -> None:
+    """Per binding and node the members go to the security manager from whoever reads that
+    node's pods: a central run (every node) or the node's agent; ``--kubernetes-only`` reads no
+    pods and tells events only."""
+    manager = {"securityManager": {"url": "https://secmgr.example/events"}}
+    want = desired(sg("web", "app=web"), vnf("firewall", **manager),
+                   binding("web-fw", "web", "firewall", 10))  # fmt: skip
+
+    class Sink:
+        def __init__(self) -> None:
+            self.events: list[str] = []
+            self.nodes: list[list[str]] = []
+
+        def send(self, url: str, payload: dict[str, Any]) -> None:
+            self.events.append(payload["event"])
+
+        def members(self, notices: Mapping[Any, Any]) -> None:
+            self.nodes.append(sorted(key[3] for key in notices))
+
+    owner = Sink()
+    reconcile(want, NodeSubnets({"node-1": "10.244.1.0/24"}), NO_OVN, OPTIONS,  # type: ignore[arg-type]
+              scope=KubernetesScope(), notices=owner)  # fmt: skip
+    assert owner.events == ["deployed"] and owner.nodes == []
+    agent = Sink()
+    agent_kube, ovn = shared_nb()
+    reconcile(want, agent_kube, ovn, OPTIONS, scope=NodeScope("node-1"), notices=agent)
+    assert agent.events == [] and agent.nodes == [["node-1"]]
+
+
 def test_an_agents_kubernetes_writer_refuses_every_write() -> None:
     kube, _ = shared_nb()
     assert writer_for(CentralScope(), kube) is kube

@@ -1,0 +1,105 @@
+"""The mutation-score ratchet (``make mutation``, ``scripts/mutation.py``): the recorded scores
+never go down in the file's history, every module of the core has one, and the script reads
+mutmut's results as its docs say. No mutation run here (too slow for a unit test)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "mutation.py"
+
+
+def script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mutation_script", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_recorded_scores_never_went_down_and_are_at_the_floor_or_say_why() -> None:
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "check"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_every_recorded_module_is_at_the_floor_or_says_why_not() -> None:
+    ratchet = json.loads((REPO / "tests" / "unit" / "mutation_scores.json").read_text())
+    assert ratchet["floor"] == 90.0 and ratchet["tool"].startswith("mutmut==")
+    low = {
+        m: r
+        for m, r in ratchet["modules"].items()
+        if r["score"] < ratchet["floor"] and not r.get("why_below_floor")
+    }
+    assert low == {}
+
+
+def meta(root: Path, module: str, codes: dict[str, int | None]) -> None:
+    path = root / "mutants" / f"{module}.meta"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"exit_code_by_key": codes}))
+
+
+def test_scores_count_timeouts_as_kills_and_untested_mutants_as_survivors(
+    tmp_path: Path,
+) -> None:
+    m = script()
+    module = m.core_modules()[0]
+    codes = {"k1": 1, "k2": 3, "t": 36, "s": 0, "none": 33, "skip": 34}
+    meta(tmp_path, module, codes)
+    (score,) = m.read_scores(tmp_path / "mutants").values()
+    assert (score.killed, score.tested, score.percent, score.complete) == (3, 5, 60.0, True)
+    assert score.survivors == ["none", "s"]
+    meta(tmp_path, module, {**codes, "later": None})
+    (partial,) = m.read_scores(tmp_path / "mutants").values()
+    assert not partial.complete
+
+
+def test_a_run_raises_records_and_fails_on_a_lower_score(tmp_path: Path) -> None:
+    m = script()
+    a, b = m.core_modules()[:2]
+    ratchet = {"modules": {a: {"score": 95.0, "killed": 19, "mutants": 20}}}
+    meta(tmp_path, a, {"k": 1, "s": 0})
+    meta(tmp_path, b, {"k": 1})
+    lower, raised = m.hold(m.read_scores(tmp_path / "mutants"), ratchet)
+    assert lower == [f"{a}: 50.0 < 95.0"] and raised == [b]
+    assert ratchet["modules"][a]["score"] == 95.0  # a lower score never replaces a record
+    assert ratchet["modules"][b] == {"score": 100.0, "killed": 1, "mutants": 1}
+
+
+@pytest.mark.parametrize(
+    ("older", "newer", "dropped"),
+    [
+        (90.0, 91.0, False),
+        (90.0, 90.0, False),
+        (91.0, 90.0, True),
+        (None, 50.0, False),  # a new module
+    ],
+)
+def test_a_drop_in_the_history_is_refused_unless_a_reason_is_recorded(
+    older: float | None, newer: float, dropped: bool
+) -> None:
+    m = script()
+    old = {"modules": {} if older is None else {"x.py": {"score": older}}}
+    new = {"modules": {"x.py": {"score": newer}}}
+    assert bool(m.drops(old, new)) is dropped
+    new["modules"]["x.py"]["why_lower"] = "split in two by issue 30"
+    assert m.drops(old, new) == []
+
+
+def test_module_names_become_mutmut_patterns() -> None:
+    m = script()
+    assert m.globs(["compiling/diff", "reconciler/core/views/typos.py"]) == [
+        "reconciler.core.compiling.diff.*",
+        "reconciler.core.views.typos.*",
+    ]
