@@ -24,7 +24,7 @@ OWNED = ["external_ids", "includes", ["map", [["osc.io/owner", "osc-gitops"]]]]
 
 def held(plan: Any) -> bool:
     """Whether a plan held steering back until a VNF instance is healthy
-    (``reconciler.core.transitions.gating``; a tree without it holds nothing)."""
+    (``reconciler.core.steering.network_function.gating``; a tree without it holds nothing)."""
     return bool(getattr(plan, "held", ()))
 
 

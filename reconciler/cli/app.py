@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 from reconciler import __version__
 from reconciler.cli import (
     apply,
+    bind,
     demo,
     explain,
     local_cluster,
@@ -64,6 +65,7 @@ COMMANDS: list[Command] = [
     apply.COMMAND,
     show.COMMAND,
     run.COMMAND,
+    bind.COMMAND,
     status.COMMAND,
     snapshot.COMMAND,
     explain.COMMAND,

@@ -255,16 +255,15 @@ def _record_apply(
 ) -> None:
     """Write the status file read by ``osc-gitops status`` (in ``--cache-dir``, default
     ``~/.cache/osc-gitops``), with each VNF instance's health as OVN reported it when the apply
-    ended. A status that cannot be written is a warning: the apply stands."""
+    ended and the VNF data ports OVN had not bound then. A status that cannot be written is a
+    warning: the apply stands."""
     from reconciler.core.steering import HealthIndex
     from reconciler.engine.reporting import status
 
     path = status.status_path(common.cache_dir(args), common.status_name(args))
-    instances = (
-        [h.to_json() for h in HealthIndex(observed).instances().values()]
-        if observed is not None
-        else []
-    )
+    health = HealthIndex(observed) if observed is not None else None
+    instances = [h.to_json() for h in health.instances().values()] if health is not None else []
+    unbound = [u.to_json() for u in health.unbound] if health is not None else []
     try:
         status.record_apply(
             path,
@@ -275,6 +274,7 @@ def _record_apply(
             ref=args.ref if args.repo else None,
             vnf_instances=instances,
             transitions=transitions,
+            unbound=unbound,
             security_managers=managers,
         )
     except OSError as exc:

@@ -19,6 +19,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--notify-timeout`` | ``OSC_NOTIFY_TIMEOUT`` |
 | ``--notify-max-members`` | ``OSC_NOTIFY_MAX_MEMBERS`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
+| ``--ovs-db`` | ``OSC_OVS_DB`` (the node binder: the node's Open_vSwitch database) |
 
 Exit codes, as Terraform's ``-detailed-exitcode``: ``plan`` 0 = no changes, 2 = changes, 1 = error;
 ``apply`` 0 = applied and converged (or nothing to do), 1 = error or not converged."""
@@ -41,11 +42,14 @@ from reconciler.errors import UserError
 if TYPE_CHECKING:
     from reconciler.adapters.git import Checkout, GitSource
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
+    from reconciler.adapters.ovn.vswitch import OvsDb
     from reconciler.core.model.desired import Desired
     from reconciler.core.model.observed import Observed
     from reconciler.core.planning.slicing import Scope
     from reconciler.core.steering.base import CompileOptions
-    from reconciler.engine.providers import OvnProvider
+    from reconciler.engine.binder import Binder
+    from reconciler.engine.providers import OvnProvider, StatusPublisher
+    from reconciler.engine.reporting.metrics import Metrics
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -302,6 +306,109 @@ def add_scope_args(parser: argparse.ArgumentParser, *, kubernetes_only: bool = T
             "security managers' deployed/removed events (the node agents tell them the "
             "members); no OVN access at all (no --ovn-nb)",
         )  # fmt: skip
+
+
+def add_ovs_args(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    """The node binder's flags: where the node's Open_vSwitch database is, and its pace."""
+    env = os.environ.get
+    group = parser.add_argument_group(
+        "node binder (released ovs-cni sets no iface-id: see docs/operations.md)"
+    )
+    default = env("OSC_OVS_DB") or ("unix:/var/run/openvswitch/db.sock" if required else None)
+    group.add_argument(
+        "--ovs-db", default=default, metavar="URL",
+        help="the node's Open_vSwitch database, unix:PATH or ssl:HOST:PORT (env OSC_OVS_DB"
+        + ("; default unix:/var/run/openvswitch/db.sock)" if required else
+           "): with --node, also bind this node's VNF NICs (the node binder)"),
+    )  # fmt: skip
+    group.add_argument(
+        "--ovs-private-key", default=env("OSC_OVS_PRIVATE_KEY"), metavar="FILE",
+        help="client key for an ssl: --ovs-db (env OSC_OVS_PRIVATE_KEY)",
+    )  # fmt: skip
+    group.add_argument(
+        "--ovs-certificate", default=env("OSC_OVS_CERTIFICATE"), metavar="FILE",
+        help="client certificate for an ssl: --ovs-db (env OSC_OVS_CERTIFICATE)",
+    )  # fmt: skip
+    group.add_argument(
+        "--ovs-ca-cert", default=env("OSC_OVS_CA_CERT"), metavar="FILE",
+        help="CA of the Open_vSwitch DB's certificate (env OSC_OVS_CA_CERT)",
+    )  # fmt: skip
+    group.add_argument(
+        "--bind-resync", type=float, default=60.0, metavar="SECONDS",
+        help="the binder lists the node's VMs and pods again and re-checks every interface at "
+        "least this often (default 60)",
+    )  # fmt: skip
+    group.add_argument(
+        "--stats-interval", type=float, default=10.0, metavar="SECONDS",
+        help="how often the binder samples the VNF NICs' OVS counters and publishes its state "
+        "(default 10)",
+    )  # fmt: skip
+
+
+def ovs_db(args: argparse.Namespace) -> OvsDb:
+    """The Open_vSwitch DB adapter from the flags (not connected yet)."""
+    from reconciler.adapters.ovn.vswitch import OvsDb
+
+    remote = str(args.ovs_db)
+    if remote.startswith("ssl:"):
+        missing = [flag for attr, flag in (("ovs_private_key", "--ovs-private-key"),
+                   ("ovs_certificate", "--ovs-certificate"), ("ovs_ca_cert", "--ovs-ca-cert"))
+                   if not getattr(args, attr)]  # fmt: skip
+        if missing:
+            raise UserError(f"--ovs-db {remote} is a TLS remote: also give {', '.join(missing)}")
+    elif not remote.startswith(("unix:", "tcp:")):
+        raise UserError(f"--ovs-db {remote!r}: use unix:PATH or ssl:HOST:PORT")
+    return OvsDb(
+        remote, private_key=args.ovs_private_key, certificate=args.ovs_certificate,
+        ca_cert=args.ovs_ca_cert, timeout=float(getattr(args, "ovn_timeout", 10.0) or 10.0),
+    )  # fmt: skip
+
+
+def binder_publisher(args: argparse.Namespace, node: str) -> StatusPublisher | None:
+    """The binder's status Lease ``osc-gitops-binder-<node>`` (none with ``--no-publish``)."""
+    if getattr(args, "no_publish", False):
+        return None
+    from reconciler.adapters.kube.status_lease import StatusLease
+    from reconciler.engine.binder import binder_lease_name
+
+    identity = os.environ.get("POD_NAME") or f"binder-{os.getpid()}"
+    duration = max(30.0, 3 * float(args.stats_interval))
+    return StatusLease.for_settings(
+        kube_settings(args), args.status_namespace, binder_lease_name(node),
+        identity=identity, duration=duration, owner_node=node,
+    )  # fmt: skip
+
+
+def make_binder(args: argparse.Namespace, node: str, metrics: Metrics | None = None) -> Binder:
+    """The binder of ``node`` from the flags (shared by ``bind`` and ``run --ovs-db``)."""
+    from reconciler.adapters.kube.node_vms import NodeVms
+    from reconciler.engine.binder import Binder, BinderConfig
+
+    config = BinderConfig(
+        node=node, instance=args.instance, resync=float(args.bind_resync),
+        stats_interval=float(args.stats_interval),
+    )  # fmt: skip
+    reporter = metrics.binder() if metrics is not None else None
+    return Binder(
+        config, NodeVms(kube_settings(args), node, args.instance), ovs_db(args),
+        reporter=reporter, publisher=binder_publisher(args, node),
+    )  # fmt: skip
+
+
+def binder_status_file(args: argparse.Namespace, node: str) -> Callable[[dict[str, Any]], None]:
+    """Writes the binder's state into the status file ``osc-gitops status --node`` reads."""
+    from reconciler.engine.reporting import status
+
+    path = status.status_path(cache_dir(args), f"{args.instance}.node.{node}")
+
+    def write(record: dict[str, Any]) -> None:
+        st = status.Status(
+            instance=args.instance, result="bound" if record.get("ok") else "error",
+            message=str(record.get("error") or ""), binder=record,
+        )  # fmt: skip
+        status.write(path, st)
+
+    return write
 
 
 def scope_of(args: argparse.Namespace) -> Scope:

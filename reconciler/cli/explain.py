@@ -8,7 +8,9 @@ snapshot with ``--observed``), makes the same full plan as ``osc-gitops plan`` a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Any
 
 from reconciler.cli.common import (
     EXIT_ERROR,
@@ -45,7 +47,40 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="explain offline, against a snapshot written by `osc-gitops snapshot`",
     )
+    parser.add_argument(
+        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS",
+        help="where the node binders publish their state, Leases osc-gitops-binder-<node>: "
+        "read to tell why a VNF port is unbound and whether traffic crossed the VNF "
+        "(default osc-gitops-agents)",
+    )  # fmt: skip
     add_trace_args(parser)
+
+
+def binder_reports(args: argparse.Namespace, nodes: list[str]) -> dict[str, Any]:
+    """What each node's binder published (``reconciler.core.views.traffic.BinderReport``);
+    a Lease that cannot be read makes every node's report say why."""
+    import datetime as dt
+
+    from reconciler.adapters.kube.status_lease import StatusReader
+    from reconciler.cli.common import kube_settings
+    from reconciler.core.model.naming import BINDER_LEASE_PREFIX
+    from reconciler.core.views.traffic import BinderReport
+    from reconciler.errors import OscError
+
+    try:
+        published = StatusReader.for_settings(kube_settings(args)).agents(
+            args.status_namespace, prefix=BINDER_LEASE_PREFIX
+        )
+    except OscError as exc:
+        return {node: BinderReport(node, problem=str(exc)) for node in nodes}
+    now = dt.datetime.now(dt.UTC)
+    reports: dict[str, Any] = {}
+    for node, lease in published.items():
+        age = lease.age(now)
+        fresh = age is not None and age <= (lease.duration or 30.0)
+        reports[node] = BinderReport(node, lease.status, fresh, lease.problem)
+    return reports
 
 
 def run_explain(args: argparse.Namespace) -> int:
@@ -57,13 +92,15 @@ def run_explain(args: argparse.Namespace) -> int:
     namespace, name = parse_pod(args.pod)
     desired, _ = load_source(args)
     options = compile_options(args)
+    binders = None
     if args.observed:
         observed = read_snapshot(args.observed)
     else:
         with connections(args, read_only=True) as (kube, ovn):
             observed = observe(kube, ovn, options.instance)
+        binders = binder_reports(args, [n.name for n in observed.nodes])
     explanation = explain_pod(
-        desired, observed, compile_plan(desired, observed, options), namespace, name
+        desired, observed, compile_plan(desired, observed, options), namespace, name, binders
     )
     if args.trace:  # packets through the SB's logical flows (reconciler.cli.trace)
         from reconciler.cli.trace import run_traces, trace_lines

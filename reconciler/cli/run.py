@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from reconciler.adapters.kube.client import KubeCluster
     from reconciler.core.planning.slicing import Scope
+    from reconciler.engine.binder import Binder
     from reconciler.engine.loop import Loop, LoopConfig
     from reconciler.engine.providers import KubeProvider, LeaseProvider, StatusPublisher
     from reconciler.engine.reporting.metrics import Metrics
@@ -33,6 +34,7 @@ CACHED_KINDS_BY_SCOPE: dict[str, tuple[str, ...]] = {
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
     common.add_reconcile_args(parser)
+    common.add_ovs_args(parser, required=False)
     common.add_notify_args(parser)
     env = os.environ.get
     parser.add_argument(
@@ -143,6 +145,7 @@ def run_run(args: argparse.Namespace) -> int:
     config = _loop_config(args, scope)
     metrics = Metrics({"node": args.node} if args.node else None)
     publisher = _publisher(args, scope)
+    binder = _binder(args, metrics)
     with contextlib.ExitStack() as connected:
         try:
             kube, ovn = connected.enter_context(common.connections(args, scope=scope))
@@ -160,11 +163,14 @@ def run_run(args: argparse.Namespace) -> int:
             config, source, _reader(args, kube, scope, stopping), ovn, lease=lease,
             reporter=reporter, outbox=outbox, publisher=publisher, stopping=stopping,
         )  # fmt: skip
+        if binder is not None:
+            binder.sinks.append(loop.status_book.binder)
         if stopping.is_set():
             return common.EXIT_OK
         if args.once:
-            return loop.run_once()
-        return _serve(args, loop, metrics)
+            code = loop.run_once()
+            return max(code, binder.run_once()) if binder is not None else code
+        return _serve(args, loop, metrics, binder, stopping)
 
 
 def _source(args: argparse.Namespace) -> ManifestSource:
@@ -217,10 +223,37 @@ def _reader(
     return cache
 
 
-def _serve(args: argparse.Namespace, loop: Loop, metrics: Metrics) -> int:
-    """Run the loop, with ``/metrics``, ``/healthz`` and ``/readyz`` served beside it."""
+def _binder(args: argparse.Namespace, metrics: Metrics) -> Binder | None:
+    """The node binder a node agent runs beside its loop (``--node`` with ``--ovs-db``)."""
+    if not args.ovs_db:
+        return None
+    if not args.node:
+        raise UserError(
+            f"--ovs-db {args.ovs_db}: the binder binds one node's VNF NICs: give --node too "
+            "(a node agent), or run `osc-gitops bind --node NODE` beside a central run"
+        )
+    return common.make_binder(args, args.node, metrics)
+
+
+def _serve(
+    args: argparse.Namespace,
+    loop: Loop,
+    metrics: Metrics,
+    binder: Binder | None,
+    stopping: threading.Event,
+) -> int:
+    """Run the loop, with ``/metrics``, ``/healthz`` and ``/readyz`` served beside it, and the
+    node binder (if any) in a thread of its own, stopped with the loop."""
+    import threading
+
     from reconciler.engine.reporting.metrics import MetricsServer
 
+    binder_thread = None
+    if binder is not None:
+        binder_thread = threading.Thread(
+            target=binder.run, args=(stopping,), daemon=True, name="binder"
+        )
+        binder_thread.start()
     server = None
     if args.metrics_addr != "off":
         try:
@@ -233,6 +266,9 @@ def _serve(args: argparse.Namespace, loop: Loop, metrics: Metrics) -> int:
     try:
         return loop.run(install_signals=True)
     finally:
+        stopping.set()
+        if binder_thread is not None:
+            binder_thread.join(timeout=10)
         if server is not None:
             server.stop()
 
@@ -313,6 +349,9 @@ COMMAND = common.Command(
         "  osc-gitops run policies/ --once --ovn-nb tcp:10.0.0.5:6641   # CronJob\n"
         "  osc-gitops run --repo URL --in-cluster --kubernetes-only --leader-elect\n"
         '  osc-gitops run --repo URL --in-cluster --node "$OSC_NODE_NAME" \\\n'
-        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock          # interconnect: one per node"
+        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock          # interconnect: one per node\n"
+        '  osc-gitops run --repo URL --in-cluster --node "$OSC_NODE_NAME" \\\n'
+        "      --ovn-nb unix:/var/run/ovn/ovnnb_db.sock --ovs-db unix:/var/run/openvswitch/db.sock"
+        "   # and bind the node's VNF NICs (ovs-cni <= v0.39.0)"
     ),
 )

@@ -78,8 +78,9 @@ def run_status(args: argparse.Namespace) -> int:
         if failures or pending:
             sys.stdout.write("Not converged:\n")
             sys.stdout.writelines(f"  {line}\n" for line in (*failures, *pending))
-    # a halted rolling update needs a human as much as a failed pass does; held steering and
-    # a rollout under way are not failures, but the live state is not the manifests' yet
+    # a halted rolling update needs a human as much as a failed pass does, and so does a VNF
+    # VM whose ports OVN never bound; held steering and a rollout under way are not failures,
+    # but the live state is not the manifests' yet
     if failures:
         return EXIT_ERROR
     return EXIT_PENDING if pending else EXIT_OK
@@ -180,10 +181,11 @@ COMMAND = Command(
     ),
     epilog=(
         "exit codes: 0 last reconcile ok and nothing pending (--all-nodes: every node ok), 1 "
-        "error/refused/unreachable or no status, or a rolling update halted (--all-nodes: a "
-        "node failed, is silent, lags or is missing), 3 not converged yet: steering held "
-        "until a VNF instance is healthy (its pods are named: NOT protected) or a rolling "
-        "update under way (read live from the cluster's VirtualMachines)\n\n"
+        "error/refused/unreachable or no status, a rolling update halted, or a running VNF "
+        "VM's port that OVN has not bound (--all-nodes: a node failed, is silent, lags or is "
+        "missing), 3 not converged yet: steering held until a VNF instance is healthy (its "
+        "pods are named: NOT protected) or a rolling update under way (read live from the "
+        "cluster's VirtualMachines)\n\n"
         "examples:\n  kubectl -n osc-gitops exec deploy/osc-gitops -- osc-gitops status\n"
         "  osc-gitops status --all-nodes --kubeconfig ~/.kube/config\n"
         "  osc-gitops status --all-nodes -o json"

@@ -19,8 +19,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from reconciler.core.compiling.nic_binding import Write
 from reconciler.core.compiling.notices import MemberKey, MemberNotice
-from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, OvnState, Pod
+from reconciler.core.model.observed import (
+    KubeObject,
+    LauncherPod,
+    NetworkPolicy,
+    Node,
+    OvnState,
+    OvsInterface,
+    Pod,
+)
 from reconciler.core.model.plan import Change
 
 WatchCallback = Callable[[str, dict[str, Any]], None]
@@ -120,6 +129,58 @@ class OvnProvider(OvnReader, OvnWriter, Protocol):
     def close(self) -> None: ...
 
 
+class NodeVmProvider(Protocol):
+    """What the node binder reads from Kubernetes: one node's VNF VMs of ours and its
+    virt-launcher pods (``reconciler.adapters.kube.node_vms.NodeVms``)."""
+
+    def read(self) -> tuple[Sequence[KubeObject], Sequence[LauncherPod]]: ...
+    def relist(self) -> None:
+        """Refresh from the API (the periodic resync)."""
+        ...
+
+    def start(self, stop: threading.Event, on_change: Callable[[], None]) -> None:
+        """Follow both in watches until ``stop``, calling ``on_change()`` after each event."""
+        ...
+
+
+class InterfaceCounters(Protocol):
+    """One OVS Interface's counters (``Interface.statistics``)."""
+
+    @property
+    def iface_id(self) -> str | None: ...
+    @property
+    def counters(self) -> dict[str, int]: ...
+
+
+class OvsProvider(Protocol):
+    """A node's Open_vSwitch database as the binder uses it
+    (``reconciler.adapters.ovn.vswitch.OvsDb``). Errors are ``EndpointError``s naming it."""
+
+    remote: str
+
+    @property
+    def connected(self) -> bool: ...
+    def connect(self) -> None: ...
+    def close(self) -> None: ...
+    def interfaces(self) -> Sequence[OvsInterface]:
+        """Every Interface of a port ovs-cni made (its Port's ``external_ids`` with it)."""
+        ...
+
+    def wait(self, seconds: float) -> bool:
+        """Follow the database for up to ``seconds`` (or until :meth:`wake`); True when
+        something changed."""
+        ...
+
+    def wake(self) -> None: ...
+    def write(self, writes: Sequence[Write]) -> None:
+        """Set or remove ``iface-id`` only, in one transaction."""
+        ...
+
+    def statistics(self) -> Mapping[str, InterfaceCounters]:
+        """Counters of every Interface with an ``iface-id``, by Interface name."""
+        ...
+
+
 class LeaseProvider(Protocol):
     """Leader election as the loop uses it (``reconciler.adapters.kube.lease.LeaseLock``)."""
 
@@ -208,6 +269,11 @@ class Reporter(Protocol):
         (ours and everyone else's; at most 255 each). Empty when the NB has no such tables."""
         ...
 
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        """Data ports of running VNF VMs that OVN has not bound, counted by ``(vnf, node)``
+        (``reconciler.core.steering.port_binding.unbound_ports``); empty when none."""
+        ...
+
     def transitions(
         self,
         held: Mapping[tuple[str, str], float],
@@ -215,9 +281,10 @@ class Reporter(Protocol):
         allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
-        seconds it has waited (``reconciler.core.transitions.gating``), the rolling updates
-        under way (the plan's ``rollouts``, ``reconciler.core.transitions.rollout``), and each
-        waited-for instance's boot allowance (seconds; ``None``: not known)."""
+        seconds it has waited (``reconciler.core.steering.network_function.gating``), the
+        rolling updates under way (the plan's ``rollouts``,
+        ``reconciler.core.transitions.rollout``), and each waited-for instance's boot allowance
+        (seconds; ``None``: not known)."""
         ...
 
 
@@ -252,6 +319,9 @@ class NoopReporter:
         pass
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
+        pass
+
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
         pass
 
     def transitions(

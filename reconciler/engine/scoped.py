@@ -97,6 +97,7 @@ def _observe(kube: KubeReader, ovn: OvnReader, instance: str, inputs: Observed |
         capabilities=state.capabilities,
         nb_global=state.nb_global,
         nf_active=state.nf_active,
+        ports_up=state.ports_up,
         ovn_kubernetes=state.ovn_kubernetes,
         observed_at=observed_at,
     )

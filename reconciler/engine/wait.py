@@ -5,9 +5,11 @@ pipeline again whenever something that could let the apply go further changed (n
 a function group's active function, a rollout step was written, a rollout's time limit came)
 until
 
-- no steering is held (``reconciler.core.transitions.gating``),
-- no rolling update is under way (``reconciler.core.transitions.rollout``), and
-- every VNF instance OVN can judge (a health check, a function group) is healthy,
+- no steering is held (``reconciler.core.transitions.hold``),
+- no rolling update is under way (``reconciler.core.transitions.rollout``),
+- every VNF instance OVN can judge (a health check, a function group) is healthy, and
+- no data port of a running VNF VM is unbound (``HealthIndex.unbound``: a VM whose ports OVN
+  never binds would otherwise only show as "probe failing"),
 
 or the timeout passes. Between passes it waits on the NB (``OvnNorthbound.watch_health``),
 never longer than a second (a VM's status or a change nobody announces is seen then).
@@ -57,18 +59,22 @@ def unready(
     report: TransitionReport, observed: Observed, desired: Desired | None = None
 ) -> list[str]:
     """Everything that keeps an apply from being done, for humans, one line each: each VNF VM
-    OVN does not count healthy (why, what it does to traffic, what to check), each binding
-    whose steering is held (on which nodes, until which VMs are healthy, and with
-    ``desired`` the pods NOT protected meanwhile: their traffic flows unsteered), each rollout
-    and what it waits for. A line's text before its first ``": "`` names what it is about
-    (what a log of state changes keys on)."""
+    OVN does not count healthy (why, what it does to traffic, what to check), each data port
+    OVN has not bound, each binding whose steering is held (on which nodes, until which VMs are
+    healthy, and with ``desired`` the pods NOT protected meanwhile: their traffic flows
+    unsteered), each rollout and what it waits for. A line's text before its first ``": "``
+    names what it is about (what a log of state changes keys on)."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
     explained: set[str] = set()
-    for member in HealthIndex(observed).members.values():
+    health = HealthIndex(observed)
+    for member in health.members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
             explained.add(member.vm)
+    for port in health.unbound:
+        lines.append(f"{port.vm.partition('/')[2]} port {port.port}: not bound ({port.side}): "
+                     f"{port.cause}")  # fmt: skip
     holds: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for hold in report.held:
         holds[str(hold["binding"])].append(hold)

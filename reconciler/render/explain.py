@@ -8,8 +8,12 @@ order (``{name, vnf, order, node, instance, healthy, shadowedBy}`` and ``securit
 list of ``{protocol, ports}``), ``vm``, ``health``, ``healthDetail``, ``shadowed``, ``steers``,
 ``reason``, ``held``: why its steering on the pod's node waits for the VNF instance,
 or null, ``hops``: the VNFs in the order a packet crosses them, ``{vnf, instance, vm,
-health, healthDetail}`` each, one for a single VNF; for a chain ``vnf`` is the list of names
-and ``instance`` is null), ``ovn`` (``{table, name, node, origin, state, changed, fields}``)
+health, healthDetail, unbound, traffic, trafficDetail}`` each, one for a single VNF; for a chain
+``vnf`` is the list of names and ``instance`` is null; ``unbound``: the instance's data ports
+OVN has not bound, one line each with the cause; ``traffic``: ``crossed``, ``quiet``,
+``silent-while-pods-talked``, ``unknown`` or null (no instance), whether pod traffic crossed
+the instance in the last minute, ``trafficDetail`` the same for humans), ``ovn``
+(``{table, name, node, origin, state, changed, fields}``)
 and ``warnings``.
 """
 
@@ -95,6 +99,9 @@ def _binding_json(b: BindingView) -> dict[str, Any]:
                 "vm": h.vm_state,
                 "health": h.health,
                 "healthDetail": h.health_detail,
+                "unbound": list(h.unbound),
+                "traffic": h.traffic_verdict or None,
+                "trafficDetail": h.traffic or None,
             }
             for h in b.hops
         ],
@@ -153,6 +160,10 @@ def _binding_lines(index: int, b: BindingView) -> list[str]:
         lines.append(
             f"     VNF {b.vnf} on {b.node}: VirtualMachine {b.instance}{vm}, {b.health}{detail}"
         )
+        for hop in b.hops[:1]:
+            lines += [f"     ! {line}" for line in hop.unbound]
+            if hop.traffic:
+                lines.append(f"     traffic: {hop.traffic}")
     elif len(b.hops) > 1:
         lines.append(f"     chain {b.vnf_text} on {b.node}, hop by hop:")
         for n, hop in enumerate(b.hops, 1):
@@ -160,6 +171,9 @@ def _binding_lines(index: int, b: BindingView) -> list[str]:
             vm = f" ({hop.vm_state})" if hop.vm_state and hop.vm_state != "ok" else ""
             detail = f": {hop.health_detail}" if hop.health_detail else ""
             lines.append(f"       {n}. VNF {hop.vnf}: {where}{vm}, {hop.health}{detail}")
+            lines += [f"          ! {line}" for line in hop.unbound]
+            if hop.traffic:
+                lines.append(f"          traffic: {hop.traffic}")
     if b.reason:
         lines.append(f"     does not steer this pod: {b.reason}")
     if b.held:

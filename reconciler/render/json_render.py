@@ -76,6 +76,10 @@ restart: ``{vnf, summary ("VnfDeployment/fw: 1 of 3 nodes updated ..."), nodes_u
 nodes_total, halted (why, or null), max_unavailable, deadline, window, instances_per_node, vms:
 [{key, node, slot, function, outdated, released, template, phase, since, rolling_to, halted,
 peer}]}``; VM template updates not ``released`` are held back (not in ``changes``).
+``meta.unbound`` (absent when none): the data ports of running VNF VMs that OVN has not bound
+(the LSP's ``up`` is not true: ``reconciler.core.steering.port_binding.unbound_ports``), one entry
+per port: ``{vnf, node, vm ("namespace/name"), port (the LSP), side ("in"|"out"), cause}``.
+Such an instance never passes its health check, so the steering onto it stays held.
 """
 
 from __future__ import annotations

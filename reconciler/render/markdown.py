@@ -57,6 +57,12 @@ def render_markdown(plan: Plan, verbose: bool = False) -> str:
         for inst in plan.vnf_instances:
             icon = _HEALTH_ICON.get(inst.health, "")
             lines.append(f"| {inst.vnf} | {inst.node} | {icon} {inst.health} | {inst.detail} |")
+    if plan.unbound:
+        lines += ["", "**Unbound VNF ports**: the VM runs, OVN has not bound its port", ""]
+        lines += ["| VNF | node | port | VirtualMachine | cause |", "|---|---|---|---|---|"]
+        for port in plan.unbound:
+            lines.append(f"| {port.vnf} | {port.node} | `{port.port}` ({port.side}) | "
+                         f"{port.vm} | ❗ {port.cause} |")  # fmt: skip
     budget = budget_line(plan)
     if budget:
         lines += ["", f"**NF ids** in this Northbound DB after this plan: {budget}"]

@@ -207,6 +207,10 @@ def render_text(plan: Plan, verbose: bool = False) -> str:
         out.append("")
         out.append("VNF instances (health as OVN reports it):")
         out.extend(f"  {line}" for line in health)
+    if plan.unbound:
+        out.append("")
+        out.append("Unbound VNF ports (the VM runs, OVN has not bound its port; steering waits):")
+        out.extend(f"  ! {port.line()}" for port in plan.unbound)
     budget = budget_line(plan)
     if budget:
         out.append("")

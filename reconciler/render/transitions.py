@@ -1,5 +1,5 @@
 """Held steering and rolling updates, as a plan shows them (:attr:`Plan.held`,
-:attr:`Plan.rollouts`: ``reconciler.core.transitions.gating``,
+:attr:`Plan.rollouts`: ``reconciler.core.steering.network_function.gating``,
 ``reconciler.core.transitions.rollout``)."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 real packets through a bridging VNF guest plugged on Network Function ports.
 
 The NF rows are written with ``ovn-nbctl`` and the VirtualMachine/NADs are added to the API
-emulator by hand, as the reconciler would: this checks the harness, not the product."""
+emulator by hand, as the reconciler would: this checks the harness, not the product (but for
+the node binder, which binds the VM's NICs as in every packet test)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ def _vm() -> dict[str, Any]:
     return {
         "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
         "metadata": {"name": VM, "namespace": VM_NAMESPACE,
+                     # the reconciler's labels: the node binder binds the VMs of an instance
+                     "labels": {"app.kubernetes.io/managed-by": "osc-gitops",
+                                "osc.io/owner": "osc-gitops", "osc.io/vnf": "fw",
+                                "osc.io/node": "node-1"},
                      "annotations": {"osc.io/ports": f"in={NF_IN},out={NF_OUT}"}},
         "spec": {"runStrategy": "Always", "template": {"spec": {
             "nodeSelector": {"kubernetes.io/hostname": "node-1"},

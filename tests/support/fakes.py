@@ -148,6 +148,12 @@ class FakeKube:
                 self._owned_tuples[(kind, instance)] = cached
             return cached
 
+    def set_status(self, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        """What a controller reports (e.g. KubeVirt: a VM ``printableStatus`` ``Running``)."""
+        with self._lock:
+            self._objects[(kind, namespace, name)]["status"] = dict(status)
+            self._owned_tuples.clear()
+
     def objects(self, kind: str) -> dict[str, dict[str, Any]]:
         """Every stored object of ``kind`` by ``namespace/name`` (for assertions)."""
         return {f"{ns}/{n}": obj for (k, ns, n), obj in self._objects.items() if k == kind}
@@ -308,6 +314,8 @@ class FakeOvn:
         """Functions northd counts healthy (``None``: northd is not playing; no group has an
         active function). :meth:`read` reports each group's first healthy member active."""
         self._health_watchers: list[Callable[[], None]] = []
+        self.ports_up: dict[str, bool] = {}
+        """northd's ``up`` of our LSPs (``OvnState.ports_up``): empty, no northd judges."""
 
     def read(self) -> OvnState:
         self.failures.check("read")
@@ -327,6 +335,7 @@ class FakeOvn:
             owned=self._owned,
             capabilities=self.capabilities,
             nf_active=active,
+            ports_up=dict(self.ports_up),
         )
 
     def set_healthy(self, functions: Iterable[str]) -> None:
@@ -465,6 +474,9 @@ class RecordingReporter:
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
         self.events.append(("nf_ids_used", dict(used)))
+
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        self.events.append(("unbound_ports", dict(unbound)))
 
     def transitions(
         self,

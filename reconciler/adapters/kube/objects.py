@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core.model.observed import KubeObject, NetworkPolicy, Node, Pod
+from reconciler.core.model.observed import KubeObject, LauncherPod, NetworkPolicy, Node, Pod
 from reconciler.core.model.ownership import PREFIX, ROLLOUT_PREFIX
 
 
@@ -167,4 +167,35 @@ def owned_object(kind: str, obj: dict[str, Any]) -> KubeObject:
         body=managed_body(obj),
         state=state,
         status=status,
+    )
+
+
+LAUNCHER_SELECTOR = "kubevirt.io=virt-launcher"
+"""The label KubeVirt gives every virt-launcher pod (``pkg/virt-controller/services/
+template.go`` ``podLabels``: ``kubevirt.io: virt-launcher``, ``kubevirt.io/created-by: <VMI
+uid>``)."""
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
+
+
+def launcher_pod_from_object(obj: dict[str, Any]) -> LauncherPod | None:
+    """A virt-launcher pod as the binder needs it; ``None`` for a pod no VMI owns."""
+    meta = obj.get("metadata") or {}
+    owner = next(
+        (r for r in meta.get("ownerReferences") or []
+         if r.get("kind") == "VirtualMachineInstance" and r.get("controller")),
+        None,
+    )  # fmt: skip
+    if owner is None:
+        return None
+    status = (meta.get("annotations") or {}).get(NETWORK_STATUS)
+    phase = (obj.get("status") or {}).get("phase")
+    return LauncherPod(
+        namespace=meta.get("namespace", ""),
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        node=(obj.get("spec") or {}).get("nodeName") or None,
+        vmi=str(owner.get("name", "")),
+        network_status=status if isinstance(status, str) else None,
+        terminating=bool(meta.get("deletionTimestamp")) or phase in ("Succeeded", "Failed"),
+        running=phase == "Running",
     )

@@ -241,8 +241,11 @@ class StatusReader:
     def for_settings(cls, settings: KubeSettings) -> StatusReader:
         return cls(api_client(settings))
 
-    def agents(self, namespace: str) -> dict[str, PublishedStatus]:
-        """Every agent's status Lease in ``namespace`` by node name (one ``list``)."""
+    def agents(
+        self, namespace: str, prefix: str = AGENT_LEASE_PREFIX
+    ) -> dict[str, PublishedStatus]:
+        """Every agent's status Lease in ``namespace`` by node name (one ``list``); with
+        ``prefix`` ``osc-gitops-binder-``: every node binder's."""
         try:
             leases = self._leases.list_namespaced_lease(namespace)
         except ApiException as exc:
@@ -253,8 +256,8 @@ class StatusReader:
         out: dict[str, PublishedStatus] = {}
         for lease in leases.items or ():
             name = (lease.metadata.name if lease.metadata else "") or ""
-            if name.startswith(AGENT_LEASE_PREFIX):
-                out[name.removeprefix(AGENT_LEASE_PREFIX)] = _published(lease)
+            if name.startswith(prefix):
+                out[name.removeprefix(prefix)] = _published(lease)
         return out
 
     def one(self, namespace: str, name: str) -> PublishedStatus | None:

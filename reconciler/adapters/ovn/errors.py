@@ -19,6 +19,7 @@ __all__ = [
     "OvnError",
     "OvnLockedError",
     "OvnSnapshotError",
+    "OvsDbError",
     "connect_error",
     "tls_failure",
 ]
@@ -52,6 +53,13 @@ class OvnLockedError(OvnApplyError, ConflictError):
 
 class OvnSnapshotError(OvnError):
     """The server answered the snapshot transaction with an error (message names the NB)."""
+
+
+class OvsDbError(OvnError):
+    """A node's Open_vSwitch database (the node binder's) could not be reached, read or
+    written; the message names its socket."""
+
+    cause = "ovs"
 
 
 def connect_error(

@@ -58,6 +58,7 @@ __all__ = ["ReadCache", "RowIndex", "idl_symbolic"]
 _OWNED_NAMES = tuple(t.name for t in OWNED_TABLES if t.naming != "singleton")
 _ID_TABLES = tuple(t.name for t in OWNED_TABLES if t.foreign_ids)
 _NF, _NFG, _ACTIVE = "Network_Function", "Network_Function_Group", "network_function_active"
+_LSP = "Logical_Switch_Port"
 _ACTIVE_INPUTS = frozenset({_NF, _NFG})
 """Tables whose changes can change ``OvnState.nf_active`` (our groups, the functions' names)."""
 _OVNK_COLUMNS = {
@@ -307,6 +308,7 @@ class ReadCache:
         routers = prev.routers if prev is not None else None
         used = prev.used_ids if prev is not None else None
         active = prev.nf_active if prev is not None else None
+        ports_up = prev.ports_up if prev is not None else None
         dirty = self._tables_dirty
         if switches is None or "Logical_Switch" in dirty:
             switches = self._switches(tables)
@@ -316,6 +318,8 @@ class ReadCache:
             used = self._used_ids(tables)
         if active is None or dirty.intersection(_ACTIVE_INPUTS):
             active = self._nf_active(tables)
+        if ports_up is None or _LSP in dirty:
+            ports_up = self._ports_up(tables)
         prev_nb = self._nb_global
         if prev is None or NB_GLOBAL in dirty:
             fresh = self._read_nb_global(tables)
@@ -342,6 +346,7 @@ class ReadCache:
             and owned is prev.owned
             and nb_view is prev.nb_global
             and active == prev.nf_active
+            and ports_up == prev.ports_up
         ):
             return prev
         self._state = OvnState(
@@ -353,6 +358,7 @@ class ReadCache:
             used_ids=used if prev is None or used != prev.used_ids else prev.used_ids,
             nb_global=nb_view,
             nf_active=active if prev is None or active != prev.nf_active else prev.nf_active,
+            ports_up=ports_up if prev is None or ports_up != prev.ports_up else prev.ports_up,
             ovn_kubernetes=ovnk
             if prev is None or ovnk != prev.ovn_kubernetes
             else prev.ovn_kubernetes,
@@ -367,6 +373,20 @@ class ReadCache:
         options = committed_map(row, "options")
         external_ids = committed_map(row, "external_ids")
         return nb_global(options, external_ids, self._instance)
+
+    def _ports_up(self, tables: Mapping[str, Any]) -> dict[str, bool]:
+        """Our LSPs by name -> northd's ``up`` (only where the schema has the column)."""
+        if _LSP not in tables or "up" not in tables[_LSP].columns:
+            return {}
+        out = {}
+        for u, key in self._owned_key.get(_LSP, {}).items():
+            row = self.index.owned.get((_LSP, key))
+            if row is None or row.uuid != u:
+                continue
+            up = committed_scalar(row, "up")
+            if isinstance(up, bool):  # empty: no northd has judged it (unknown)
+                out[key] = up
+        return dict(sorted(out.items()))
 
     def _nf_active(self, tables: Mapping[str, Any]) -> dict[str, str | None]:
         """Our groups by name -> the function northd made active (by name), or None."""

@@ -137,6 +137,9 @@ class Session:
         self.locks: dict[str, bool] = {}
         """Lock name -> whether the server last said we hold it (``locked``/``stolen``
         notifications; the ``lock`` request's own reply is the caller's)."""
+        self.on_notification: Callable[[str, list[Any]], None] | None = None
+        """Called with ``(method, params)`` for every other notification (a monitor's
+        ``update2``); they are dropped without it."""
 
     @classmethod
     def open(cls, member: str, tls: ssl.SSLContext | None, deadline: float) -> Session:
@@ -256,7 +259,8 @@ class Session:
                 self.locks[str(message["params"][0])] = method == "locked"
             elif method is None:
                 self.replies[message.get("id")] = message
-            # other notifications (we monitor nothing) are ignored
+            elif self.on_notification is not None and message.get("id") is None:
+                self.on_notification(str(method), list(message.get("params") or []))
 
 
 def rpc_error(reply: Mapping[str, Any]) -> str | None:

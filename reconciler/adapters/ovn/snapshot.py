@@ -79,6 +79,7 @@ _POD_TABLE = "Logical_Switch_Port"
 _POD_TRUE = ["map", [["pod", "true"]]]
 _POD_COLUMNS = ("name", "addresses", "options", "external_ids")
 _NF, _NFG, _ACTIVE = "Network_Function", "Network_Function_Group", "network_function_active"
+_LSP = "Logical_Switch_Port"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,6 +378,11 @@ class _Builder:
         del pods
         routers = sorted(r["name"] for r in self.all_rows["Logical_Router"])
         nb_view, nb_row = self._nb_global()
+        ports_up = {  # northd writes true or false; empty: no northd has judged it (unknown)
+            str(row["name"]): row["up"]
+            for row in self.owned_rows.get(_LSP, ())
+            if isinstance(row.get("up"), bool)
+        }
         owned = self._owned()
         if nb_row is not None:
             owned.append(nb_row)
@@ -397,6 +403,7 @@ class _Builder:
             used_ids=used,
             nb_global=nb_view,
             nf_active=self._nf_active(),
+            ports_up=ports_up,
             ovn_kubernetes=self._ovn_kubernetes(),
         )
 

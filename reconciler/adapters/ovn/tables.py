@@ -166,6 +166,7 @@ _TABLES = (
         sparse=frozenset({"parent_name", "tag_request"}),
         maps=frozenset({"external_ids", "options"}),
         keep_order=frozenset({"addresses"}),
+        reported=("up",),  # northd: the port is bound on a chassis (our VNF ports: bound?)
     ),
     NbTable(
         "Port_Group",

@@ -31,6 +31,7 @@ __all__ = [
     "Pending",
     "Protection",
     "ProtectionBasis",
+    "UnboundPort",
     "VmRollout",
     "VnfRollout",
     "texts",
@@ -121,6 +122,37 @@ class InstanceHealth:
         return cls(data["vnf"], data["node"], data["health"], data.get("detail", ""))
 
 
+@dataclass(frozen=True, slots=True)
+class UnboundPort:
+    """A data port of a running VNF VM that OVN has not bound (the plan's ``unbound``,
+    ``reconciler.core.steering.port_binding.unbound_ports``): its LSP is not ``up``, so the
+    instance never passes its health check and the steering onto it stays held."""
+
+    vnf: str
+    node: str
+    vm: str
+    """``<namespace>/<name>`` of the VirtualMachine."""
+    port: str
+    side: str
+    cause: str
+
+    def line(self) -> str:
+        return (
+            f"VnfDeployment/{self.vnf} on {self.node}: port {self.port} ({self.side}) of "
+            f"VirtualMachine {self.vm}, which runs, is not bound: {self.cause}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> UnboundPort:
+        return cls(
+            str(data["vnf"]), str(data["node"]), str(data["vm"]), str(data["port"]),
+            str(data.get("side", "")), str(data.get("cause", "")),
+        )  # fmt: skip
+
+
 # --------------------------------------------------------------------------- held steering
 
 Ident = tuple[str, str]
@@ -129,7 +161,7 @@ Ident = tuple[str, str]
 @dataclass(frozen=True, slots=True)
 class Hold:
     """The steering of one binding on one node, held until its function groups are active
-    (the plan's ``held``; ``reconciler.core.transitions.gating``)."""
+    (the plan's ``held``; ``reconciler.core.steering.network_function.gating``)."""
 
     binding: str
     node: str

@@ -93,6 +93,15 @@ def vnf_port(vnf: str, node: str, side: str, slot: Slot = "") -> str:
     return f"nf_{vnf}_{node}_{side}"
 
 
+BINDER_LEASE_PREFIX = "osc-gitops-binder-"
+"""Where the node binder of a node publishes its state: Lease ``osc-gitops-binder-<node>``."""
+
+
+def binder_lease(node: str) -> str:
+    """The node binder's status Lease of ``node`` (in the status namespace)."""
+    return f"{BINDER_LEASE_PREFIX}{node}"
+
+
 MAX_OBJECT_NAME = 253
 """A Kubernetes object name is a DNS subdomain: at most 253 characters."""
 LAUNCHER_ROOM = 20

@@ -19,7 +19,7 @@ from typing import Any
 from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
 
 SNAPSHOT_FORMAT_VERSION = 1
-REPORT_ONLY_FIELDS: frozenset[str] = frozenset()
+REPORT_ONLY_FIELDS: frozenset[str] = frozenset({"ports_up"})
 """``Observed`` fields read for reports only, never by compile or the diff (none since a chain
 that may fail open reads its hops' health, ``nf_active``: the incremental planner compiles
 again only when a group compile read changes, ``TargetBuilder.health_read``)."""
@@ -128,6 +128,48 @@ class NetworkPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class LauncherPod:
+    """A KubeVirt ``virt-launcher`` pod, as the node binder needs it: the pod that holds a
+    VirtualMachineInstance's NICs (KubeVirt ``pkg/virt-controller/services/template.go``:
+    ``GenerateName: virt-launcher-<vmi>-``, label ``kubevirt.io: virt-launcher``, an owner
+    reference to its VMI, whose name is the VM's)."""
+
+    namespace: str
+    name: str
+    uid: str
+    """What ovs-cni records as the OVS Port's ``external_ids:contPodUid`` (Multus passes the
+    pod UID in ``CNI_ARGS`` as ``K8S_POD_UID``)."""
+    node: str | None
+    vmi: str
+    """The VirtualMachineInstance that owns the pod (its controller owner reference): the name
+    of its VirtualMachine."""
+    network_status: str | None = None
+    """The raw ``k8s.v1.cni.cncf.io/network-status`` annotation Multus wrote after it plugged
+    the pod's networks (``None``: not (yet) there)."""
+    terminating: bool = False
+    """The pod is being deleted or has ended (``deletionTimestamp``, phase ``Succeeded`` or
+    ``Failed``): its NICs are no longer the VM's."""
+    running: bool = True
+    """Phase ``Running``: the kubelet started its containers, so its CNI ADD (every network
+    Multus plugs, and then Multus' ``network-status``) is done. A pod still ``Pending`` may
+    simply not have been reported yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class OvsInterface:
+    """One OVS ``Interface`` of a node's Open_vSwitch database, with what the binder reads of
+    it and of its ``Port``."""
+
+    uuid: str
+    name: str
+    iface_id: str | None
+    """``Interface.external_ids:iface-id``: the OVN logical port ovn-controller binds it to."""
+    port_ids: dict[str, str] = field(default_factory=dict)
+    """``Port.external_ids``: ovs-cni (every release) writes ``contPodUid``, ``contNetns``,
+    ``contIface`` and ``owner`` there (``pkg/ovsdb/ovsdb.go`` ``createPortOperation``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class OvnCapabilities:
     schema_version: str
     network_function: bool
@@ -161,6 +203,10 @@ class OvnState:
     nf_active: dict[str, str | None] = field(default_factory=dict)
     """Our Network_Function_Groups by name -> the Network_Function northd made active
     (``network_function_active``), ``None`` when it found none healthy."""
+    ports_up: dict[str, bool] = field(default_factory=dict)
+    """Our Logical_Switch_Ports by name -> whether northd reports them ``up`` (bound on a
+    chassis whose ovn-controller installed them); a port northd has not judged (no northd, an
+    NB without the column) is not in it."""
     ovn_kubernetes: OvnKubernetesRows = field(default_factory=OvnKubernetesRows)
     """What OVN-Kubernetes' own rows look like (its generation:
     ``reconciler.core.model.ovn_kubernetes``), read once per connection."""
@@ -191,6 +237,10 @@ class Observed:
     reports (VNF instance health), and by compile only for the hops of a chain that may fail
     open (``reconciler.core.steering.chains.paths``): a change of any other group never
     changes a plan, and the incremental planner follows only the groups compile read."""
+    ports_up: dict[str, bool] = field(default_factory=dict)
+    """What northd reports about our Logical_Switch_Ports (``OvnState.ports_up``): read for
+    reports only (a VNF VM whose ports OVN has not bound, ``reconciler.core.steering.
+    port_binding.unbound_ports``), never by compile or the diff."""
     ovn_kubernetes: OvnKubernetesRows = field(default_factory=OvnKubernetesRows)
     """``OvnState.ovn_kubernetes``: compile refuses an NB whose OVN-Kubernetes would break
     beside our rows."""
@@ -236,6 +286,7 @@ class Observed:
             else OvnCapabilities(schema_version="", network_function=False),
             nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
             nf_active=dict(data.get("nf_active", {})),
+            ports_up={str(k): bool(v) for k, v in data.get("ports_up", {}).items()},
             ovn_kubernetes=_ovn_kubernetes(data.get("ovn_kubernetes") or {}),
             observed_at=data.get("observed_at"),
         )

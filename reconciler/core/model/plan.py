@@ -20,6 +20,7 @@ from reconciler.core.model.facts import (
     Pending,
     Protection,
     ProtectionBasis,
+    UnboundPort,
     VnfRollout,
     texts,
 )
@@ -119,6 +120,8 @@ class Plan:
     node: str | None = fact("node")
     """A node agent's plan: its node."""
     vnf_instances: tuple[InstanceHealth, ...] = fact("vnf_instances", InstanceHealth, ())
+    unbound: tuple[UnboundPort, ...] = fact("unbound", UnboundPort, ())
+    """Data ports of running VNF VMs that OVN has not bound (JSON: ``meta.unbound``)."""
     nf_ids: Mapping[str, Mapping[str, int]] | None = fact("nf_ids")
     """Per NF id table: ``used``, ``max``, ``ours``, ``nodes``, ``per_node`` after this plan."""
     revision: str | None = fact("revision")

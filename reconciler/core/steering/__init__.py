@@ -11,6 +11,8 @@ planners, the transitions, the views and the CLI know of a backend: a new backen
 here plus its line in :data:`BACKENDS`. Health as OVN reports it (:class:`HealthIndex`) and the
 NF id budget are read from the Network Function backend's rows, the only ones with health
 checks and ids; they are exported here so that nobody outside this package names a backend.
+Whether OVN bound the VNF VMs' data ports (``port_binding``) holds for every backend; the
+health index hands it out too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from reconciler.core.steering.network_function.health import (
     why_not_healthy,
 )
 from reconciler.core.steering.network_function.ids import NF_ID_TABLES, id_budget, live_id_budget
+from reconciler.core.steering.port_binding import UNBOUND_CAUSE, unbound_ports
 from reconciler.core.steering.router_policy import RouterPolicy
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "HEALTH_CHECK_TABLE",
     "NF_ID_TABLES",
     "STEERING_CHOICES",
+    "UNBOUND_CAUSE",
     "HealthIndex",
     "MemberHealth",
     "SteeringBackend",
@@ -44,6 +48,7 @@ __all__ = [
     "instances_in",
     "live_id_budget",
     "select_backend",
+    "unbound_ports",
     "why_not_healthy",
 ]
 

@@ -512,9 +512,9 @@ def allocate_ids(
     """Stable ids 1-255: a row that exists keeps its id, new rows take the lowest free ones,
     where an id one of our live rows still holds (a row this plan deletes) is taken last: the
     old row may outlive the plan (health gating keeps a path in service until its successor is
-    healthy, ``reconciler.core.transitions.gating``), and a group id lives on in conntrack entries
-    (``ct_label``), so it is better not handed to a new group at once. ``what`` (name ->
-    (node, what it stands for)) makes the error say how the need adds up."""
+    healthy, ``reconciler.core.steering.network_function.gating``), and a group id lives on in
+    conntrack entries (``ct_label``), so it is better not handed to a new group at once.
+    ``what`` (name -> (node, what it stands for)) makes the error say how the need adds up."""
     wanted = sorted(set(names))
     existing = {
         r.fields.get("name"): r.fields.get("id") for r in observed.ovn_rows if r.table == table

@@ -1,5 +1,5 @@
-"""The report beside a plan's changes: each VNF instance's health as OVN sees it, and the NF id
-budget per NB.
+"""The report beside a plan's changes: each VNF instance's health as OVN sees it, the data
+ports of running VNF VMs OVN has not bound, and the NF id budget per NB.
 
 Nothing here feeds compile or the diff. Health changes by the second (northd rewrites
 ``Network_Function_Group.network_function_active`` as its probes succeed or fail) and must
@@ -28,14 +28,17 @@ def plan_report(
 ) -> dict[str, Any]:
     """What a plan shows beside its changes (:class:`Plan` facts by field name):
     ``vnf_instances``, the health of every VNF instance with a Network_Function in the target
-    or the NB (from ``health``, the plan's health index, made when not given), and ``nf_ids``,
+    or the NB (from ``health``, the plan's health index, made when not given), ``unbound``,
+    the data ports of running VNF VMs OVN has not bound (from the same index), and ``nf_ids``,
     the id budget of this NB after the plan. Left out where they say nothing (no
-    Network_Function anywhere; an NB without the tables)."""
+    Network_Function anywhere; an NB without the tables; every port bound)."""
     report: dict[str, Any] = {}
     index = health if health is not None else HealthIndex(observed)
     found = index.instances(instances_in(target))
     if found:
         report["vnf_instances"] = tuple(found.values())
+    if index.unbound:
+        report["unbound"] = index.unbound
     budget = id_budget(target, observed)
     if budget:
         report["nf_ids"] = budget

@@ -23,6 +23,7 @@ the pod is rerouted at the destination's node; shadowing there is judged on the 
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -33,7 +34,7 @@ from reconciler.core.compiling.compile import members_by_group_and_node
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Binding, Desired, Redirection
-from reconciler.core.model.facts import HEALTHY, UNKNOWN, Health, InstanceHealth
+from reconciler.core.model.facts import HEALTHY, UNKNOWN, Health, InstanceHealth, UnboundPort
 from reconciler.core.model.observed import Observed, Pod, PodPort
 from reconciler.core.model.plan import Change
 from reconciler.core.model.selectors import matches_selector
@@ -49,6 +50,12 @@ from reconciler.core.steering import (
 )
 from reconciler.core.steering.base import directions
 from reconciler.core.transitions.hold import held_idents
+from reconciler.core.views.traffic import (
+    SILENT,
+    BinderReport,
+    instance_traffic_line,
+    unbound_cause,
+)
 from reconciler.errors import UserError
 
 __all__ = [
@@ -69,7 +76,8 @@ Status = Literal["steered", "not-selected", "no-bindings", "pending", "not-steer
 the live rows (or VMs) differ from the compiled ones (apply has not run, or drift);
 ``not-steered``: a binding that applies cannot steer it (no VNF instance on its node, no OVN
 port for the pod, ...); ``held``: a binding's steering on its node waits until OVN reports the
-VNF instance healthy (``reconciler.core.transitions.gating``; the binding's ``held`` says why)."""
+VNF instance healthy (``reconciler.core.steering.network_function.gating``; the binding's ``held``
+says why)."""
 AS_DECLARED: frozenset[str] = frozenset({"steered", "not-selected", "no-bindings"})
 RowState = Literal["ok", "missing", "differs", "stale"]
 """A row as compiled and live: ``ok`` (equal; for a Port_Group: the pod's membership is),
@@ -121,6 +129,14 @@ class HopView:
     vm_state: RowState | None
     health: Health
     health_detail: str
+    unbound: tuple[str, ...] = ()
+    """Its VM's data ports OVN has not bound, one line each with the cause (what the node's
+    binder reports: ``reconciler.core.views.traffic.unbound_cause``)."""
+    traffic: str = ""
+    """Whether traffic crossed the instance in the last minute, for humans (empty: no VM)."""
+    traffic_verdict: str = ""
+    """``crossed``, ``quiet``, ``silent-while-pods-talked`` or ``unknown``
+    (``reconciler.core.views.traffic.verdict``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +232,17 @@ class Explanation:
 
 
 def explain_pod(
-    desired: Desired, observed: Observed, planned: CompiledPlan, namespace: str, name: str
+    desired: Desired,
+    observed: Observed,
+    planned: CompiledPlan,
+    namespace: str,
+    name: str,
+    binders: Mapping[str, BinderReport] | None = None,
 ) -> Explanation:
-    """Explain how ``namespace/name`` is steered; raises :class:`PodNotFound`."""
+    """Explain how ``namespace/name`` is steered; raises :class:`PodNotFound`.
+
+    ``binders``: what each node's binder published, by node (``None``: not read; then an
+    unbound port's cause cannot say whether a binder runs, and traffic is unknown)."""
     pod = _find_pod(observed.pods, namespace, name)
     port = _pod_port(observed.pod_ports, pod)
     node = port.switch if port is not None else pod.node
@@ -241,6 +265,7 @@ def explain_pod(
         for b in bindings
         if node is not None and all((vnf, node) in instances for vnf in b.spec.vnfs)
     ]
+    health = planned.health or HealthIndex(observed)
     context = _Context(
         desired,
         observed,
@@ -248,8 +273,13 @@ def explain_pod(
         node,
         member_of,
         common.shadowing(on_node, tiered=tiered),
-        _health(planned, observed, node, bindings),
+        _health(planned, health, node, bindings),
         _vm_states(planned, node, bindings),
+        _Traffic(
+            health.unbound,
+            binders,
+            members_by_group_and_node(desired, observed.pods, observed.pod_ports, bound_groups),
+        ),
     )
     views = [context.view(binding) for binding in bindings]
     rows = _rows(planned, observed, pod, node, bindings)
@@ -259,6 +289,7 @@ def explain_pod(
         desired, observed, pod, node, views, backend, instance, planned.target
     )
     status = _status(groups, views, rows, held_idents(planned.plan))
+    warnings += _hop_warnings(views)
     warnings += _held_warnings(views, status, rows)
     return Explanation(
         namespace=pod.namespace,
@@ -300,6 +331,33 @@ _CHAIN_HEALTH = (
 
 
 @dataclass(frozen=True)
+class _Traffic:
+    """What a hop is told of its VM's ports and traffic: the ports OVN has not bound (from the
+    health index), what each node's binder published (``None``: not read), and the pods of
+    each group by node (whose talking the binder counts)."""
+
+    unbound: Sequence[UnboundPort]
+    binders: Mapping[str, BinderReport] | None
+    steered: Mapping[str, Mapping[str, Sequence[PodPort]]]
+
+    def hop(self, hop: HopView, node: str | None, group: str) -> HopView:
+        """The hop with its VM's unbound ports (and why) and the traffic through it."""
+        if hop.instance is None or node is None:
+            return hop
+        binders = self.binders
+        report = binders.get(node, BinderReport(node)) if binders is not None else None
+        lines = tuple(
+            f"port {u.port} ({u.side}) of VirtualMachine {u.vm} is not bound: "
+            + unbound_cause(u.port, node, u.vm, report)
+            for u in self.unbound
+            if u.vm == hop.instance
+        )
+        pods = [p.name for p in self.steered.get(group, {}).get(node, [])]
+        verdict, text = instance_traffic_line(report, hop.instance.partition("/")[2], pods)
+        return dataclasses.replace(hop, unbound=lines, traffic=text, traffic_verdict=verdict)
+
+
+@dataclass(frozen=True)
 class _Context:
     """What every :class:`BindingView` of the pod is made from."""
 
@@ -312,12 +370,17 @@ class _Context:
     shadowed: Mapping[str, Mapping[str, list[str]]]
     health: Mapping[tuple[str, str], InstanceHealth]
     vm_states: Mapping[tuple[str, str], RowState]
+    traffic: _Traffic
 
     def view(self, binding: Binding) -> BindingView:
         spec, node = binding.spec, self.node
         instances = self.planned.compiled.instances
         hops = [
-            _hop(self.desired, vnf, node, instances, self.health, self.vm_states)
+            self.traffic.hop(
+                _hop(self.desired, vnf, node, instances, self.health, self.vm_states),
+                node,
+                spec.securityGroup,
+            )
             for vnf in spec.vnfs
         ]
         reason = ""
@@ -353,6 +416,18 @@ class _Context:
             hops=hops,
             held=held.get((binding.metadata.name, node or ""), ""),
         )
+
+
+def _hop_warnings(views: Sequence[BindingView]) -> list[str]:
+    """Each VNF port OVN has not bound (and why), and a VNF that saw nothing while its pods
+    talked: what an operator must see first."""
+    out: list[str] = []
+    for view in views:
+        for hop in view.hops:
+            out.extend(f"VNF {hop.vnf} on {view.node}: {line}" for line in hop.unbound)
+            if hop.traffic_verdict == SILENT:
+                out.append(f"VNF {hop.vnf} on {view.node}: {hop.traffic}")
+    return out
 
 
 def _held_warnings(
@@ -465,7 +540,7 @@ def _why_no_instance(desired: Desired, observed: Observed, vnf: str, node: str |
 
 
 def _health(
-    planned: CompiledPlan, observed: Observed, node: str | None, bindings: Sequence[Binding]
+    planned: CompiledPlan, health: HealthIndex, node: str | None, bindings: Sequence[Binding]
 ) -> dict[tuple[str, str], InstanceHealth]:
     """Health of the instances on the pod's node that a function stands for (compiled or
     live); an instance without one (router-policy steering) has no health check."""
@@ -477,7 +552,6 @@ def _health(
         for vnf in b.spec.vnfs
         if (vnf, node) in planned.compiled.instances
     }
-    health = planned.health or HealthIndex(observed)
     report = health.instances(wanted & instances_in(planned.target))
     backend = planned.compiled.backend
     out: dict[tuple[str, str], InstanceHealth] = {}

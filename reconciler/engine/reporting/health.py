@@ -2,10 +2,11 @@
 OVN sees it, and the Network_Function ids in use per NB.
 
 An operator must see a dead firewall before a user reports it, so the loop exports it
-(``osc_gitops_vnf_instance_healthy``, ``osc_gitops_nf_ids_used``: ``reporting.metrics``) and
+(``osc_gitops_vnf_instance_healthy``, ``osc_gitops_nf_ids_used``, and the data ports of running
+VNF VMs OVN has not bound, ``osc_gitops_unbound_vnf_ports``: ``reporting.metrics``) and
 writes it into the status file behind ``osc-gitops status``. Both are derived from the read the
-pass ended with (``reconciler.core.steering.HealthIndex``); reading health never writes anything and
-never re-plans. Passes in which none of its inputs changed report nothing new.
+pass ended with (one ``reconciler.core.steering.HealthIndex``); reading health never writes
+anything and never re-plans. Passes in which none of its inputs changed report nothing new.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class HealthSink(Protocol):
     """Where the per-instance health goes besides the reporter (the loop's status book)."""
 
     def vnf_health(self, instances: list[dict[str, Any]]) -> None: ...
+    def unbound(self, ports: list[dict[str, Any]]) -> None: ...
 
 
 class OvnHealthReport:
@@ -35,7 +37,10 @@ class OvnHealthReport:
         """Report for ``observed``, unless its inputs are those of the last call: our rows the
         very same tuple (the read cache hands back the same one while none changed), the small
         rest equal."""
-        inputs = (observed.ovn_rows, observed.nf_active, observed.used_ids, observed.nb_global)
+        inputs = (
+            observed.ovn_rows, observed.nf_active, observed.used_ids, observed.nb_global,
+            observed.ports_up, observed.kube_objects,
+        )  # fmt: skip
         last = self._inputs
         if (
             last is not None
@@ -44,8 +49,15 @@ class OvnHealthReport:
         ):
             return
         self._inputs = inputs
-        health = HealthIndex(observed).instances()
+        index = HealthIndex(observed)
+        health = index.instances()
         self.reporter.vnf_health({where: h.healthy for where, h in health.items()})
         self.reporter.nf_ids_used(live_id_budget(observed))
+        unbound = index.unbound
+        counts: dict[tuple[str, str], int] = {}
+        for port in unbound:
+            counts[(port.vnf, port.node)] = counts.get((port.vnf, port.node), 0) + 1
+        self.reporter.unbound_ports(counts)
         if self.sink is not None:
             self.sink.vnf_health([h.to_json() for h in health.values()])
+            self.sink.unbound([u.to_json() for u in unbound])

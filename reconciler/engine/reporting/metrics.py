@@ -30,7 +30,7 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import Metric
+from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from reconciler.core.model.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
@@ -72,6 +72,7 @@ class Metrics:
         self._ovn_metrics()
         self._transition_metrics()
         self._notification_metrics()
+        self._binder: BinderMetrics | None = None
 
     def _metric(self, kind: type[_M], name: str, text: str, labels: Sequence[str] = (),
                 **extra: Any) -> _M:  # fmt: skip
@@ -139,7 +140,7 @@ class Metrics:
         )
 
     def _ovn_metrics(self) -> None:
-        """VNF health and NF ids as OVN reports them."""
+        """VNF health, unbound VNF ports and NF ids as OVN reports them."""
         self.vnf_healthy = self._metric(
             Gauge,
             "vnf_instance_healthy",
@@ -160,6 +161,15 @@ class Metrics:
             "nf_ids_limit",
             "The most Network_Function / Network_Function_Group ids one Northbound DB holds.",
             ["table"],
+        )
+        self.unbound_ports = self._metric(
+            Gauge,
+            "unbound_vnf_ports",
+            "Data ports of a running VNF VM that OVN has not bound (the LSP's up is not true): "
+            "the CNI set no iface-id on its OVS interface (ovs-cni up to v0.39.0 needs the node "
+            "binder) or ovn-controller has not claimed it. The VNF never passes its health "
+            "check, so the steering onto it stays held. Absent when none.",
+            ["vnf", "node"],
         )
 
     def _transition_metrics(self) -> None:
@@ -259,6 +269,20 @@ class Metrics:
             self.rollout_nodes_total.labels(vnf).set(int(rollout.get("nodes_total", 0)))
             self.rollout_halted.labels(vnf).set(1 if rollout.get("halted") else 0)
 
+    def set_unbound(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        """Replace the unbound-ports gauge (instances whose ports are bound drop out)."""
+        for labels in list(self.unbound_ports._metrics):
+            if labels not in unbound:
+                self.unbound_ports.remove(*labels)
+        for (vnf, node), count in unbound.items():
+            self.unbound_ports.labels(vnf, node).set(count)
+
+    def binder(self) -> BinderMetrics:
+        """The node binder's metrics, in this registry (made on first use)."""
+        if self._binder is None:
+            self._binder = BinderMetrics(self.registry)
+        return self._binder
+
     def set_managed(self, counts: Mapping[str, int]) -> None:
         """Replace the managed-objects gauge (kinds that dropped to zero are shown as 0)."""
         for (kind,), _ in list(self.managed_objects._metrics.items()):
@@ -286,6 +310,124 @@ class Metrics:
         if self.const_labels:
             return generate_latest(ConstantLabels(self.registry, self.const_labels))
         return generate_latest(self.registry)
+
+
+class VnfTrafficCollector:
+    """``osc_gitops_vnf_port_packets_total`` and ``_bytes_total``: the OVS counters of every
+    VNF NIC the binder knows, as ovs-vswitchd last wrote them (counters: they only grow, and
+    start again from 0 when the VM's interface is re-created, which ``rate()`` handles)."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[tuple[str, str, str, str, str], int, int]] = []
+        """((vnf, node, instance, port, direction), packets, bytes)."""
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["vnf", "node", "instance", "port", "direction"]
+        packets = CounterMetricFamily(
+            f"{PREFIX}_vnf_port_packets",
+            "Packets through a VNF instance's data NIC, as OVS counts them: direction tx = OVS "
+            "sent them into the VNF, rx = the VNF sent them (port in/out: its data-in/-out).",
+            labels=labels,
+        )
+        octets = CounterMetricFamily(
+            f"{PREFIX}_vnf_port_bytes",
+            "Bytes through a VNF instance's data NIC (see osc_gitops_vnf_port_packets_total).",
+            labels=labels,
+        )
+        for values, npackets, nbytes in self.samples:
+            packets.add_metric(list(values), npackets)
+            octets.add_metric(list(values), nbytes)
+        yield packets
+        yield octets
+
+
+class BinderMetrics:
+    """The node binder's metrics (``osc-gitops bind``, or ``run --node --ovs-db``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r = registry
+        self.up = Gauge(
+            f"{PREFIX}_binder_ovs_db_up",
+            "1 while the binder is connected to the node's Open_vSwitch database.",
+            registry=r,
+        )
+        self.bound = Gauge(
+            f"{PREFIX}_binder_bound_nics",
+            "VNF NICs of this node whose OVS interface carries their OVN port as iface-id "
+            "(set by the binder, or already right: a newer ovs-cni).",
+            registry=r,
+        )
+        self.waiting = Gauge(
+            f"{PREFIX}_binder_waiting_nics",
+            "VNF NICs of this node's VMs whose virt-launcher pod or OVS interface is not there "
+            "(yet).",
+            registry=r,
+        )
+        self.skipped = Gauge(
+            f"{PREFIX}_binder_skipped_nics",
+            "VNF NICs (or pods) the binder leaves alone after its last pass, by reason "
+            "(network-status-missing, network-status-malformed, mac-mismatch, "
+            "port-claimed-twice, pod-uid-missing, vm-unreadable, launcher-pods-ambiguous).",
+            ["reason"],
+            registry=r,
+        )
+        self.skips = Counter(
+            f"{PREFIX}_binder_skips_total",
+            "Times a NIC or pod started being skipped, by reason (one count per occurrence, "
+            "not per pass).",
+            ["reason"],
+            registry=r,
+        )
+        self.writes = Counter(
+            f"{PREFIX}_binder_writes_total",
+            "iface-id values the binder set (action=set) or took away (action=remove).",
+            ["action"],
+            registry=r,
+        )
+        self.errors = Counter(
+            f"{PREFIX}_binder_errors_total",
+            "Failed binder passes, by cause (ovs, kubernetes, other).",
+            ["cause"],
+            registry=r,
+        )
+        self.last_pass = Gauge(
+            f"{PREFIX}_binder_last_pass_timestamp_seconds",
+            "Unix time of the binder's last successful pass.",
+            registry=r,
+        )
+        self.traffic_collector = VnfTrafficCollector()
+        r.register(self.traffic_collector)
+        self._skipping: set[tuple[str, str]] = set()
+
+    def passed(self, bound: int, waiting: int, skipped: list[tuple[str, str]],
+               writes: list[str | None]) -> None:  # fmt: skip
+        """One pass: counts, the skips (reason, subject) now, the writes (value or None)."""
+        self.up.set(1)
+        self.bound.set(bound)
+        self.waiting.set(waiting)
+        now = set(skipped)
+        for reason, _subject in now - self._skipping:
+            self.skips.labels(reason).inc()
+        self._skipping = now
+        reasons: dict[str, int] = {}
+        for reason, _subject in skipped:
+            reasons[reason] = reasons.get(reason, 0) + 1
+        for (reason,) in list(self.skipped._metrics):
+            if reason not in reasons:
+                self.skipped.labels(reason).set(0)
+        for reason, count in reasons.items():
+            self.skipped.labels(reason).set(count)
+        for value in writes:
+            self.writes.labels("set" if value is not None else "remove").inc()
+        self.last_pass.set(time.time())
+
+    def failed(self, cause: str, ovs_down: bool) -> None:
+        self.errors.labels(cause).inc()
+        if ovs_down:
+            self.up.set(0)
+
+    def traffic(self, samples: list[tuple[tuple[str, str, str, str, str], int, int]]) -> None:
+        self.traffic_collector.samples = list(samples)
 
 
 class PrometheusReporter:
@@ -327,6 +469,9 @@ class PrometheusReporter:
 
     def nf_ids_used(self, used: Mapping[str, int]) -> None:
         self.metrics.set_nf_ids(used)
+
+    def unbound_ports(self, unbound: Mapping[tuple[str, str], int]) -> None:
+        self.metrics.set_unbound(unbound)
 
     def transitions(
         self,

@@ -32,7 +32,7 @@ from reconciler.errors import UserError
 
 log = logging.getLogger(LOGGER)
 
-RESULTS = ("applied", "unchanged", "error", "refused", "source-unreachable", "standby")
+RESULTS = ("applied", "unchanged", "error", "refused", "source-unreachable", "standby", "bound")
 
 
 @dataclass
@@ -57,11 +57,19 @@ class Status:
     (``reconciler.core.transitions.health``)."""
     held: list[dict[str, Any]] = field(default_factory=list)
     """Steering held until OVN reports its VNF instance healthy, after the last pass:
-    ``{binding, node, reason, since}`` (``reconciler.core.transitions.gating``; ``since``: epoch
-    seconds)."""
+    ``{binding, node, reason, since}`` (``reconciler.core.steering.network_function.gating``;
+    ``since``: epoch seconds)."""
     rollouts: list[dict[str, Any]] = field(default_factory=list)
     """Rolling updates under way: ``{vnf, summary, nodes_updated, nodes_total, halted}``
     (``reconciler.core.transitions.rollout``; ``halted``: why it stopped, or null)."""
+    unbound: list[dict[str, Any]] = field(default_factory=list)
+    """Data ports of running VNF VMs that OVN has not bound after the last pass:
+    ``{vnf, node, vm, port, side, cause}`` (``reconciler.core.steering.HealthIndex.unbound``).
+    ``osc-gitops status`` exits 1 while there are any."""
+    binder: dict[str, Any] | None = None
+    """The node binder's last state when it runs in this process (``run --node --ovs-db``,
+    ``bind``): what it bound and skipped, and the traffic per VNF instance
+    (``reconciler.engine.binder``)."""
     security_managers: list[dict[str, Any]] = field(default_factory=list)
     """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
     failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
@@ -149,8 +157,53 @@ def render_text(status: Status) -> str:
             detail = f" ({inst['detail']})" if inst.get("detail") else ""
             lines.append(f"  {inst['vnf']} on {inst['node']}: {inst['health']}{detail}")
     lines.extend(transition_lines(status))
+    lines.extend(unbound_lines(status))
+    lines.extend(binder_lines(status))
     lines.extend(manager_lines(status))
     return "\n".join(lines) + "\n"
+
+
+def unbound_lines(status: Status) -> list[str]:
+    """The unbound data ports of running VNF VMs, for humans."""
+    if not status.unbound:
+        return []
+    lines = ["Unbound VNF ports (the VM runs, OVN has not bound its port; steering waits):"]
+    for port in status.unbound:
+        lines.append(f"  ! {port['vm']} {port['side']} port {port['port']} on {port['node']}: "
+                     f"{port['cause']}")  # fmt: skip
+    return lines
+
+
+def binder_lines(status: Status) -> list[str]:
+    """The node binder's state and the traffic through each VNF instance it counts."""
+    record = status.binder
+    if not record:
+        return []
+    head = f"Node binder on {record.get('node')} ({record.get('ovs_db')}): "
+    head += "ok" if record.get("ok") else f"failing: {record.get('error')}"
+    lines = [head]
+    lines.extend(f"  bound {b['vm']} {b['nic']} -> {b['port']} ({b['interface']})"
+                 for b in record.get("bound") or [])  # fmt: skip
+    lines.extend(f"  waiting {w['vm']} {w['nic']} ({w['port']}): no virt-launcher pod or OVS "
+                 "interface yet" for w in record.get("waiting") or [])  # fmt: skip
+    lines.extend(f"  skipped ({s['reason']}) {s['subject']}: {s['detail']}"
+                 for s in record.get("skipped") or [])  # fmt: skip
+    talking = record.get("pods_talking") or {}
+    for inst in record.get("traffic") or []:
+        crossed = inst.get("crossed_last_minute")
+        if crossed:
+            text = f"{crossed} pod packets crossed it in the last minute"
+        elif crossed is None:
+            text = "traffic not known yet (less than a minute of samples)"
+        elif talking:
+            text = (
+                f"NOTHING crossed it in the last minute, while {len(talking)} pod(s) on "
+                f"{inst['node']} talked (osc-gitops explain a steered pod: is it steered?)"
+            )
+        else:
+            text = "no traffic in the last minute (no pod on the node talked either)"
+        lines.append(f"  traffic {inst['instance']}: {text}")
+    return lines
 
 
 def manager_lines(status: Status) -> list[str]:
@@ -243,11 +296,31 @@ def pending(status: Status) -> list[str]:
     return [line for check in PENDING for line in check(status)]
 
 
+def _last_run(status: Status) -> list[str]:
+    ok = status.result in ("applied", "unchanged", "bound")
+    return [] if ok else [f"last run: {status.result}"]
+
+
+def _halted(status: Status) -> list[str]:
+    return [f"rolling update halted: {why}" for why in halted(status)]
+
+
+def _unbound(status: Status) -> list[str]:
+    """A running VNF VM's data port OVN has not bound: its steering waits, and it will not bind
+    by itself (the node binder, ovs-cni): a failure."""
+    return [f"unbound: {p['vm']} {p['side']} port {p['port']} on {p['node']}: {p['cause']}"
+            for p in status.unbound]  # fmt: skip
+
+
+FAILING: tuple[Callable[[Status], list[str]], ...] = (_last_run, _halted, _unbound)
+"""What makes the status a failure (``osc-gitops status`` exits 1), one check per cause, each
+one line per case: the last pass did not succeed, a rolling update is halted, a VNF port is
+unbound."""
+
+
 def failures(status: Status) -> list[str]:
-    """Why the status is a failure (``osc-gitops status`` exits 1): the last pass did not
-    succeed, or a rolling update is halted."""
-    out = [] if status.result in ("applied", "unchanged") else [f"last run: {status.result}"]
-    return out + [f"rolling update halted: {why}" for why in halted(status)]
+    """Every case of :data:`FAILING`."""
+    return [line for check in FAILING for line in check(status)]
 
 
 def record_apply(
@@ -260,6 +333,7 @@ def record_apply(
     ref: str | None,
     vnf_instances: list[dict[str, Any]] | None = None,
     transitions: dict[str, Any] | None = None,
+    unbound: list[dict[str, Any]] | None = None,
     security_managers: list[dict[str, Any]] | None = None,
 ) -> None:
     """After ``osc-gitops apply`` converged: the live state matches ``revision``, and its VNF
@@ -279,6 +353,7 @@ def record_apply(
     st.vnf_instances = list(vnf_instances or [])
     st.held = list((transitions or {}).get("held") or [])
     st.rollouts = list((transitions or {}).get("rollouts") or [])
+    st.unbound = list(unbound or [])
     st.security_managers = list(security_managers or [])
     write(path, st)
 
@@ -305,6 +380,14 @@ class StatusBook:
     def vnf_health(self, instances: list[dict[str, Any]]) -> None:
         """Each VNF instance's health at the end of a pass (written with the pass's outcome)."""
         self.status.vnf_instances = instances
+
+    def unbound(self, ports: list[dict[str, Any]]) -> None:
+        """The unbound VNF ports at the end of a pass (written with its outcome)."""
+        self.status.unbound = ports
+
+    def binder(self, record: dict[str, Any]) -> None:
+        """The node binder's latest state (written with the next pass's outcome)."""
+        self.status.binder = record
 
     def transitions(self, report: dict[str, Any]) -> None:
         """Held steering and rolling updates after a pass (written with its outcome)."""

@@ -1,41 +1,54 @@
-"""VNF guests: KubeVirt's virt-handler and ovs-cni, played for the data path.
+"""VNF guests: KubeVirt's virt-handler, Multus and ovs-cni, played for the data path.
 
 Why a thread of its own: a real VM comes and goes without anybody asking the test harness. The
 reconciler restarts one through KubeVirt's ``restart`` subresource, a user deletes its VMI, a
 rollout waits (``apply --wait``) while new VMs boot. :class:`VirtHandler` follows the
 ``VirtualMachineInstance`` objects that :class:`~osc_gitops_sandbox.kubeapi.kubevirt.KubeVirt`
-keeps, the way virt-handler follows the VMIs of its node:
+keeps, the way virt-handler follows the VMIs of its node. Starting one guest has three steps,
+each in one place:
 
-- a new VMI of one of the reconciler's VMs (``osc.io/ports`` annotation) gets a guest: a
-  network namespace whose NICs are plugged on the OVN ports the VM's NADs name (ovs-cni's
-  ``args.cni.ovnPort``), with the VM's ``macAddress``; the VMI is reported ``Running``;
-- the guest **boots** for ``boot delay`` seconds before it forwards (its bridge, or IP
-  forwarding of a routing guest, stays down), then the VMI gets ``AgentConnected`` (what the
-  QEMU guest agent reports once the OS is up). The delay is the VM's annotation
-  :data:`~osc_gitops_sandbox.kubeapi.kubevirt.BOOT_DELAY_ANNOTATION` (on the VM or its template),
-  else the data path's default (:attr:`VirtHandler.boot_delay`, 0: forwarding at once);
-- a VMI that is deleted or replaced (a restart: same name, new UID) takes its guest down: the
-  namespace goes, so its OVN ports go down until the new guest is plugged, and the new guest
-  boots again.
+1. **the NICs** (:meth:`VirtHandler._plug_nics`: Multus + ovs-cni, the CNI ADD of the VMI's
+   virt-launcher pod). Per Multus network of the VMI, a veth whose guest end is named as
+   KubeVirt names the pod-side interface (``pod<hash>``) and carries the MAC KubeVirt requested
+   (the VM's ``macAddress``); the host end is put on the node's ``br-int`` by
+   :func:`osc_gitops_sandbox.ovn.ovs_cni.cni_add` with the NAD's config as stdin and the
+   ``CNI_ARGS`` Multus passes (``K8S_POD_UID`` of the virt-launcher pod, ``MAC``). How ovs-cni
+   then behaves is :attr:`VirtHandler.ovs_cni`: :data:`~osc_gitops_sandbox.ovn.ovs_cni.RELEASED`
+   (v0.39.0, the default: the Port gets ``contPodUid``/``contNetns``/``contIface`` and the
+   Interface no ``iface-id``, so nothing binds the OVN port until the node binder runs) or
+   :data:`~osc_gitops_sandbox.ovn.ovs_cni.NEWER` (ovs-cni main: ``iface-id`` from the NAD's
+   ``args.cni.ovnPort``). Then Multus' ``network-status`` goes on the virt-launcher pod (unless
+   ``KubeVirt.multus_status`` is off);
+2. **the guest's forwarding program** (:func:`start_program`, the one place it is chosen
+   and started; every guest runs a :class:`ForwardingProgram`, whose ``forward`` switches it
+   on and off: :func:`forwarding`). The OVN ports the reconciler wrote choose the kind: a
+   *router* for a router-policy port (an address; one NIC, ``ip_forward=1``,
+   :class:`RouterProgram`), a *bump in the wire* for Network Function ports (no address; two
+   NICs). Which program a two-NIC guest runs is the data path's choice
+   (:data:`GuestPrograms`, ``VirtHandler.programs``): the Linux bridge
+   (:class:`BridgeProgram`) unless it hands one (Suricata inline,
+   :mod:`osc_gitops_sandbox.datapath.suricata`, for a VM whose image names Suricata). A guest
+   **boots** for ``boot delay`` seconds before its program forwards, then the VMI gets
+   ``AgentConnected`` (what the QEMU guest agent reports once the OS is up). The delay is the
+   VM's annotation :data:`~osc_gitops_sandbox.kubeapi.kubevirt.BOOT_DELAY_ANNOTATION` (on the
+   VM or its template), else the data path's default (:attr:`VirtHandler.boot_delay`, 0);
+3. **the VMI's status**: ``Running`` with its interfaces once plugged.
 
-Two kinds of guest, chosen by the OVN ports the reconciler wrote (as before): a *bridge* for
-Network Function ports (no address; ``data-in`` and ``data-out`` in a Linux bridge, a bump in
-the wire) and a *router* for a router-policy port (an address; one NIC, ``ip_forward=1``).
-Which forwarding program a two-NIC guest runs is the data path's choice (:data:`GuestPrograms`):
-the Linux bridge unless it hands one (Suricata inline, :mod:`osc_gitops_sandbox.datapath.suricata`,
-for a VM whose image names Suricata).
+A VMI that is deleted or replaced (a restart: same name, new UID) takes its guest down: the
+namespace goes and ovs-cni's DEL removes the ports, so its OVN ports go down until the new
+guest is plugged, and the new guest boots again.
 
 A guest that cannot be plugged yet (its VM exists before the OVN transaction that creates its
-ports committed) is retried every :data:`RETRY_INTERVAL`; :meth:`VirtHandler.sync` retries at
-once and raises what still fails.
+ports committed, or KubeVirt has not made its virt-launcher pod yet) is retried every
+:data:`RETRY_INTERVAL`; :meth:`VirtHandler.sync` retries at once and raises what still fails.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,18 +60,29 @@ from osc_gitops_sandbox.datapath.netns import (
     ip,
     sysctl,
 )
-from osc_gitops_sandbox.kubeapi.kubevirt import BOOT_DELAY_ANNOTATION, KubeVirt
+from osc_gitops_sandbox.kubeapi.kubevirt import (
+    BOOT_DELAY_ANNOTATION,
+    NETWORK_STATUS,
+    KubeVirt,
+    launcher_pods_of,
+    multus_networks,
+    network_status,
+)
 from osc_gitops_sandbox.kubeapi.placement import pinned_node
 from osc_gitops_sandbox.lifecycle import Worker
-from osc_gitops_sandbox.ovn import ovsdb_rpc
+from osc_gitops_sandbox.ovn import ovs_cni, ovsdb_rpc
 
 __all__ = [
     "PORTS_ANNOTATION",
+    "BridgeProgram",
     "ForwardingProgram",
     "GuestHost",
     "GuestPrograms",
+    "RouterProgram",
     "VirtHandler",
     "Vnf",
+    "forwarding",
+    "start_program",
 ]
 
 PORTS_ANNOTATION = "osc.io/ports"
@@ -75,11 +99,21 @@ RETRY_INTERVAL = 0.2
 FINAL_PHASES = ("Succeeded", "Failed")
 
 
+def ovs_cni_versions() -> tuple[str, ...]:
+    return ovs_cni.VERSIONS
+
+
 class ForwardingProgram(Protocol):
-    """What a two-NIC guest runs between ``eth0`` (data-in) and ``eth1`` (data-out) instead of
-    the Linux bridge: it forwards while it runs, unchanged headers (a bump in the wire)."""
+    """What a guest runs on its NICs: between data-in and data-out of a two-NIC guest (a bump
+    in the wire: unchanged headers), IP forwarding on the one NIC of a router guest. It
+    forwards while it runs."""
 
     name: str
+
+    @property
+    def running(self) -> bool:
+        """Whether it forwards now."""
+        ...
 
     def start(self, forward: bool) -> None:
         """Set up in the guest's namespace (its NICs are plugged); forward at once if
@@ -93,8 +127,11 @@ class ForwardingProgram(Protocol):
     def close(self) -> None: ...
 
 
-GuestPrograms = Callable[[dict[str, Any], dict[str, Any], str, str], ForwardingProgram | None]
-"""``programs(vm, vmi, netns, node)``: the program a two-NIC guest of ``vm`` runs, ``None`` for
+GuestPrograms = Callable[
+    [Mapping[str, Any], Mapping[str, Any], str, str, Sequence[str]], ForwardingProgram | None
+]
+"""``programs(vm, vmi, netns, node, nics)``: the program a two-NIC guest of ``vm`` runs between
+its ``nics`` (data-in, data-out: the pod-side interface names KubeVirt gives them), ``None`` for
 the Linux bridge."""
 
 
@@ -121,7 +158,7 @@ class Vnf:
     :meth:`VirtHandler.set_forwarding` says)."""
     started_at: float = field(default_factory=time.monotonic)
     program: ForwardingProgram | None = None
-    """What a two-NIC guest runs between its NICs when not the Linux bridge (Suricata)."""
+    """What the guest runs (:func:`start_program`): the Linux bridge, Suricata, a router."""
 
     @property
     def bridge(self) -> bool:
@@ -176,8 +213,9 @@ class GuestHost(Protocol):
     def new_namespace(self, label: str, *sysctls: str) -> str: ...
 
     def add_nic(
-        self, netns: str, ifname: str, lsp: str, mac: str, node: str, *, ip_address: str = ""
-    ) -> Endpoint: ...
+        self, netns: str, ifname: str, lsp: str, mac: str, node: str, *, ip_address: str = "",
+        cni: Any = None,
+    ) -> Endpoint: ...  # fmt: skip
 
     def plug(
         self, label: str, lsp: str, mac: str, ip_address: str, node: str, *,
@@ -187,22 +225,106 @@ class GuestHost(Protocol):
     def unplug(self, *endpoints: Endpoint) -> None: ...
 
 
+@dataclass
+class BridgeProgram:
+    """The Linux bridge between a two-NIC guest's data-in and data-out (a bump in the wire):
+    the default program of a Network Function guest. Down, it drops every frame."""
+
+    netns: str
+    nics: tuple[str, str]
+    name: str = "bridge"
+    running: bool = False
+
+    def start(self, forward: bool) -> None:
+        first, second = self.nics
+        ip("-n", self.netns, "-batch", "-", stdin="\n".join([
+            # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
+            # reports of its own into both NF ports, which counts as forwarded traffic.
+            f"link add {VNF_BRIDGE} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
+            f"link set {VNF_BRIDGE} multicast off",
+            f"link set {first} master {VNF_BRIDGE}",
+            f"link set {second} master {VNF_BRIDGE}",
+            # A wire, not a learning switch: a pod's MAC arrives on data-out for traffic
+            # towards it and on data-in for traffic from it (and, between two members of
+            # one group, on both sides), so a learned entry would make the bridge drop a
+            # frame "back out of the port it came in on".
+            f"link set {first} type bridge_slave learning off flood on",
+            f"link set {second} type bridge_slave learning off flood on",
+            *([f"link set {VNF_BRIDGE} up"] if forward else []),  # else: booting
+        ]))  # fmt: skip
+        self.running = forward
+
+    def forward(self, enabled: bool) -> None:
+        ip("-n", self.netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
+        self.running = enabled
+
+    def close(self) -> None:
+        """Nothing to stop: the bridge goes with the guest's namespace."""
+
+
+@dataclass
+class RouterProgram:
+    """IP forwarding on a router guest's one NIC (router-policy steering). Set up by the
+    namespace's sysctls (:data:`ROUTER_GUEST_SYSCTLS`, ``ip_forward=0`` while booting)."""
+
+    netns: str
+    nic: str
+    name: str = "router"
+    running: bool = False
+
+    def start(self, forward: bool) -> None:
+        self.running = forward  # the namespace was made with ip_forward as ``forward``
+
+    def forward(self, enabled: bool) -> None:
+        sysctl(self.netns, f"net.ipv4.ip_forward={1 if enabled else 0}")
+        if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
+            sysctl(
+                self.netns, "net.ipv4.conf.all.send_redirects=0",
+                f"net.ipv4.conf.{self.nic}.send_redirects=0",
+                "net.ipv4.conf.all.rp_filter=0", f"net.ipv4.conf.{self.nic}.rp_filter=0",
+            )  # fmt: skip
+        self.running = enabled
+
+    def close(self) -> None:
+        """Nothing to stop: forwarding goes with the guest's namespace."""
+
+
+def start_program(
+    kind: str, netns: str, nics: Sequence[str], *, running: bool,
+    programs: GuestPrograms | None = None, vm: Mapping[str, Any] | None = None,
+    vmi: Mapping[str, Any] | None = None, node: str = "",
+) -> ForwardingProgram:  # fmt: skip
+    """Choose and start the guest's forwarding program: THE place a VNF guest's own software is
+    started (a real VNF's image; here the kernel or Suricata). ``kind``: ``router`` (``nics``
+    = its one NIC: :class:`RouterProgram`) or ``bridge`` (``nics`` = data-in, data-out: what
+    ``programs`` hands for ``vm``/``vmi`` on ``node``, else :class:`BridgeProgram`).
+    ``running``: forward at once, else it is still booting and :func:`forwarding` switches it
+    on later. A program that fails to start is closed."""
+    program: ForwardingProgram | None = None
+    if kind == "router":
+        program = RouterProgram(netns, nics[0])
+    elif kind == "bridge":
+        first, second = nics
+        if programs is not None:
+            program = programs(vm or {}, vmi or {}, netns, node, (first, second))
+        if program is None:
+            program = BridgeProgram(netns, (first, second))
+    else:
+        raise DatapathError(f"unknown guest program {kind!r}")
+    try:
+        program.start(forward=running)
+    except BaseException:
+        program.close()
+        raise
+    return program
+
+
 def forwarding(vnf: Vnf, enabled: bool) -> None:
-    """Let the guest pass traffic on or not: the bridge of a bridge guest (down: frames are
-    dropped), IP forwarding of a router guest."""
-    netns = vnf.endpoint.netns
-    if vnf.program is not None:
-        vnf.program.forward(enabled)
-        return
-    if vnf.bridge:
-        ip("-n", netns, "link", "set", VNF_BRIDGE, "up" if enabled else "down")
-        return
-    sysctl(netns, f"net.ipv4.ip_forward={1 if enabled else 0}")
-    if enabled:  # re-enabling forwarding resets these per-interface defaults in some kernels
-        sysctl(
-            netns, "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0",
-            "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.eth0.rp_filter=0",
-        )  # fmt: skip
+    """Let the guest pass traffic on or not (its program's ``forward``: the bridge down drops
+    frames, a stopped Suricata forwards nothing, a router stops IP forwarding)."""
+    if vnf.program is None:
+        raise DatapathError(f"VNF {vnf.namespace}/{vnf.vm} runs no forwarding program")
+    vnf.program.forward(enabled)
 
 
 class VirtHandler:
@@ -210,7 +332,7 @@ class VirtHandler:
 
     def __init__(
         self, host: GuestHost, kube: Any, kubevirt: KubeVirt, *, boot_delay: float = 0.0,
-        programs: GuestPrograms | None = None,
+        ovs_cni: str = ovs_cni.RELEASED, programs: GuestPrograms | None = None,
     ) -> None:  # fmt: skip
         self.host = host
         self.programs = programs
@@ -219,6 +341,11 @@ class VirtHandler:
         self.kubevirt = kubevirt
         self.boot_delay = boot_delay
         """Default boot time of a guest in seconds (a VM's annotation wins)."""
+        if ovs_cni not in ovs_cni_versions():
+            raise DatapathError(f"unknown ovs-cni {ovs_cni!r} (one of {ovs_cni_versions()})")
+        self.ovs_cni = ovs_cni
+        """How the played ovs-cni finds the OVN port: ``v0.39.0`` (released: only from
+        ``CNI_ARGS``, so never) or ``main`` (also the NAD's ``args.cni.ovnPort``)."""
         self.vnfs: dict[str, Vnf] = {}
         """Running guests by VirtualMachine ``<namespace>/<name>``. Replaced, never mutated,
         so a reader can iterate it while the handler thread plugs and unplugs."""
@@ -357,9 +484,11 @@ class VirtHandler:
 
     # -- one guest --------------------------------------------------------------------------
     def _start_guest(self, vm: dict[str, Any], vmi: dict[str, Any]) -> Vnf:
-        """Play virt-handler + ovs-cni for one VMI: a router guest when its ``data-in`` port
-        has an address (router-policy), else a bridge guest on ``data-in`` + ``data-out``
-        (Network Function). Forwarding starts when the boot delay is over."""
+        """Play virt-handler for one VMI: its NICs (:meth:`_plug_nics`), then its forwarding
+        program (:func:`start_program`): a router guest when its ``data-in`` port has an
+        address (router-policy), else a two-NIC guest on ``data-in`` + ``data-out`` (Network
+        Function: the bridge, or what :attr:`programs` hands). Forwarding starts when the
+        boot delay is over."""
         meta = vm["metadata"]
         where = f"VirtualMachine {meta['namespace']}/{meta['name']}"
         spec = vmi.get("spec") or {}
@@ -370,88 +499,94 @@ class VirtHandler:
             p.split("=", 1) for p in meta["annotations"][PORTS_ANNOTATION].split(",") if "=" in p
         )
         delay = self.boot_delay_of(vm, vmi)
-        in_lsp, in_mac = self._vm_port(vm, spec, "in", ports, where)
+        in_lsp, _in_mac = self._vm_port(vm, spec, "in", ports, where)
         address = self._lsp_ip(in_lsp, where, node)
         label = f"vnf-{meta['name']}"
         boots_at, booted, vmi_uid = time.monotonic() + delay, delay <= 0, vmi["metadata"]["uid"]
+        launchers = launcher_pods_of(self.kubevirt.server, vmi)
+        if len(launchers) != 1:
+            raise DatapathError(f"{where}: {len(launchers)} virt-launcher pods for its VMI")
+        launcher = launchers[0]
+        sides = ("in",) if address else ("in", "out")
+        sysctls: tuple[str, ...] = ()
         if address:
-            sysctls = ROUTER_GUEST_SYSCTLS
-            if delay > 0:
-                sysctls = ("net.ipv4.ip_forward=0", *ROUTER_GUEST_SYSCTLS[1:])
-            endpoint = self.host.plug(label, in_lsp, in_mac, address, node, sysctls=sysctls)
-            return Vnf(
-                meta["namespace"], meta["name"], meta["uid"], endpoint, vmi_uid=vmi_uid,
-                boots_at=boots_at, booted=booted,
-            )  # fmt: skip
-        out_lsp, out_mac = self._vm_port(vm, spec, "out", ports, where)
-        netns = self.host.new_namespace(label)
+            sysctls = ROUTER_GUEST_SYSCTLS if delay <= 0 else (
+                "net.ipv4.ip_forward=0", *ROUTER_GUEST_SYSCTLS[1:])  # fmt: skip
+        netns = self.host.new_namespace(label, *sysctls)
         counters: list[FrameCounter] = []
-        program = None
         try:
-            endpoint = self.host.add_nic(netns, "eth0", in_lsp, in_mac, node)
-            out_endpoint = self.host.add_nic(netns, "eth1", out_lsp, out_mac, node)
-            program = self.programs(vm, vmi, netns, node) if self.programs else None
-            if program is not None:  # it forwards between the NICs instead of the bridge
-                counters += [FrameCounter(netns, "eth0"), FrameCounter(netns, "eth1")]
-                program.start(forward=delay <= 0)
-                return Vnf(
-                    meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint,
-                    counters, vmi_uid=vmi_uid, boots_at=boots_at, booted=booted,
-                    program=program,
-                )  # fmt: skip
-            ip("-n", netns, "-batch", "-", stdin="\n".join([
-                # No multicast snooping: with it the bridge joins 224.0.0.106 and sends IGMP
-                # reports of its own into both NF ports, which counts as forwarded traffic.
-                f"link add {VNF_BRIDGE} type bridge stp_state 0 forward_delay 0 mcast_snooping 0",
-                f"link set {VNF_BRIDGE} multicast off",
-                f"link set eth0 master {VNF_BRIDGE}",
-                f"link set eth1 master {VNF_BRIDGE}",
-                # A wire, not a learning switch: a pod's MAC arrives on data-out for traffic
-                # towards it and on data-in for traffic from it (and, between two members of
-                # one group, on both sides), so a learned entry would make the bridge drop a
-                # frame "back out of the port it came in on".
-                "link set eth0 type bridge_slave learning off flood on",
-                "link set eth1 type bridge_slave learning off flood on",
-                *([f"link set {VNF_BRIDGE} up"] if delay <= 0 else []),  # else: booting
-            ]))  # fmt: skip
-            counters += [FrameCounter(netns, "eth0"), FrameCounter(netns, "eth1")]
+            nics = self._plug_nics(vm, vmi, launcher, node, netns, sides, ports, address, where)
+            if not address:  # before the program: it may forward at once
+                counters += [FrameCounter(netns, e.ifname) for e in nics]
+            program = start_program(
+                "router" if address else "bridge", netns, [e.ifname for e in nics],
+                running=delay <= 0, programs=self.programs, vm=vm, vmi=vmi, node=node,
+            )  # fmt: skip
         except BaseException:
-            if program is not None:
-                program.close()
             for counter in counters:  # an open packet socket would keep the namespace alive
                 counter.close()
             delete_netns(netns)
             raise
         return Vnf(
-            meta["namespace"], meta["name"], meta["uid"], endpoint, out_endpoint, counters,
-            vmi_uid=vmi_uid, boots_at=boots_at, booted=booted,
+            meta["namespace"], meta["name"], meta["uid"], nics[0],
+            nics[1] if len(nics) > 1 else None, counters,
+            vmi_uid=vmi_uid, boots_at=boots_at, booted=booted, program=program,
         )  # fmt: skip
+
+    def _plug_nics(
+        self, vm: dict[str, Any], vmi: dict[str, Any], launcher: dict[str, Any], node: str,
+        netns: str, sides: tuple[str, ...], ports: dict[str, str], address: str, where: str,
+    ) -> list[Endpoint]:  # fmt: skip
+        """Multus + ovs-cni: the CNI ADD of each data network of the VMI's virt-launcher pod
+        (see the module docstring), then Multus' ``network-status`` on the pod."""
+        pod_meta = launcher["metadata"]
+        networks = {n["network"]: n for n in multus_networks(vmi)}
+        nics = []
+        for side in sides:
+            net = networks.get(f"data-{side}")
+            if net is None:
+                raise DatapathError(f"{where} has no multus data-{side} network")
+            lsp, mac = self._vm_port(vm, vmi.get("spec") or {}, side, ports, where)
+            nad = self.kube.get_object("NetworkAttachmentDefinition", net["namespace"], net["nad"])
+            if nad is None:
+                raise DatapathError(f"{where}: NAD {net['namespace']}/{net['nad']} not found")
+            cni_args = ";".join([
+                "IgnoreUnknown=true", f"K8S_POD_NAMESPACE={pod_meta['namespace']}",
+                f"K8S_POD_NAME={pod_meta['name']}",
+                f"K8S_POD_INFRA_CONTAINER_ID={pod_meta['uid'][:12]}",
+                f"K8S_POD_UID={pod_meta['uid']}", f"MAC={net['mac'] or mac}",
+            ])  # fmt: skip
+            cni = (self.ovs_cni, nad["spec"]["config"], cni_args)
+            nics.append(self.host.add_nic(
+                netns, net["interface"], lsp, net["mac"] or mac, node,
+                ip_address=address if side == "in" else "", cni=cni,
+            ))  # fmt: skip
+        patch: dict[str, Any] = {"status": {"phase": "Running"}}  # the kubelet, after the CNI
+        if self.kubevirt.multus_status:
+            macs = {f"data-{s}": e.mac for s, e in zip(sides, nics, strict=True)}
+            patch["metadata"] = {"annotations": {NETWORK_STATUS: network_status(vmi, macs)}}
+        with contextlib.suppress(Exception):  # the pod went meanwhile: the VMI is gone
+            self.kube.patch(
+                self.kube.resource_type("Pod"), pod_meta["namespace"], pod_meta["name"],
+                "application/merge-patch+json", patch,
+            )  # fmt: skip
+        return nics
 
     def _vm_port(
         self, vm: dict[str, Any], spec: dict[str, Any], side: str, ports: dict[str, str],
         where: str,
     ) -> tuple[str, str]:  # fmt: skip
-        """The OVN port and MAC of the ``data-<side>`` NIC: the port as ovs-cni finds it, in
-        the NAD's ``args.cni.ovnPort`` (checked against the ``osc.io/ports`` annotation)."""
+        """The OVN port the ``data-<side>`` NIC belongs on (the ``osc.io/ports`` annotation,
+        which the compiler writes beside the NAD's ``args.cni.ovnPort``) and its MAC."""
         name = f"data-{side}"
         interfaces = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
         iface = next((i for i in interfaces if i.get("name") == name), None)
         network = next((n for n in spec.get("networks", []) if n.get("name") == name), None)
         if iface is None or network is None or "multus" not in network:
             raise DatapathError(f"{where} has no multus {name} interface")
-        nad = self.kube.get_object(
-            "NetworkAttachmentDefinition", vm["metadata"]["namespace"],
-            network["multus"]["networkName"],
-        )  # fmt: skip
         lsp = ports.get(side)
-        if nad is not None:  # ovs-cni reads the OVN port from the NAD's args.cni.ovnPort
-            lsp = json.loads(nad["spec"]["config"])["args"]["cni"]["ovnPort"]
-            if ports.get(side) not in (None, lsp):
-                raise DatapathError(
-                    f"{where}: annotation says {side}={ports.get(side)} but its NAD says {lsp}"
-                )
         if not lsp:
-            raise DatapathError(f"{where}: no OVN port for {name} (annotation or NAD)")
+            raise DatapathError(f"{where}: no OVN port for {name} in its osc.io/ports")
         return lsp, str(iface["macAddress"])
 
     def _lsp_ip(self, lsp: str, where: str, node: str) -> str:

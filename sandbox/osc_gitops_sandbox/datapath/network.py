@@ -32,8 +32,11 @@ What it plugs, the way OVN-Kubernetes + KubeVirt + ovs-cni would:
   virt-handler thread of :mod:`osc_gitops_sandbox.datapath.guests`, which follows restarts and
   deletions on its own, boots a new guest for :attr:`Datapath.boot_delay` seconds or its VM's
   ``sandbox.osc.io/boot-delay`` before it forwards, and reports the VMI ``Running`` and,
-  booted, ``AgentConnected``). Its NICs are attached to the OVN ports named by the NADs'
-  ``args.cni.ovnPort`` (ovs-cni), with the VM's ``macAddress``. For router-policy steering the
+  booted, ``AgentConnected``). Its NICs are made as Multus and ovs-cni make them (released
+  ovs-cni v0.39.0 by default: no ``iface-id``; ``ovs_cni="main"``: the NAD's
+  ``args.cni.ovnPort``), with the VM's ``macAddress``, and the product's node binder
+  (``reconciler.engine.binder``, one per node, ``binder=True`` by default) binds them to their
+  OVN ports, as it would in a cluster. For router-policy steering the
   guest routes: ``data-in`` only, the IP of the LSP row the reconciler wrote, ``ip_forward=1``.
   For Network Function steering (OVN 26.03) it bridges ``data-in`` and ``data-out`` (Linux
   bridge, STP off, no address), as a bump-in-the-wire VNF does; a VM whose image names Suricata
@@ -94,7 +97,7 @@ from osc_gitops_sandbox.datapath.netns import (
     sweep_stale_namespaces,
 )
 from osc_gitops_sandbox.lifecycle import Lifecycle
-from osc_gitops_sandbox.ovn import distributions, ovsdb_rpc
+from osc_gitops_sandbox.ovn import distributions, ovs_cni, ovsdb_rpc
 from osc_gitops_sandbox.ovn.distributions import HOST, Distribution
 from osc_gitops_sandbox.ovn.stack import (
     OvnSandbox,
@@ -119,6 +122,9 @@ DATAPATH_TOOLS = (
 )  # fmt: skip
 """What a data path runs from its distribution."""
 POD_NETWORKS = "k8s.ovn.org/pod-networks"
+RELEASED_OVS_CNI = ovs_cni.RELEASED
+BINDER_NAMESPACE = "osc-gitops-agents"
+"""Where the data path's binders publish their status Leases (the binder DaemonSet's)."""
 NODE_SUBNETS = "k8s.ovn.org/node-subnets"
 
 
@@ -205,6 +211,7 @@ class Datapath(Lifecycle):
     def __init__(
         self, cluster: Any, workdir: str | os.PathLike[str] | None = None, *,
         timeout: float = 15, boot_delay: float = 0.0, chassis_per_node: bool | None = None,
+        ovs_cni: str | None = None, binder: bool | None = None, instance: str = "osc-gitops",
         programs: GuestPrograms | None = None,
     ) -> None:  # fmt: skip
         from osc_gitops_sandbox.datapath.suricata import SuricataPrograms
@@ -229,14 +236,27 @@ class Datapath(Lifecycle):
         kubevirt = getattr(cluster, "kubevirt", None)
         if kubevirt is None:
             raise DatapathError("the cluster runs no KubeVirt (SandboxCluster(kubevirt=True))")
+        self.ovs_cni = ovs_cni or os.environ.get("OSC_DATAPATH_OVS_CNI") or RELEASED_OVS_CNI
+        """How the played ovs-cni finds a VNF NIC's OVN port (see
+        :mod:`osc_gitops_sandbox.ovn.ovs_cni`): ``v0.39.0`` (the default; env
+        ``OSC_DATAPATH_OVS_CNI``) sets no ``iface-id``, ``main`` reads the NAD's."""
+        if binder is None:
+            binder = os.environ.get("OSC_DATAPATH_BINDER", "1") != "0"
+        self.binder = binder
+        """Whether the product's node binder runs on every node (default; env
+        ``OSC_DATAPATH_BINDER=0`` turns it off)."""
+        self.instance = instance
         self.suricata = SuricataPrograms(self.workdir / "sg")
         """The Suricata guests' rules and address groups (a VM whose image names Suricata runs
         Suricata between its NICs, :mod:`osc_gitops_sandbox.datapath.suricata`)."""
         self._handler = VirtHandler(
-            self, cluster.kube, kubevirt, boot_delay=boot_delay,
+            self, cluster.kube, kubevirt, boot_delay=boot_delay, ovs_cni=self.ovs_cni,
             programs=programs if programs is not None else self.suricata,
         )  # fmt: skip
         self._count = itertools.count(1)
+        self._binders: dict[str, Any] = {}
+        self._binder_stop: Any = None
+        self._binder_threads: list[Any] = []
 
     # -- where things are ----------------------------------------------------------------------
     def stack_of(self, node: str) -> OvnSandbox:
@@ -331,6 +351,8 @@ class Datapath(Lifecycle):
             self._add_chassis(node, i, hostname=None if self.per_node else order[-1])
         if self.per_node:
             self._introduce_peers()
+        if self.binder:
+            self.start_binders()
         self._handler.start()
 
     def _add_chassis(self, node: str, index: int, *, hostname: str | None = None) -> Chassis:
@@ -356,6 +378,7 @@ class Datapath(Lifecycle):
 
     def _stop(self) -> None:
         """Remove every namespace/veth we made, then stop every chassis and the underlay."""
+        self.stop_binders()
         self._handler.close()
         for ep in self.pods.values():
             ep.close()
@@ -369,6 +392,63 @@ class Datapath(Lifecycle):
     def check_alive(self) -> None:
         for chassis in self.chassis.values():
             chassis.check_alive()
+
+    # -- the node binder (the product's, ``reconciler.engine.binder``) -------------------------
+    def start_binders(
+        self, *, stats_interval: float = 1.0, resync: float = 5.0, window: float = 60.0
+    ) -> None:
+        """One binder per node against its chassis' OVS database, as the binder DaemonSet
+        (or the node agent's ``--ovs-db``) runs in a cluster; each publishes its state in
+        ``osc-gitops-agents/osc-gitops-binder-<node>``. Idempotent."""
+        import threading
+
+        from reconciler.adapters.kube.client import KubeSettings
+        from reconciler.adapters.kube.node_vms import NodeVms
+        from reconciler.adapters.kube.status_lease import StatusLease
+        from reconciler.adapters.ovn.vswitch import OvsDb
+        from reconciler.engine.binder import Binder, BinderConfig, binder_lease_name
+
+        if self._binders:
+            return
+        kube = self.cluster.kube
+        if kube.get_object("Namespace", None, BINDER_NAMESPACE) is None:
+            kube.create(kube.resource_type("Namespace"), "", {
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BINDER_NAMESPACE},
+            })  # fmt: skip
+        settings = KubeSettings(kubeconfig=self.cluster.kubeconfig)
+        self._binder_stop = threading.Event()
+        nodes = list(self.cluster.nodes) if self.zoned else sorted(self._chassis_of)
+        for node in nodes:
+            binder = Binder(
+                BinderConfig(node=node, instance=self.instance, resync=resync,
+                             stats_interval=stats_interval, window=window),
+                NodeVms(settings, node, self.instance),
+                OvsDb(self.chassis_of(node).ovs_remote, timeout=self.timeout),
+                publisher=StatusLease.for_settings(
+                    settings, BINDER_NAMESPACE, binder_lease_name(node),
+                    identity=f"sandbox-binder-{node}", duration=30, owner_node=node,
+                ),
+            )  # fmt: skip
+            thread = threading.Thread(target=binder.run, args=(self._binder_stop,),
+                                      daemon=True, name=f"binder-{node}")  # fmt: skip
+            self._binders[node] = binder
+            self._binder_threads.append(thread)
+            thread.start()
+
+    def stop_binders(self) -> None:
+        """Stop every binder (the bindings they made stay, as a stopped DaemonSet leaves them)."""
+        if self._binder_stop is not None:
+            self._binder_stop.set()
+        for thread in self._binder_threads:
+            thread.join(timeout=10)
+        self._binders.clear()
+        self._binder_threads.clear()
+        self._binder_stop = None
+
+    @property
+    def binders(self) -> dict[str, Any]:
+        """The running binders by node (``reconciler.engine.binder.Binder``)."""
+        return dict(self._binders)
 
     # -- plugging ------------------------------------------------------------------------------
     def _subnet(self, node: str) -> ipaddress.IPv4Network:
@@ -388,6 +468,7 @@ class Datapath(Lifecycle):
     def add_nic(
         self, netns: str, ifname: str, lsp: str, mac: str, node: str, *,
         ip_address: str = "", iface_id_ver: str | None = None,
+        cni: tuple[str, str, str] | None = None,
     ) -> Endpoint:  # fmt: skip
         """A veth ``ifname`` in ``netns``, host end on the node's chassis' br-int as ``lsp``
         (what a CNI plugin does); with ``ip_address`` also the address and a default route via
@@ -415,10 +496,17 @@ class Datapath(Lifecycle):
                 f"route add default via {gateway} dev {ifname}",
             ]
         ip("-n", netns, "-batch", "-", stdin="\n".join(batch))
-        ids = [f"external_ids:iface-id={lsp}"]
-        if iface_id_ver:
-            ids.append(f"external_ids:iface-id-ver={iface_id_ver}")
-        chassis.vsctl("add-port", "br-int", veth, "--", "set", "Interface", veth, *ids)
+        if cni is not None:
+            version, config, cni_args = cni
+            ovs_cni.cni_add(
+                chassis.ovs_remote, version, config=config, cni_args=cni_args, host_iface=veth,
+                cont_iface=ifname, netns=f"/var/run/netns/{netns}",
+            )  # fmt: skip
+        else:
+            ids = [f"external_ids:iface-id={lsp}"]
+            if iface_id_ver:
+                ids.append(f"external_ids:iface-id-ver={iface_id_ver}")
+            chassis.vsctl("add-port", "br-int", veth, "--", "set", "Interface", veth, *ids)
         return Endpoint(
             netns, veth, lsp, mac, ip_address, subnet.prefixlen if ip_address else 0,
             gateway if ip_address else "", node, ifname,
@@ -470,6 +558,7 @@ class Datapath(Lifecycle):
             pods = [
                 (p["metadata"]["namespace"], p["metadata"]["name"])
                 for p in self.cluster.kube.objects("Pod")
+                if (p["metadata"].get("labels") or {}).get("kubevirt.io") != "virt-launcher"
             ]
         new = []
         for namespace, name in pods:

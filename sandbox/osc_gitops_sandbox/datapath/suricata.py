@@ -2,8 +2,9 @@
 
 The bridge guest (:mod:`osc_gitops_sandbox.datapath.guests`) proves the steering but inspects
 nothing. A *Suricata guest* runs Debian sid's Suricata 8.0 between its two data NICs instead of
-a Linux bridge, in IPS mode: af-packet reads every frame of ``data-in`` (``eth0``) and writes
-it out of ``data-out`` (``eth1``), and the reverse, unless a rule drops it (``copy-mode: ips``,
+a Linux bridge, in IPS mode: af-packet reads every frame of ``data-in`` and writes it out of
+``data-out``, and the reverse (the pod-side interfaces KubeVirt names ``pod<hash>``; ``eth0``
+and ``eth1`` by default), unless a rule drops it (``copy-mode: ips``,
 ``copy-iface`` the other NIC, one entry per direction with its own ``cluster-id``). Headers are
 not changed, so OVN sees the bump in the wire it expects, and OVN's health probe crosses it like
 any other frame.
@@ -621,8 +622,9 @@ class SuricataPrograms:
     _lock: threading.RLock = field(default_factory=threading.RLock)
 
     def __call__(
-        self, vm: Mapping[str, Any], vmi: Mapping[str, Any], netns: str, node: str
-    ) -> SuricataProgram | None:
+        self, vm: Mapping[str, Any], vmi: Mapping[str, Any], netns: str, node: str,
+        nics: Sequence[str] = ("eth0", "eth1"),
+    ) -> SuricataProgram | None:  # fmt: skip
         image = _image_of(vmi) or _image_of(vm.get("spec", {}).get("template", {}))
         if not image or not is_suricata_image(image):
             return None
@@ -638,6 +640,7 @@ class SuricataPrograms:
                 vm=f"{meta['namespace']}/{meta['name']}",
                 rules=self.rules.get(vnf, DEFAULT_RULES),
                 groups=self.groups.get((vnf, node), {}), on_change=self.on_change,
+                in_if=nics[0], out_if=nics[1],
             )  # fmt: skip
             self.running = {k: p for k, p in self.running.items() if p.running or p.failure} | {
                 netns: program

@@ -523,6 +523,7 @@ northd, chassis) per node, the transit switch between them."""
 def world(
     ovn: str = DEFAULT_OVN, *, via: str = "cli", steering: str | None = None,
     workdir: str | Path | None = None, boot_delay: float = 0.0, topology: str = "single",
+    ovs_cni: str | None = None, binder: bool | None = None,
 ) -> Iterator[World]:  # fmt: skip
     """Start the two-node sandbox + data path of OVN ``ovn`` (see :data:`OVN_VERSIONS`), plug
     every pod, write :data:`DEFAULT_MANIFESTS` (not applied yet); tear it all down after.
@@ -532,7 +533,11 @@ def world(
     ``steering``: the ``--steering`` to apply with instead of the version's default.
     ``boot_delay``: seconds a new VNF guest boots before it forwards (``Datapath.boot_delay``;
     a VM's ``sandbox.osc.io/boot-delay`` annotation wins).
-    ``topology``: one of :data:`TOPOLOGIES`."""
+    ``topology``: one of :data:`TOPOLOGIES`.
+    ``ovs_cni``: how the played ovs-cni finds a VNF NIC's OVN port (``v0.39.0``, the released
+    one, by default: not at all; ``main``: the NAD's ``args.cni.ovnPort``); ``binder``: whether
+    the product's node binder runs on every node (default: yes). See
+    :class:`~osc_gitops_sandbox.datapath.network.Datapath`."""
     from osc_gitops_sandbox.datapath.network import Datapath, datapath_unavailable_reason
     from osc_gitops_sandbox.ovn.cluster import SandboxCluster
     from osc_gitops_sandbox.ovn.zones import ZonedCluster
@@ -572,7 +577,7 @@ def world(
             cluster.add_pod(NAMESPACE, name, node, {"tier": "shop"})
         dp = stack.enter_context(Datapath(
             cluster, root / "dp", boot_delay=boot_delay,
-            chassis_per_node=topology != "single",
+            chassis_per_node=topology != "single", ovs_cni=ovs_cni, binder=binder,
         ))  # fmt: skip
         dp.plug_pods()
         chosen = steering or version.steering

@@ -148,6 +148,9 @@ def _deploy(w: World) -> None:
         kind = "bridges" if vnf.bridge else "routes on"
         ports = " + ".join(e.lsp for e in vnf.endpoints)
         say(f"  VM {key}: the guest {kind} OVN port(s) {ports}")
+    if w.dp.binders:
+        say(f"  ovs-cni {w.dp.ovs_cni} made the NICs' OVS ports; the node binder (osc-gitops bind) "
+            "set their iface-id (contPodUid + Multus' network-status, MAC checked)")  # fmt: skip
     show("client-c -> web-a", w.dp.probe(w.pod("client-c"), w.pod("web-a")))
 
 

@@ -12,11 +12,12 @@ kubelet starts it and reports it. :class:`ClusterPlayer` does the same for the s
 - with a data path (``sandbox up --datapath``), every such pod is also plugged: a network
   namespace on the node's chassis, bound by ``ovn-controller``; a deleted pod is unplugged.
   The VNF guests follow the VirtualMachines on their own
-  (:mod:`osc_gitops_sandbox.datapath.guests`); the player only makes a guest stop forwarding
-  while its VM is annotated ``sandbox.osc.io/forwarding: "false"`` (and resume when the
-  annotation goes), as the sandbox plays it without a data path, and keeps
-  :data:`GUESTS_FILE` (which namespace is which guest's: what ``osc-gitops sandbox exec``
-  reads beside the session's ``pods.json``).
+  (:mod:`osc_gitops_sandbox.datapath.guests`); KubeVirt's virt-launcher pods are left alone
+  (their default network is not played). The player only makes a guest stop forwarding while
+  its VM is annotated ``sandbox.osc.io/forwarding: "false"`` (and resume when the annotation
+  goes), as the sandbox plays it without a data path, and keeps :data:`GUESTS_FILE` (which
+  namespace is which guest's: what ``osc-gitops sandbox exec`` reads beside the session's
+  ``pods.json``).
 """
 
 from __future__ import annotations
@@ -159,6 +160,9 @@ class ClusterPlayer:
                 continue
             if ident in self.known:  # recreated under the same name: a new pod, a new port
                 self._unwire(ident)
+            if (meta.get("labels") or {}).get("kubevirt.io") == "virt-launcher":
+                self.known[ident] = meta["uid"]  # KubeVirt's: its default network is not played
+                continue
             node = pod["spec"].get("nodeName") or self.nodes[self._turn % len(self.nodes)]
             self._turn += 1
             if node not in self.nodes:

@@ -36,13 +36,31 @@ agent does once the guest OS is up). A VMI can be ``Running`` and ``Ready`` whil
 still boots: KubeVirt's readiness says nothing about the guest forwarding packets; OVN's
 health check does.
 
-Simplifications: no virt-launcher pods, no migrations, no ``Manual``/``Once`` subtleties beyond
-the answers above; a failed guest never makes a VMI ``Failed``.
+- **virt-launcher pods**: one per VMI, as ``pkg/virt-controller/services/template.go``
+  renders it: ``virt-launcher-<vmi>-<5 random>`` in the VMI's namespace, labels
+  ``kubevirt.io: virt-launcher``, ``kubevirt.io/created-by: <VMI uid>``, ``vm.kubevirt.io/name``
+  and the VMI's own, annotations ``kubevirt.io/domain`` and Multus' network request
+  ``k8s.v1.cni.cncf.io/networks`` (``pkg/network/multus/annotation.go``: per Multus network its
+  NAD, the pod-side interface name ``pod<first 11 hex of sha256(network name)>``
+  (``pkg/network/namescheme``), and the NIC's ``macAddress`` as ``mac``), a controller owner
+  reference to the VMI, ``spec.nodeName`` = the VMI's node. A VMI that goes takes its pod
+  along; a restarted VM's new VMI gets a new pod (new UID). **Multus** writes the pod's
+  ``k8s.v1.cni.cncf.io/network-status`` once it has plugged every network (the default
+  network as ``ovn-kubernetes``/``eth0``, then one entry per NAD with the interface and MAC it
+  got): without a data path at once, with one by the data path's CNI (:mod:`osc_gitops_sandbox.
+  datapath.guests`) after ovs-cni made the NICs. :data:`MULTUS_STATUS` switches that off (a
+  Multus that never reports, to show what a missing annotation does).
+
+Simplifications: no migrations, no ``Manual``/``Once`` subtleties beyond the answers above; a
+failed guest never makes a VMI ``Failed``; the virt-launcher pod's default network is not
+plugged (it gets no OVN port).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -55,10 +73,17 @@ from osc_gitops_sandbox.lifecycle import Worker
 __all__ = [
     "AGENT_CONNECTED",
     "BOOT_DELAY_ANNOTATION",
+    "LAUNCHER_LABEL",
+    "NETWORKS_ANNOTATION",
+    "NETWORK_STATUS",
     "RESTART_REQUIRED",
     "SUBRESOURCES_GROUP",
     "VM_GENERATION",
     "KubeVirt",
+    "launcher_pods_of",
+    "multus_networks",
+    "network_status",
+    "pod_interface_name",
     "restart_path",
 ]
 
@@ -75,6 +100,12 @@ BOOT_DELAY_ANNOTATION = "sandbox.osc.io/boot-delay"
 by the data path, never by KubeVirt or the product (not an ``osc.io/`` key, so the reconciler
 leaves it alone)."""
 RUNNING_STRATEGIES = ("Always", "RerunOnFailure")
+LAUNCHER_LABEL = "kubevirt.io"
+CREATED_BY = "kubevirt.io/created-by"
+NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
+NETWORK_STATUS = "k8s.v1.cni.cncf.io/network-status"
+DEFAULT_NETWORK = "ovn-kubernetes"
+"""The name Multus reports for the cluster's default network (OVN-Kubernetes' delegate)."""
 STARTING_PHASES = ("Pending", "Scheduling", "Scheduled")
 
 
@@ -85,6 +116,60 @@ def restart_path(namespace: str, name: str, action: str = "restart") -> str:
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def pod_interface_name(network: str) -> str:
+    """KubeVirt's pod-side interface name of a secondary network: ``pod`` + the first 11 hex
+    digits of the SHA-256 of the network's name (``namescheme.GenerateHashedInterfaceName``)."""
+    return "pod" + hashlib.sha256(network.encode()).hexdigest()[:11]
+
+
+def multus_networks(vmi: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Per Multus network of a VMI: ``{network, nad, namespace, interface, mac}`` (the
+    ``k8s.v1.cni.cncf.io/networks`` request KubeVirt writes on its virt-launcher pod)."""
+    spec = vmi.get("spec") or {}
+    namespace = (vmi.get("metadata") or {}).get("namespace", "")
+    interfaces = {
+        i.get("name"): i
+        for i in ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
+    }
+    out = []
+    for network in spec.get("networks") or []:
+        multus = network.get("multus") or {}
+        if not multus.get("networkName") or multus.get("default"):
+            continue
+        ns, _, nad = str(multus["networkName"]).rpartition("/")
+        out.append({
+            "network": str(network.get("name")), "nad": nad, "namespace": ns or namespace,
+            "interface": pod_interface_name(str(network.get("name"))),
+            "mac": str((interfaces.get(network.get("name")) or {}).get("macAddress") or ""),
+        })  # fmt: skip
+    return out
+
+
+def network_status(vmi: Mapping[str, Any], macs: Mapping[str, str] | None = None) -> str:
+    """Multus' ``network-status`` of the VMI's virt-launcher pod once every network is plugged:
+    the default network, then one entry per NAD with the interface and the MAC it got
+    (``macs`` by network name; default: the MAC KubeVirt requested)."""
+    entries: list[dict[str, Any]] = [{
+        "name": DEFAULT_NETWORK, "interface": "eth0", "ips": [], "mac": "0a:58:00:00:00:01",
+        "default": True, "dns": {},
+    }]  # fmt: skip
+    for net in multus_networks(vmi):
+        entries.append({
+            "name": f"{net['namespace']}/{net['nad']}", "interface": net["interface"],
+            "mac": (macs or {}).get(net["network"], net["mac"]), "dns": {},
+        })  # fmt: skip
+    return json.dumps(entries, indent=1)
+
+
+def launcher_pods_of(server: Any, vmi: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The virt-launcher pods of one VMI (by its ``kubevirt.io/created-by`` label)."""
+    meta = vmi.get("metadata") or {}
+    return [
+        p for p in server.objects("Pod", meta.get("namespace"))
+        if (p["metadata"].get("labels") or {}).get(CREATED_BY) == meta.get("uid")
+    ]  # fmt: skip
 
 
 def run_strategy(vm: Mapping[str, Any]) -> str:
@@ -143,6 +228,9 @@ class KubeVirt:
         self.external_handler = False
         """Whether a virt-handler of its own (a data path) runs new VMIs; else they are
         ``Running`` at once."""
+        self.multus_status = True
+        """Whether Multus writes ``network-status`` on virt-launcher pods (without a data
+        path: at once; with one: the data path's CNI does)."""
         self._controller = Worker("kubevirt-controller", self.reconcile)
         server.add_mutator(VM_KIND, mutate_vm)  # virt-api's mutating webhook
         server.subscribe((VM_KIND, VMI_KIND), self._changed)
@@ -189,6 +277,67 @@ class KubeVirt:
                 }:
                     instance = None  # deleted above, or never ours
                 self._reconcile_vm(vm, instance)
+            self._reconcile_launchers()
+
+    def _reconcile_launchers(self) -> None:
+        """One virt-launcher pod per live VMI; a pod whose VMI is gone goes too (one look at
+        every pod and VMI per pass)."""
+        server = self.server
+        pod_type = server.resource_type("Pod")
+        live = {o["metadata"]["uid"]: o for o in server.objects(VMI_KIND)}
+        housed: set[str] = set()
+        for pod in server.objects("Pod"):
+            labels = pod["metadata"].get("labels") or {}
+            if labels.get(LAUNCHER_LABEL) != "virt-launcher":
+                continue
+            if labels.get(CREATED_BY) not in live:
+                server.delete(pod_type, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            else:
+                housed.add(str(labels[CREATED_BY]))
+        for uid, vmi in live.items():
+            if uid in housed or (vmi.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            server.create(pod_type, vmi["metadata"]["namespace"], self._launcher_of(vmi))
+
+    def _launcher_of(self, vmi: dict[str, Any]) -> dict[str, Any]:
+        meta = vmi["metadata"]
+        networks = multus_networks(vmi)
+        annotations = {
+            "kubevirt.io/domain": meta["name"],
+            "kubectl.kubernetes.io/default-container": "compute",
+            NETWORKS_ANNOTATION: json.dumps([
+                {"name": n["nad"], "namespace": n["namespace"], "interface": n["interface"],
+                 **({"mac": n["mac"]} if n["mac"] else {})}
+                for n in networks
+            ]),
+        }  # fmt: skip
+        if not self.external_handler and self.multus_status:
+            annotations[NETWORK_STATUS] = network_status(vmi)
+        node = pinned_node(vmi.get("spec") or {})  # where the scheduler puts it
+        spec: dict[str, Any] = {
+            "containers": [{"name": "compute", "image": "quay.io/kubevirt/virt-launcher"}],
+            "restartPolicy": "Never",
+        }
+        if node:
+            spec["nodeName"] = node
+        return {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {
+                "generateName": f"virt-launcher-{meta['name']}-",
+                "labels": {
+                    **dict(meta.get("labels") or {}), LAUNCHER_LABEL: "virt-launcher",
+                    CREATED_BY: meta["uid"], "vm.kubevirt.io/name": meta["name"],
+                },
+                "annotations": annotations,
+                "ownerReferences": [{
+                    "apiVersion": "kubevirt.io/v1", "kind": VMI_KIND, "name": meta["name"],
+                    "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True,
+                }],
+            },
+            "spec": spec,
+            # With a data path its CNI (Multus + ovs-cni) runs first: Running once plugged.
+            "status": {"phase": "Pending" if self.external_handler else "Running"},
+        }  # fmt: skip
 
     def _reconcile_vm(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> None:
         server = self.server

@@ -8,7 +8,9 @@ answer it, so every VNF would look dead forever and no steering ACL would ever b
 
 - **with ovn-northd** (a :class:`~osc_gitops_sandbox.ovn.stack.OvnSandbox` with a Southbound DB): it
   plays ovn-controller for the VNFs: a forwarding VNF's two ports bound and up
-  (``Port_Binding.up``: northd counts a function whose ports are not up offline) and its
+  (``Port_Binding.chassis`` = the played chassis :data:`PLAYED_CHASSIS` and ``Port_Binding.up``:
+  northd counts a function whose ports are not up offline, and writes the ports' NB ``up``
+  from both, as for a real chassis) and its
   ``network-function`` ``Service_Monitor`` row ``online``; a VNF that does not forward
   ``offline`` (ports down). northd then does the rest itself (``network_function_active``);
 - **without ovn-northd** (an NB alone, e.g. a zone of
@@ -32,7 +34,10 @@ from typing import Any
 
 from osc_gitops_sandbox.ovn import ovsdb_rpc
 
-__all__ = ["FORWARDING_ANNOTATION", "ForwardingVnfs"]
+__all__ = ["FORWARDING_ANNOTATION", "PLAYED_CHASSIS", "ForwardingVnfs"]
+
+PLAYED_CHASSIS = "sandbox-vnf-host"
+"""The Southbound Chassis the played ovn-controller binds the VNF ports to."""
 
 FORWARDING_ANNOTATION = "sandbox.osc.io/forwarding"
 """On a VNF's VirtualMachine: ``"false"`` makes the sandbox play it not forwarding (OVN's probe
@@ -132,15 +137,17 @@ class ForwardingVnfs:
              "columns": ["_uuid", "logical_port", "logical_input_port", "status"]},
         ])[0]["rows"]  # fmt: skip
         ops: list[dict[str, Any]] = []
+        chassis = self._chassis() if rows else None
         for row in rows:
             ports = [p for p in (row["logical_port"], row["logical_input_port"]) if p]
             up = all(forwards(p) for p in ports)
             status = "online" if up else "offline"
             if ovsdb_rpc.from_atom(row["status"]) == status:
                 continue
+            bound: Any = ["uuid", chassis] if up and chassis else ["set", []]
             ops += [
                 {"op": "update", "table": "Port_Binding", "where": [["logical_port", "==", p]],
-                 "row": {"up": up}}
+                 "row": {"up": up, "chassis": bound}}
                 for p in ports
             ]  # fmt: skip
             where = [["_uuid", "==", row["_uuid"]]]
@@ -148,6 +155,24 @@ class ForwardingVnfs:
             ops.append({**monitor, "row": {"status": status}})
         if ops:
             ovsdb_rpc.transact(self.remote, db, ops)
+
+    def _chassis(self) -> str:
+        """The played chassis' row (made the first time), as ovn-controller registers one."""
+        db = "OVN_Southbound"
+        where = [["name", "==", PLAYED_CHASSIS]]
+        rows = ovsdb_rpc.transact(self.remote, db, [
+            {"op": "select", "table": "Chassis", "where": where, "columns": ["_uuid"]},
+        ])[0]["rows"]  # fmt: skip
+        if rows:
+            return str(ovsdb_rpc.from_atom(rows[0]["_uuid"]))
+        result = ovsdb_rpc.transact(self.remote, db, [
+            {"op": "insert", "table": "Encap", "uuid-name": "e",
+             "row": {"type": "geneve", "ip": "127.0.0.2", "chassis_name": PLAYED_CHASSIS}},
+            {"op": "insert", "table": "Chassis", "uuid-name": "c",
+             "row": {"name": PLAYED_CHASSIS, "hostname": PLAYED_CHASSIS,
+                     "encaps": ["named-uuid", "e"]}},
+        ])  # fmt: skip
+        return str(ovsdb_rpc.from_atom(result[1]["uuid"]))
 
     def _answer_nb(self, forwards: Callable[[str], bool]) -> None:
         """northd's part: each group's first forwarding function active."""

@@ -8,6 +8,7 @@ in an adapter therefore fails this test until ``deploy/base/rbac.yaml`` allows i
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import threading
@@ -19,6 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from osc_gitops_sandbox.kubeapi.server import Faults
 from osc_gitops_sandbox.ovn.cluster import SandboxCluster
+from osc_gitops_sandbox.ovn.vswitch_db import VswitchDb
 from ruamel.yaml import YAML
 
 from reconciler.adapters.kube.cache import KubeCache
@@ -261,6 +263,7 @@ OVNK_POD_RUN_DIR = "/var/run/ovn"
 OVNK_NB_SOCKET = "ovnnb_db.sock"
 
 AGENT_SA = ("osc-gitops-agents", "osc-gitops-agent")
+BINDER_SA = ("osc-gitops-agents", "osc-gitops-binder")
 AGENTS_NS, CENTRAL_NS = "osc-gitops-agents", "osc-gitops"
 WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 
@@ -317,6 +320,10 @@ def verbs_on(
 def test_interconnect_overlay_renders_agents_and_a_kubernetes_only_owner() -> None:
     rendered = interconnect()
     docs, agent_pod, central_pod = rendered["docs"], rendered["agent_pod"], rendered["central_pod"]
+    # the agents bind their nodes' VNF NICs themselves (--ovs-db): no bind-only DaemonSet here
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "DaemonSet"] == [
+        rendered["agent"]["metadata"]["name"]
+    ]
     namespaces = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Namespace"}
     assert namespaces[CENTRAL_NS]["metadata"]["labels"][
         "pod-security.kubernetes.io/enforce"] == "restricted"  # fmt: skip
@@ -366,6 +373,46 @@ def test_interconnect_agents_mount_the_zone_socket_where_ovn_kubernetes_puts_it(
     # connect() needs write permission on the socket, not a writable mount (see the next test)
     assert mount["readOnly"] is True
     assert f"--ovn-nb=unix:{OVNK_POD_RUN_DIR}/{OVNK_NB_SOCKET}" in container["args"]
+    # the node binder: OVS' db.sock sits in the same host directory (ovs-cni mounts it too)
+    assert f"--ovs-db=unix:{OVNK_POD_RUN_DIR}/db.sock" in container["args"]
+
+
+@pytest.mark.parametrize("overlay", ["central-nb/deployment", "central-nb/cronjob"])
+def test_the_bind_only_daemonset_mounts_the_ovs_socket_as_ovs_cni_does_and_reads_only(
+    overlay: str,
+) -> None:
+    """The central-NB overlays run the node binder on every node (deploy/components/
+    node-binder; the interconnect agents bind themselves): hostPath /var/run/openvswitch
+    (ovs-cni's own DaemonSet's volume), read-only, uid 0 without any capability; the overlay's
+    image; RBAC: reads of pods, VMs and nodes, and its own status Lease; its admission policy
+    names only that Lease."""
+    docs = kustomize(overlay)
+    (daemonset,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    assert (daemonset["metadata"]["namespace"], pod["serviceAccountName"]) == BINDER_SA
+    (container,) = pod["containers"]
+    assert container["args"][0] == "bind"
+    assert container["image"] == "ghcr.io/example/osc-gitops:0.1.0"  # the overlay's knob
+    assert "--ovs-db=unix:/var/run/openvswitch/db.sock" in container["args"]
+    (volume,) = [v for v in pod["volumes"] if "hostPath" in v]
+    assert volume["hostPath"]["path"] == "/var/run/openvswitch"
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount == {"name": volume["name"], "mountPath": "/var/run/openvswitch", "readOnly": True}
+    sc = container["securityContext"]
+    assert sc["capabilities"] == {"drop": ["ALL"]} and not sc.get("privileged")
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert pod["securityContext"]["runAsUser"] == 0 and not pod.get("hostNetwork")
+    rules = grants(docs, BINDER_SA)
+    assert verbs_on(rules, "", "pods") == {None: {"list", "watch"}}
+    assert verbs_on(rules, "kubevirt.io", "virtualmachines") == {None: {"list", "watch"}}
+    assert verbs_on(rules, "", "nodes") == {None: {"list"}}
+    assert verbs_on(rules, "coordination.k8s.io", "leases") == {
+        AGENTS_NS: {"get", "create", "update"}
+    }
+    assert len(rules) == 4
+    policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
+    expressions = " ".join(v["expression"] for v in policy["spec"]["validations"])
+    assert "object.metadata.name == 'osc-gitops-binder-' + variables.nodeName" in expressions
 
 
 def test_interconnect_rbac_is_least_privilege_per_role() -> None:
@@ -427,17 +474,21 @@ def role_allows(
     )  # fmt: skip
 
 
-def record_run(recorder: RecordingFaults, argv: list[str], steps: list[Any]) -> set[Any]:
-    """The API calls of one real ``osc-gitops run ARGV`` process while ``steps`` happen (each
-    a callable: it changes something, or waits for the process to have done something)."""
+def record_run(
+    recorder: RecordingFaults, argv: list[str], steps: list[Any], command: str = "run"
+) -> set[Any]:
+    """The API calls of one real ``osc-gitops run ARGV`` (or ``COMMAND ARGV``) process while
+    ``steps`` happen (each a callable: it changes something, or waits for the process to have
+    done something)."""
     import os
     import signal
     import sys
 
     recorder.seen.clear()
+    pace = ["--interval", "0.5", "--debounce", "0.05"] if command == "run" else []
     proc = subprocess.Popen(
-        [sys.executable, "-m", "reconciler.cli", "run", *argv, "--metrics-addr", "off",
-         "--interval", "0.5", "--debounce", "0.05", "--log-format", "text"],
+        [sys.executable, "-m", "reconciler.cli", command, *argv, "--metrics-addr", "off",
+         *pace, "--log-format", "text"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, env={**os.environ},
     )  # fmt: skip
     try:
@@ -482,7 +533,8 @@ def test_interconnect_rbac_covers_every_api_call_each_role_makes(tmp_path: Path)
     docs = interconnect()["docs"]
     policies = tmp_path / "policies"
     shutil.copytree(POLICIES, policies)
-    with ZonedCluster(tmp_path / "z", distribution="sid") as zones:
+    with contextlib.ExitStack() as stack:
+        zones = stack.enter_context(ZonedCluster(tmp_path / "z", distribution="sid"))
         zones.seed_dir(CLUSTER)
         zones.kube.add_objects([{"kind": "Namespace", "metadata": {"name": ns}}
                                 for ns in (CENTRAL_NS, AGENTS_NS)])  # fmt: skip
@@ -528,11 +580,22 @@ def test_interconnect_rbac_covers_every_api_call_each_role_makes(tmp_path: Path)
                 if m in ("POST", "PUT") and "/leases" in p and AGENTS_NS in p
             )  # fmt: skip
 
+        ovs = stack.enter_context(VswitchDb(tmp_path / "ovs"))
         agent = record_run(
             recorder,
-            [str(policies), "--node", "node-1", "--ovn-nb", zones.nb_remote("node-1"), *kube],
-            [lambda: wait_for(lambda: lease_writes() >= 2, what="status created and renewed")],
-        )
+            [str(policies), "--node", "node-1", "--ovn-nb", zones.nb_remote("node-1"), *kube,
+             "--ovs-db", ovs.remote, "--stats-interval", "0.3"],  # and the node binder
+            [lambda: wait_for(lambda: lease_writes() >= 4, what="statuses created and renewed")],
+        )  # fmt: skip
+        # the bind-only DaemonSet's process, as beside a central NB: its Lease made anew
+        zones.kube.delete(zones.kube.resource_type("Lease"), AGENTS_NS, "osc-gitops-binder-node-1")
+        binder = record_run(
+            recorder,
+            ["--node", "node-1", "--ovs-db", ovs.remote, *kube, "--stats-interval", "0.3",
+             "--cache-dir", str(tmp_path / "cache")],
+            [lambda: wait_for(lambda: lease_writes() >= 2, what="binder status published")],
+            command="bind",
+        )  # fmt: skip
     for name, sa, calls, needed in (
         ("central owner", SA, central, [
             ("nodes", "list"), ("virtualmachines", "create"), ("virtualmachines", "patch"),
@@ -547,17 +610,26 @@ def test_interconnect_rbac_covers_every_api_call_each_role_makes(tmp_path: Path)
             ("network-attachment-definitions", "list"), ("leases", "create"),
             ("leases", "update"), ("leases", "get"),
         ]),
+        ("node binder", BINDER_SA, binder, [
+            ("pods", "list"), ("pods", "watch"), ("virtualmachines", "list"),
+            ("virtualmachines", "watch"), ("nodes", "list"), ("leases", "create"),
+            ("leases", "update"), ("leases", "get"),
+        ]),
     ):  # fmt: skip
         verbs = {(resource, verb) for _, resource, verb, _ in calls}
         for pair in needed:
             assert pair in verbs, f"the {name} did not exercise {pair}: {sorted(verbs)}"
-        rules = grants(docs, sa)
+        rules = grants(docs if sa != BINDER_SA else kustomize("central-nb/deployment"), sa)
         missing = sorted(str(c) for c in calls if not role_allows(rules, c))
         assert not missing, f"the {name}'s RBAC does not allow:\n" + "\n".join(missing)
         unused = unused_verbs(rules, calls)
         assert not unused, f"the {name}'s RBAC grants what it never uses: {unused}"
     assert not {r for _, r, _, _ in central} & {"pods", "networkpolicies"}
     assert not {(r, v) for _, r, v, _ in agent if v in WRITE_VERBS and r != "leases"}
+    assert not {(r, v) for _, r, v, _ in binder if v in WRITE_VERBS and r != "leases"}
+    binder_leases = {p for m, p in recorder.seen if "/leases" in p}
+    assert binder_leases and all("osc-gitops-binder-node-1" in p or p.endswith("/leases")
+                                 for p in binder_leases)  # fmt: skip
 
 
 def test_interconnect_agents_can_write_only_their_own_nodes_status_lease() -> None:
@@ -584,6 +656,7 @@ def test_interconnect_agents_can_write_only_their_own_nodes_status_lease() -> No
     expressions = " ".join(v["expression"] for v in spec["validations"] + spec["variables"])
     assert "authentication.kubernetes.io/node-name" in expressions
     assert "object.metadata.name == 'osc-gitops-agent-' + variables.nodeName" in expressions
+    assert "object.metadata.name == 'osc-gitops-binder-' + variables.nodeName" in expressions
 
 
 @pytest.mark.ovn

@@ -54,6 +54,7 @@ REQUIRED_ALERTS = {
     "OscGitopsNfIdBudgetHigh",
     "OscGitopsVnfInstanceNotReady",
     "OscGitopsRolloutHalted",
+    "OscGitopsVnfPortUnbound",
     "OscGitopsSecurityManagerFailing",
 }
 TARGET_LABELS = {"job", "instance", "namespace", "pod"}
@@ -179,6 +180,11 @@ def scraped_metrics(tmp: Path) -> dict[str, dict[str, set[str]]]:
     assert (failed.result, failed.cause) == ("error", NotConverged.cause)
     ovn.forget = False
     assert loop.reconcile_pass("retry").result == "applied"
+    # a running VNF VM whose port OVN has not bound (no binder, ovs-cni v0.39.0)
+    vm = next(iter(kube.objects("VirtualMachine")))
+    kube.set_status("VirtualMachine", *vm.split("/"), {"printableStatus": "Running"})
+    ovn.ports_up = {"nf_firewall_node-1_in": False, "nf_firewall_node-1_out": True}
+    loop.reconcile_pass("interval")
     # a rolling update under way (a new image): its gauges are served too
     (tmp / "c2").mkdir()
     (tmp / "c2" / "policies.yaml").write_text(POLICIES.replace("fw:1", "fw:2"), encoding="utf-8")
@@ -218,6 +224,7 @@ def test_every_metric_the_rules_and_the_dashboard_use_is_served(
     # what the alerts are about is all there, drift and not-converged included
     for name in ("osc_gitops_drift_detected_total", "osc_gitops_vnf_instance_healthy",
                  "osc_gitops_nf_ids_used", "osc_gitops_nf_ids_limit",
+                 "osc_gitops_unbound_vnf_ports",
                  "osc_gitops_reconcile_duration_seconds_bucket"):  # fmt: skip
         assert name in used
 
@@ -310,7 +317,8 @@ def test_promtool_unit_tests_of_the_alerts_pass(tmp_path: Path) -> None:
     tested = YAML(typ="safe").load(RULE_TESTS.read_text(encoding="utf-8"))
     covered = {case["alertname"] for test in tested["tests"] for case in test["alert_rule_test"]}
     assert {"OscGitopsVnfInstanceUnhealthy", "OscGitopsNfIdBudgetHigh",
-            "OscGitopsVnfInstanceNotReady", "OscGitopsRolloutHalted"} <= covered  # fmt: skip
+            "OscGitopsVnfInstanceNotReady", "OscGitopsRolloutHalted",
+            "OscGitopsVnfPortUnbound"} <= covered  # fmt: skip
     run_promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
 
 

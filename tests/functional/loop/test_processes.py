@@ -142,6 +142,8 @@ def test_two_replicas_one_lease_never_both_write_and_hand_over(
     cluster.label_pod(ns, "worker-1", {"app": "web"})
     wait_for(lambda: _pod_steered(cluster.nb_remote, f"{ns}_worker-1"), timeout=30,
              what="the standby takes over and steers the pod")  # fmt: skip
+    # It logs the pass once the pass verified, after the NB write just seen: wait for the line.
+    wait_for(lambda: standby.logged("applied"), timeout=30, what="the standby's pass logged")
     acquired = standby.logged("acquired Lease default/osc-gitops")
     assert acquired and _ts(acquired[0]) >= killed_at - 0.01
     writes = standby.logged("applied")

@@ -1,6 +1,6 @@
-"""Health-gated steering (``reconciler.core.transitions.gating``): transitions onto a function
-group northd has not reported active are held per (binding, node); paths in service are never
-touched."""
+"""Health-gated steering (``reconciler.core.steering.network_function.gating``): transitions
+onto a function group northd has not reported active are held per (binding, node); paths in
+service are never touched."""
 
 from __future__ import annotations
 

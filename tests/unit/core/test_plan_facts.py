@@ -14,6 +14,7 @@ from reconciler.core.model.facts import (
     Pending,
     Protection,
     ProtectionBasis,
+    UnboundPort,
     VmRollout,
     VnfRollout,
 )
@@ -40,6 +41,7 @@ EVERY_FACT = Plan(
                      "image fw:1.0 → fw:1.1, rolled node by node", "waits for its turn"),),
     node="node-1",
     vnf_instances=(InstanceHealth("fw", "node-1", "unknown", "no health check"),),
+    unbound=(UnboundPort("fw", "node-1", "vnfs/fw-node-1", "nf_fw_node-1_in", "in", "no iface"),),
     nf_ids={"Network_Function": {"used": 2, "max": 255, "ours": 2, "nodes": 2, "per_node": 1}},
     revision="abc123",
     protection=Protection(({"binding": "web-fw", "start": [], "stop": []},),
@@ -57,8 +59,8 @@ def test_meta_follows_the_declaration_order_and_leaves_out_what_says_nothing() -
     data = plan_to_dict(EVERY_FACT)
     assert list(data["meta"]) == [
         "instance", "steering", "nb_schema", "scope", "zones", "rollout", "held", "pending",
-        "node",
-        "vnf_instances", "nf_ids", "revision", "protection_basis", "group_bindings",
+        "node", "vnf_instances", "unbound", "nf_ids", "revision", "protection_basis",
+        "group_bindings",
     ]  # fmt: skip
     assert data["protection_changes"] == [{"binding": "web-fw", "start": [], "stop": []}]
     assert data["meta"]["held"][0]["reason"] == "waiting for fw-node-1 to become healthy (new)"

@@ -93,7 +93,7 @@ def test_the_loop_reports_health_without_writing_or_recompiling(tmp_path: Path) 
 
     h.ovn.read = northd_says_healthy  # type: ignore[method-assign]
     # the first pass after it switches on the steering held for node-1 (and only that: health
-    # gating, reconciler.core.transitions.gating), without a full compile
+    # gating, reconciler.core.steering.network_function.gating), without a full compile
     assert h.loop.reconcile_pass("interval").result == "applied"
     assert h.loop.planner.last_mode != "full"
     written = h.reporter.of("changes_applied")[-1][0]

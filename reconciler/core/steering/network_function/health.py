@@ -10,11 +10,15 @@ pass, the first time anything asks, and answers every question about health from
 - :meth:`HealthIndex.instances`: each VNF instance (a VnfDeployment on a node) as the node's
   traffic sees it (the plan's ``vnf_instances``, ``status``, metrics, ``explain``);
 - :meth:`HealthIndex.steering_groups`: which steering groups hold which functions (a rollout's
-  drain).
+  drain);
+- :attr:`HealthIndex.unbound`: the data ports of running VNF VMs OVN has not bound (their LSP
+  is not ``up``: ``reconciler.core.steering.port_binding``), with any backend (the plan's
+  ``unbound``, ``status``, ``explain``, ``apply --wait``, metrics).
 
 One index is built per plan (``reconciler.core.planning.full.compile_plan``,
 ``CompiledPlan.health``) and per pass of the engine, and handed to whoever reads health. Only
-the Network Function backend has health checks; with any other backend the index is empty.
+the Network Function backend has health checks; with any other backend the index knows no
+function (only :attr:`HealthIndex.unbound` says something then).
 Nothing here feeds compile or the diff: health changes by the second and must never cause a
 write or a full compile. Pure, no I/O.
 """
@@ -29,9 +33,17 @@ from typing import Any
 
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
-from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Health, InstanceHealth
+from reconciler.core.model.facts import (
+    HEALTHY,
+    NOT_HEALTHY,
+    UNKNOWN,
+    Health,
+    InstanceHealth,
+    UnboundPort,
+)
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.target import SVC_MONITOR_OPTIONS, Resource
+from reconciler.core.steering.port_binding import unbound_ports
 
 __all__ = [
     "HEALTH_CHECK_TABLE",
@@ -295,6 +307,12 @@ class HealthIndex:
                 detail = why_not_healthy(self.observed, where in self.in_service)
                 out[where] = InstanceHealth(vnf, node, NOT_HEALTHY, detail)
         return out
+
+    @cached_property
+    def unbound(self) -> tuple[UnboundPort, ...]:
+        """The data ports of running VNF VMs OVN has not bound, sorted (any backend: a port is
+        bound or not whatever steers onto it)."""
+        return tuple(unbound_ports(self.observed))
 
     def steering_groups(self, vnf: str, node: str) -> list[tuple[str, tuple[str, ...]]]:
         """The live steering groups of ``vnf`` on ``node`` (not probe groups): ``(name,

@@ -1,0 +1,85 @@
+"""Unbound VNF ports (``reconciler.core.steering.port_binding``, read through the health index:
+``HealthIndex.unbound``) and why they are unbound, from what the node's binder published
+(``reconciler.core.views.traffic``)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from reconciler.core.compiling.compile import compile_target
+from reconciler.core.model.facts import UnboundPort
+from reconciler.core.model.observed import KubeObject, Observed
+from reconciler.core.steering import HealthIndex
+from reconciler.core.views.traffic import BinderReport, unbound_cause
+from tests.support.builders import binding, cluster, desired, sg, vnf
+
+IN, OUT = "nf_firewall_node-1_in", "nf_firewall_node-1_out"
+VM = "security/firewall-node-1"
+
+
+def observed(up: dict[str, bool], printable: str = "Running") -> Observed:
+    base = cluster([("shop", "web-1", "node-1", {"app": "web"})])
+    target = compile_target(
+        desired(sg("web", "app=web"), vnf("firewall"), binding("b", "web", "firewall", 10)), base
+    )
+    vms = tuple(
+        KubeObject(r.kind, *r.key.split("/", 1), body=r.fields,
+                   status={"printableStatus": printable})
+        for r in target.resources.values()
+        if r.kind == "VirtualMachine"
+    )  # fmt: skip
+    return dataclasses.replace(base, kube_objects=vms, ports_up=up)
+
+
+def unbound_ports(observed: Observed) -> list[UnboundPort]:
+    return list(HealthIndex(observed).unbound)
+
+
+def test_a_running_vm_whose_port_is_not_up_is_unbound() -> None:
+    found = unbound_ports(observed({IN: False, OUT: True, "nf_firewall_node-2_in": True}))
+    assert [(u.vm, u.port, u.side, u.node) for u in found] == [(VM, IN, "in", "node-1")]
+    assert "iface-id=" + IN in found[0].cause
+
+
+def test_nothing_is_said_without_a_verdict_or_a_running_vm() -> None:
+    assert unbound_ports(observed({})) == [], "no northd has judged the ports"
+    assert unbound_ports(observed({IN: False}, printable="Starting")) == []
+
+
+def test_the_cause_says_what_the_binder_reports() -> None:
+    no_binder = unbound_cause(IN, "node-1", VM, BinderReport("node-1"))
+    assert no_binder.startswith("the CNI did not set iface-id: ovs-cni older than commit 42291151")
+    assert no_binder.endswith("and no binder runs on node-1")
+    stale = unbound_cause(IN, "node-1", VM, BinderReport("node-1", {"ok": True}, fresh=False))
+    assert "no binder runs on node-1" in stale
+    skipped = unbound_cause(IN, "node-1", VM, BinderReport("node-1", {
+        "ok": True, "skipped": [{"reason": "mac-mismatch",
+                                 "subject": f"VirtualMachine {VM} NIC data-in",
+                                 "detail": "pod reports MAC 02:00:00:00:00:99"}],
+    }, fresh=True))  # fmt: skip
+    assert skipped.startswith("the binder on node-1 skipped it (mac-mismatch)")
+    failing = unbound_cause(IN, "node-1", VM, BinderReport(
+        "node-1", {"ok": False, "error": "Open_vSwitch DB at unix:/x: Permission denied"},
+        fresh=True))  # fmt: skip
+    assert "Permission denied" in failing
+    unread = unbound_cause(IN, "node-1", VM, BinderReport("node-1", problem="403 Forbidden"))
+    assert "unknown: 403 Forbidden" in unread
+
+
+def test_an_unbound_port_names_the_full_node_of_a_shortened_label() -> None:
+    long_node = ".".join(["node-1", "a" * 63, "b" * 63, "c" * 60])
+    base = cluster([("shop", "web-1", long_node, {"app": "web"})], nodes=(long_node,))
+    target = compile_target(
+        desired(sg("web", "app=web"), vnf("firewall"), binding("b", "web", "firewall", 10)), base
+    )
+    vms = tuple(
+        KubeObject(r.kind, *r.key.split("/", 1), body=r.fields,
+                   status={"printableStatus": "Running"})
+        for r in target.resources.values()
+        if r.kind == "VirtualMachine"
+    )  # fmt: skip
+    (vm,) = vms
+    port = dict(p.split("=") for p in vm.body["metadata"]["annotations"]["osc.io/ports"].split(","))
+    found = unbound_ports(dataclasses.replace(base, kube_objects=vms, ports_up={port["in"]: False}))
+    assert [(u.node, u.port) for u in found] == [(long_node, port["in"])]
+    assert f"OVS interface on {long_node}. " in found[0].cause
