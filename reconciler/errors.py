@@ -6,6 +6,7 @@ the model), and how each kind is shown.
     OscError                      cause label   shown as
     ├── UserError                 other         ``error: <message>``, exit 1, no traceback
     │   ├── ValidationFailed      manifests     every ``file:line:column`` issue of the run
+    │   │   └── RevisionRefused   manifests     (a commit too big to export: adapters.git)
     │   ├── PathNotFound          manifests
     │   ├── CompileError          other         (reconciler.core.steering.base)
     │   └── EmptyDesiredRefused   empty-refused (reconciler.engine.pipeline)
@@ -25,6 +26,11 @@ the model), and how each kind is shown.
 - A *user* error (bad input, an endpoint that is down, a lock held by another process) is
   printed as one line: a traceback tells a user "the tool is broken", not "your input is".
   An :class:`InternalError` keeps its traceback (``show_traceback``): it may be our bug.
+- Text from outside (file names, ``metadata.name``, a foreign ``apiVersion``, a git server's
+  or an API server's message) never reaches a terminal or a CI log raw: :func:`printable` and
+  :func:`one_line` escape control characters (ANSI sequences, OSC-8 hyperlinks, C1 controls,
+  bidirectional overrides), and a value's line break, which could start a line of its own
+  (a GitHub ``::error::`` workflow command), wherever such text is printed or logged.
 - :class:`ManifestIssue` is one problem in one manifest, located to ``file:line:column`` (the
   format compilers and editors understand, so terminals and CI annotations make it clickable).
   :class:`ValidationFailed` carries *all* issues of a run, because fixing a repository one error
@@ -33,9 +39,36 @@ the model), and how each kind is shown.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""What a terminal or a log viewer would act on: C0 controls but tab and line feed (ESC starts
+ANSI and OSC-8 sequences, CR rewrites a line), DEL, C1 controls (CSI is one), the Unicode line
+and paragraph separators and the bidirectional controls ("Trojan Source")."""
+_BREAKS = re.compile(r"[\t\n]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(char) or (
+        f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    )
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\u202e``);
+    tabs and line breaks are kept (a message's own lines)."""
+    return _CONTROL.sub(_escape, text)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: control characters and line breaks escaped. For any
+    value from outside inside a line (a file name, an object's name)."""
+    return _BREAKS.sub(_escape, printable(text))
 
 
 class OscError(Exception):
@@ -125,7 +158,7 @@ class ManifestIssue:
         text = " ".join(parts)
         if self.expected:
             text += f" (expected {self.expected})"
-        return text
+        return one_line(text)  # a file or object name from a pull request stays one line
 
     def to_json(self) -> dict[str, Any]:
         """The shape of ``osc-gitops validate -o json`` errors."""
@@ -160,6 +193,16 @@ class ValidationFailed(UserError):
         lines = [f"{count} {noun} in manifests:"]
         lines.extend(f"  {issue}" for issue in self.issues)
         return "\n".join(lines)
+
+
+class RevisionRefused(ValidationFailed):
+    """A source revision refused whole before its manifests were read (a file or the whole
+    export past a size limit, ``reconciler.adapters.git``): reported, and kept refused, like
+    invalid manifests; ``revision`` is the commit."""
+
+    def __init__(self, revision: str, issues: Iterable[ManifestIssue]) -> None:
+        self.revision = revision
+        super().__init__(issues)
 
 
 class PathNotFound(UserError):

@@ -6,6 +6,12 @@ environment variable (the token as ``GH_TOKEN``): nothing the caller or a pull r
 is ever pasted into a shell script by ``${{ }}``, and arguments reach osc-gitops and ``gh`` as
 argv lists, never through a shell.
 
+What osc-gitops prints comes from the pull request (file names, manifest names, a snapshot's
+contents): it is copied into the job log with every control character escaped (no ANSI screen
+clear, no OSC-8 link) and between ``::stop-commands::`` and its random end token, so no line of
+it is a workflow command (``::error::``, ``::add-mask::``, ``##[...]``); in the summary and
+the comment it sits in a fence longer than any backtick run it holds.
+
 The step's own exit status is the check's verdict: 0 when the plan ran (whether it found changes
 or not: changes are what a pull request is for), 1 when ``validate`` or ``plan`` failed. The
 outputs, the job summary and the comment are written first, so a red check still explains itself
@@ -19,6 +25,7 @@ import json
 import os
 import posixpath
 import re
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -154,6 +161,36 @@ GITHUB_TOKENS = ("GH_TOKEN", "GITHUB_TOKEN", "GH_ENTERPRISE_TOKEN", "GITHUB_ENTE
 """Tokens only ``gh`` needs: osc-gitops reads the pull request's manifests and never sees them."""
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""What a terminal or the job log acts on (ESC starts ANSI and OSC-8 sequences, CR rewrites
+a line, CSI is a C1 control, bidirectional controls reorder text); tab and newline stay."""
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character but tab and newline written as an escape."""
+
+    def one(match: re.Match[str]) -> str:
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return _CONTROL.sub(one, text)
+
+
+def copy_to_log(text: str) -> None:
+    """Put untrusted ``text`` in the job log as plain text: control characters escaped, and no
+    line of it read as a workflow command (GitHub's ``stop-commands`` with a fresh token, which
+    the text cannot know)."""
+    if not text:
+        return
+    token = secrets.token_hex(16)
+    sys.stdout.flush()
+    print(f"::stop-commands::{token}", flush=True)
+    sys.stdout.write(escape_controls(text))
+    if not text.endswith("\n"):
+        sys.stdout.write("\n")
+    print(f"::{token}::", flush=True)
+
+
 def run(command: Sequence[str], title: str) -> subprocess.CompletedProcess[str]:
     """Run one osc-gitops command, folding its diagnostics into a log group."""
     environment = {k: v for k, v in os.environ.items() if k not in GITHUB_TOKENS}
@@ -162,7 +199,7 @@ def run(command: Sequence[str], title: str) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
             command, capture_output=True, text=True, check=False, env=environment
         )
-        sys.stderr.write(result.stderr)
+        copy_to_log(result.stderr)
         print(f"exit {result.returncode}", flush=True)
         return result
     finally:
@@ -184,23 +221,44 @@ def plan(settings: Settings) -> PlanResult:
     return PlanResult(ERROR, error_report(command, planned.returncode, output))
 
 
+_FENCE = re.compile(r" {0,3}(`{3,})")
+
+
+def open_fence(markdown: str) -> str | None:
+    """The fence of the code block still open at the end of ``markdown`` (CommonMark: a block
+    opened by N backticks closes on a line of N or more backticks alone), or None."""
+    fence: str | None = None
+    for line in markdown.split("\n"):
+        found = _FENCE.match(line)
+        if not found:
+            continue
+        ticks = found.group(1)
+        if fence is None:
+            fence = ticks
+        elif len(ticks) >= len(fence) and not line.strip().strip("`"):
+            fence = None
+    return fence
+
+
 def comment_body(marker_line: str, markdown: str) -> str:
     """Marker first, then the markdown, cut to GitHub's size limit with its blocks closed."""
     body = f"{marker_line}\n{markdown}"
     if len(body) <= COMMENT_LIMIT:
         return body
     body = body[:COMMENT_LIMIT]
-    if body.count("```") % 2:
-        body += "\n```"
+    fence = open_fence(body)
+    if fence is not None:
+        body += "\n" + fence
     if body.count("<details>") > body.count("</details>"):
         body += "\n\n</details>"
     return body + "\n\n*Truncated: the full plan is in the job summary of this check.*\n"
 
 
 def workflow_command(level: str, message: str) -> str:
-    """A ``::warning::``-style annotation, escaped so a multi-line message stays one command."""
+    """A ``::warning::``-style annotation, escaped so a multi-line message stays one command
+    (and carries no control character)."""
     escaped = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return f"::{level}::{escaped}"
+    return f"::{level}::{escape_controls(escaped)}"
 
 
 def pull_request_number(event_path: str) -> int | None:

@@ -17,7 +17,7 @@ import threading
 import urllib.parse
 from typing import Any
 
-from reconciler.errors import EndpointError
+from reconciler.errors import EndpointError, one_line
 
 __all__ = ["JsonPoster", "SecurityManagerError", "post_json"]
 
@@ -31,7 +31,9 @@ class SecurityManagerError(EndpointError):
     cause = "security-manager"
 
     def __init__(self, message: str, *, retryable: bool = True) -> None:
-        super().__init__(message)
+        # it may quote the manager's answer, which reaches status, apply's output and the logs:
+        # one printable line (control characters and line breaks escaped)
+        super().__init__(one_line(message))
         self.retryable = retryable
 
 

@@ -40,7 +40,7 @@ from reconciler.cli import (
 )
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command
 from reconciler.engine import gc_tuning
-from reconciler.errors import OscError, error_cause
+from reconciler.errors import OscError, error_cause, printable
 
 __all__ = [
     "COMMANDS",
@@ -164,7 +164,7 @@ def _usage_error(
     target = _subcommand(parser, argv)
     if error.parser is not parser and target is parser:
         target = error.parser
-    message = message or str(error)
+    message = printable(message or str(error))
     target.print_usage(sys.stderr)
     print(f"{target.prog}: error: {message}", file=sys.stderr)
     if target is not parser:
@@ -250,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         issues = list(getattr(exc, "issues", None) or ())
         for issue in issues:
             print(issue, file=sys.stderr)
-        message = in_our_voice(_summary(exc) if issues else str(exc))
+        message = printable(in_our_voice(_summary(exc) if issues else str(exc)))
         print(f"error: {message}", file=sys.stderr)
         if json_errors:
             print_error_json(message, error_cause(exc), issues)

@@ -11,11 +11,13 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--ovn-private-key`` | ``OSC_OVN_PRIVATE_KEY`` |
 | ``--ovn-certificate`` | ``OSC_OVN_CERTIFICATE`` |
 | ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
+| ``--ovn-max-reply-mib`` | ``OSC_OVN_MAX_REPLY_MIB`` |
 | ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
 | ``--svc-monitor-ip-dst`` | ``OSC_SVC_MONITOR_IP_DST`` |
 | ``--empty-grace`` | ``OSC_EMPTY_GRACE`` |
+| ``--vnf-namespaces`` | ``OSC_VNF_NAMESPACES`` |
 | ``--notify-timeout`` | ``OSC_NOTIFY_TIMEOUT`` |
 | ``--notify-max-members`` | ``OSC_NOTIFY_MAX_MEMBERS`` |
 | ``--node`` | ``OSC_NODE_NAME`` (a node agent; the DaemonSet sets it from ``spec.nodeName``) |
@@ -143,6 +145,13 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--ovn-timeout", type=float, default=10.0, metavar="SECONDS",
         help="how long to wait for the NB to answer (default 10)",
     )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-max-reply-mib", type=float, default=float(env("OSC_OVN_MAX_REPLY_MIB", "256")),
+        metavar="MIB",
+        help="largest message read from the NB, in MiB: a bigger one (a server that never stops "
+        "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
+        "times the reply of an NB with 10,000 pods)",
+    )  # fmt: skip
     kube = parser.add_argument_group("Kubernetes")
     kube.add_argument(
         "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
@@ -181,6 +190,16 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
         "once)",
     )  # fmt: skip
+    parser.add_argument(
+        "--vnf-namespaces",
+        default=env("OSC_VNF_NAMESPACES", ""),
+        metavar="NS[,NS...]",
+        help="namespaces whose VirtualMachines and NADs with this instance's labels are ours "
+        "besides those the VnfDeployments name (spec.namespace): where objects of a removed "
+        "VnfDeployment are pruned. Labelled objects in any other namespace are never changed "
+        "or deleted (a tenant can write labels). The deployment sets the namespaces its RBAC "
+        "Roles grant (env OSC_VNF_NAMESPACES)",
+    )
     from reconciler.core.steering.base import DEFAULT_JOIN_SUBNETS, DEFAULT_TRANSIT_SUBNETS
 
     node = parser.add_argument_group(
@@ -443,8 +462,19 @@ def compile_options(args: argparse.Namespace) -> CompileOptions:
     grace = float(getattr(args, "empty_grace", DEFAULT_EMPTY_GRACE))
     if not 0 <= grace < float("inf"):
         raise UserError(f"--empty-grace {grace:g} must be a number of seconds, 0 or more")
+    namespaces = tuple(
+        sorted(
+            {n.strip() for n in str(getattr(args, "vnf_namespaces", "") or "").split(",")} - {""}
+        )
+    )
+    for namespace in namespaces:
+        if not re.fullmatch(DNS1123_LABEL, namespace):
+            raise UserError(
+                f"--vnf-namespaces: {namespace!r} is not a namespace (a DNS-1123 label)"
+            )
     infra = _infra_subnets(args)
     options = CompileOptions(
+        vnf_namespaces=namespaces,
         instance=args.instance,
         steering=args.steering,
         svc_monitor_ip=getattr(args, "svc_monitor_ip", None) or None,
@@ -517,8 +547,12 @@ def connections(
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
     check_tls_flags(args)
     kube = kube_connection(args)
+    max_reply = float(args.ovn_max_reply_mib)
+    if not 1 <= max_reply < 1 << 20:
+        raise UserError(f"--ovn-max-reply-mib {max_reply:g} must be a size in MiB, 1 or more")
     settings = OvnSettings(
         remote=args.ovn_nb,
+        max_reply_bytes=int(max_reply * 1024 * 1024),
         private_key=args.ovn_private_key,
         certificate=args.ovn_certificate,
         ca_cert=args.ovn_ca_cert,
@@ -602,13 +636,29 @@ def git_source(args: argparse.Namespace) -> GitSource:
     )
 
 
+def redacted_repo(repo: str) -> str:
+    """``--repo`` as it may be printed (``reconciler.adapters.git.redact``'s rule)."""
+    from reconciler.adapters.git import redact
+
+    return redact(repo)
+
+
 def load_source(args: argparse.Namespace) -> tuple[Desired, str | None]:
     """The manifests from PATH or ``--repo``: ``(Desired, revision)`` (revision = commit)."""
     if not getattr(args, "repo", None):
         return load_manifests(args.path), getattr(args, "revision", None)
     if args.path != ".":
         raise UserError(f"give either PATH ({args.path}) or --repo, not both")
-    checkout = git_source(args).sync()
+    from reconciler.errors import RevisionRefused
+
+    try:
+        checkout = git_source(args).sync()
+    except RevisionRefused as refused:
+        raise ManifestsInvalid(
+            f"commit {refused.revision} of {redacted_repo(args.repo)}: "
+            f"{len(refused.issues)} problem(s) in the manifests",
+            refused.issues,
+        ) from None
     print(f"{checkout.repo}@{checkout.ref}: commit {checkout.commit}", file=sys.stderr)
     return load_checkout(checkout), checkout.commit
 
@@ -626,9 +676,12 @@ class ManifestsInvalid(UserError):
 
 
 def print_notes(notes: list[str]) -> None:
-    """The loader's notes (files and documents skipped as not ours), on stderr."""
+    """The loader's notes (files and documents skipped as not ours), on stderr; a note names
+    files and other APIs' kinds from the pull request: one printable line each."""
+    from reconciler.errors import one_line
+
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {one_line(note)}", file=sys.stderr)
 
 
 def load_checkout(checkout: Checkout) -> Desired:
@@ -742,10 +795,12 @@ def read_json(path: str) -> dict[str, Any]:
 
 
 def parse_snapshot(path: str, data: dict[str, Any]) -> Observed:
-    from reconciler.core.model.observed import Observed
+    from reconciler.core.model.observed import Observed, SnapshotRefused
 
     try:
         return Observed.from_json(data)
+    except SnapshotRefused as exc:  # well-formed, but names what Kubernetes would refuse
+        raise UserError(f"snapshot {path}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
 

@@ -257,7 +257,8 @@ def _serve(
     server = None
     if args.metrics_addr != "off":
         try:
-            server = MetricsServer(args.metrics_addr, metrics, loop.health, loop.readiness)
+            server = MetricsServer(args.metrics_addr, metrics, loop.health, loop.readiness,
+                                   supervise=loop.supervised)  # fmt: skip
         except OSError as exc:
             raise UserError(str(exc)) from exc
         server.start()

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
+from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.plan import Change, Plan
@@ -138,6 +139,24 @@ def run_by_kind(changes: Sequence[Change], do: Callable[[Change], None], workers
     return done
 
 
+def _ports_of(change: Change, vnf: str) -> dict[str, str] | None:
+    """The OVN ports of the VM ``change`` creates or removes, worked out from its name as
+    compile names them (``naming.vm_name``/``vnf_port``), never read from a live object's
+    ``osc.io/ports`` annotation: an annotation is anyone's to write (a forged one would make a
+    "removed" event name other pods' ports). The node is the change's (compile's for a create;
+    for a delete the VM's ``osc.io/node-name`` or ``osc.io/node``, as the diff reads them), and
+    only counts when the VM's name is the one compile gives that VNF on that node. ``None``
+    when the name is not ours."""
+    name = change.key.partition("/")[2]
+    node = change.node
+    if not node or not name:
+        return None
+    for slot in naming.SLOTS:
+        if naming.vm_name(vnf, node, slot) == name:
+            return {side: naming.vnf_port(vnf, node, side, slot) for side in ("in", "out")}
+    return None
+
+
 def notify_security_managers(
     the_plan: Plan, desired: Desired, notify: Notifier | None, report: ApplyReport
 ) -> None:
@@ -154,15 +173,14 @@ def notify_security_managers(
             continue
         body = change.after if change.action == "create" else change.before
         labels = (body or {}).get("metadata", {}).get("labels", {})
-        annotations = (body or {}).get("metadata", {}).get("annotations", {})
         vnf_name = labels.get(own.VNF_LABEL) or change.origin.partition("/")[2]
         vnf = desired.vnfs.get(vnf_name)
         manager = vnf.spec.securityManager if vnf else None
         if manager is None:
             continue  # no manager configured, or the VNF left git with it: nobody to tell
-        ports = dict(
-            p.split("=", 1) for p in annotations.get("osc.io/ports", "").split(",") if "=" in p
-        )
+        ports = _ports_of(change, vnf_name)
+        if ports is None:
+            continue  # not named as we name a VM of this VNF on that node: not ours to report
         event = {
             "event": "deployed" if change.action == "create" else "removed",
             "vnf": vnf_name,

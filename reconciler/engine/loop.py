@@ -36,6 +36,13 @@ Safety rules, each covered by a test in ``tests/unit/engine`` (with in-memory fa
   how its one pass ended and exits 1.
 - **Full resync.** Between full compiles (every ``full_resync`` seconds) passes re-plan only
   what changed (``reconciler.core.planning.incremental``).
+- **A dying thread is never healthy.** Every helper thread runs supervised
+  (:meth:`Loop._supervised`): one that raises or returns while the loop runs is logged as one
+  JSON line (``worker thread died``, with its traceback as a list), turns its
+  ``osc_gitops_worker_up{thread=…}`` to 0 and makes ``/healthz`` fail (``dead_threads`` in
+  the body), so the kubelet restarts the process instead of a loop that silently stopped
+  following git or pods. The source poller itself catches every error of one poll, so only a
+  bug outside a poll can end it.
 
 Every timing decision reads an injected clock (default ``time.monotonic``), so the rules above
 are tested without sleeping.
@@ -58,6 +65,7 @@ import random
 import signal
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -238,8 +246,11 @@ class Loop:
             notices=outbox,
         )
         self.outbox = outbox
-        """The security managers' notifications (delivered by its own threads; its state goes
-        into the status after each pass, its attempts into the metrics as they happen)."""
+        """The security managers' notifications (delivered by its own threads, workers like the
+        others: their death fails ``/healthz``; its state goes into the status after each pass,
+        its attempts into the metrics as they happen)."""
+        if outbox is not None:
+            outbox.on_thread = self._outbox_thread
         self.lag = OvnLagRetry(config.lag_retries, self.request)
         self.managed = ManagedCounts(ovn_only=not config.scope.writes_kubernetes)
         self.publisher = publisher
@@ -262,6 +273,8 @@ class Loop:
         """The first observation succeeded (readiness)."""
         self._in_pass_since: float | None = None
         self._threads: list[threading.Thread] = []
+        self.dead_workers: dict[str, str] = {}
+        """Worker threads that died while the loop ran, with why (``/healthz`` fails)."""
         self.passes = 0
         self.applies = 0
         self.last: PassResult | None = None
@@ -299,8 +312,17 @@ class Loop:
             self._cond.notify_all()
 
     def reload(self, *_: Any) -> None:
-        """SIGHUP: fetch the source now and reconcile."""
-        threading.Thread(target=self._poll_source, args=(True,), daemon=True).start()
+        """SIGHUP: fetch the source now and reconcile (in a thread of its own, which logs any
+        error as JSON and ends: the poller keeps polling)."""
+        threading.Thread(target=self._reload, daemon=True, name="sighup-reload").start()
+
+    def _reload(self) -> None:
+        try:
+            self._poll_source(True)
+        except Exception as exc:
+            self.reporter.error(error_cause(exc))
+            log.error("reload (SIGHUP) failed", exc_info=exc,
+                      extra={"source": self.sources.source.description})  # fmt: skip
 
     def refresh_source(self) -> bool:
         """Fetch + validate; returns True when the desired state changed. Never raises."""
@@ -312,7 +334,12 @@ class Loop:
 
     def _poller(self) -> None:
         while not self.stopping.wait(self.config.git_interval):
-            self._poll_source()
+            try:
+                self._poll_source()
+            except Exception as exc:  # never the end of the thread: the next poll retries
+                self.reporter.error(error_cause(exc))
+                log.error("source poll failed", exc_info=exc,
+                          extra={"source": self.sources.source.description})  # fmt: skip
 
     # ---------------------------------------------------------------- one reconcile
 
@@ -490,7 +517,11 @@ class Loop:
         since = self._in_pass_since
         limit = max(120.0, 4 * self.config.interval)
         stuck = since is not None and self.clock() - since > limit
-        return (not stuck, {"stuck": stuck})
+        dead = sorted(self.dead_workers)
+        detail: dict[str, Any] = {"stuck": stuck}
+        if dead:
+            detail["dead_threads"] = dead
+        return (not stuck and not dead, detail)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         leader = self.lease.held() if self.lease is not None else True
@@ -534,9 +565,42 @@ class Loop:
         return EXIT_ERROR if failed else EXIT_OK
 
     def _start_thread(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread = threading.Thread(
+            target=self.supervised, args=(name, target, *args), name=name, daemon=True
+        )
         thread.start()
         self._threads.append(thread)
+
+    def supervised(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        """Run a worker thread's ``target``; its end while the loop runs is a death (module
+        docstring): recorded, counted, logged, and /healthz fails from then on."""
+        self.reporter.worker(name, True)
+        try:
+            target(*args)
+        except BaseException as exc:
+            self.worker_died(name, exc)
+            return
+        if not self.stopping.is_set():
+            self.worker_died(name, None)
+
+    def _outbox_thread(self, name: str, alive: bool, exc: BaseException | None) -> None:
+        """A security manager's delivery thread started, or died before the outbox closed."""
+        if alive:
+            self.reporter.worker(name, True)
+        else:
+            self.worker_died(name, exc)
+
+    def worker_died(self, name: str, exc: BaseException | None) -> None:
+        """Record that the worker thread ``name`` ended while it should run (``exc``: why)."""
+        reason = f"{type(exc).__name__}: {exc}" if exc is not None else "returned"
+        self.dead_workers[name] = reason
+        self.reporter.worker(name, False)
+        self.reporter.error(error_cause(exc) if exc is not None else "other")
+        trace = "".join(traceback.format_exception(exc)) if exc is not None else ""
+        log.error(
+            "worker thread died; /healthz fails from now on so that the process is restarted",
+            extra={"worker": name, "reason": reason, "traceback": trace.splitlines()},
+        )
 
     def _on_pod(self, etype: str, obj: dict[str, Any]) -> None:
         self.request("pod")

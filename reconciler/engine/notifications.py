@@ -160,7 +160,9 @@ class _Manager:
         self.counts = {DELIVERED: 0, FAILED: 0, REJECTED: 0}
         self.failed_at: float | None = None
         """When the last attempt failed (the outbox's clock)."""
-        self.thread = threading.Thread(target=self._run, name=f"notify-{self.label}", daemon=True)
+        self.thread = threading.Thread(
+            target=self._supervised, name=f"notify-{self.label}", daemon=True
+        )
 
     # -- under the outbox's lock ---------------------------------------------------------
     def pending(self) -> int:
@@ -268,6 +270,20 @@ class _Manager:
                 state.parts, state.sent = [], 0
 
     # -- the thread ----------------------------------------------------------------------
+    def _supervised(self) -> None:
+        """:meth:`_run`, whose end before the outbox closes is a death (a bug of ours: every
+        delivery error is caught): told to :attr:`Outbox.on_thread` (the loop's ``/healthz``
+        and ``osc_gitops_worker_up``), else logged."""
+        name = self.thread.name
+        self.outbox.thread_event(name, True, None)
+        try:
+            self._run()
+        except BaseException as exc:
+            self.outbox.thread_event(name, False, exc)
+            return
+        if not self.outbox.closed:
+            self.outbox.thread_event(name, False, None)
+
     def _run(self) -> None:
         outbox = self.outbox
         while True:
@@ -338,6 +354,10 @@ class Outbox:
         self.flushing = False
         self._managers: dict[str, _Manager] = {}
         self._sequence = 0
+        self.on_thread: Callable[[str, bool, BaseException | None], None] | None = None
+        """Told ``(thread name, True, None)`` when a manager's thread starts and ``(name, False,
+        why)`` when it ends before :meth:`close` (the loop: a dead worker, ``/healthz`` fails);
+        without it such a death is logged."""
         self._seed: dict[MemberKey, tuple[str, str]] = {}
 
     # -- what a pass hands over (never blocks) -------------------------------------------
@@ -484,6 +504,15 @@ class Outbox:
             thread.join(timeout=self.settings.timeout + 1)
 
     # -- reporting -----------------------------------------------------------------------
+    def thread_event(self, name: str, alive: bool, exc: BaseException | None) -> None:
+        """A manager's thread started (``alive``) or died (see :attr:`on_thread`)."""
+        if self.on_thread is not None:
+            self.on_thread(name, alive, exc)
+        elif not alive:
+            reason = repr(exc) if exc is not None else "returned"
+            log.error("security manager thread died; its notifications stop",
+                      extra={"worker": name, "reason": reason})  # fmt: skip
+
     def report(self, label: str, event: str, result: str, pending: int, up: bool | None) -> None:
         if self.reporter is not None:
             self.reporter.notification_sent(label, event, result)

@@ -36,7 +36,13 @@ from reconciler.core.compiling.notices import MemberKey, MemberNotice, member_no
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
-from reconciler.core.planning.full import CompiledPlan, FullPlanner, compile_plan
+from reconciler.core.planning.full import (
+    CompiledPlan,
+    FullPlanner,
+    compile_plan,
+    owned_namespaces,
+    owned_only,
+)
 from reconciler.core.planning.slicing import CentralScope, Scope, ScopedView
 from reconciler.core.transitions.health import plan_report
 from reconciler.core.transitions.hold import only_progress, with_health_of
@@ -295,16 +301,20 @@ class Pipeline:
         require_node(scope, read)
         view = scope.view(read)
         observed = view.observed
+        # what the loop, --wait and the metrics see: our objects only (the planner filters
+        # itself and warns about the others: reconciler.core.planning.full.owned_only)
+        namespaces = owned_namespaces(desired, self.options)
+        ours = owned_only(observed, namespaces)
         timings["observe"] = time.perf_counter() - started
-        events.observed(observed)
+        events.observed(ours)
         started = time.perf_counter()
         first = scoped_plan(self.planner, scope, compiled_desired, view, self.compile_options)
         timings["plan"] = time.perf_counter() - started
         guard_empty(desired, first, self.allow_empty)
         if first.empty:
             self._tell_members(desired, view)
-            events.settled(observed)
-            return Reconciled(ApplyReport(first, seconds=timings), observed)
+            events.settled(ours)
+            return Reconciled(ApplyReport(first, seconds=timings), ours)
 
         events.applying(first)
         kube: KubeWriter = writer_for(scope, self.kube)
@@ -315,7 +325,7 @@ class Pipeline:
         report = apply_plan(first, kube, ovn, desired=desired, revision=revision,
                             notify=self.notify)  # fmt: skip
         self._tell_members(desired, view)
-        events.applied(report, observed)
+        events.applied(report, ours)
 
         started = time.perf_counter()
         # our NB rows and Kubernetes objects read again; pods, nodes, NetworkPolicies: the first
@@ -327,14 +337,14 @@ class Pipeline:
                              self.compile_options)  # fmt: skip
         timings["verify"] = time.perf_counter() - started
         report.seconds = {**timings, **report.seconds}
-        events.settled(after)
+        events.settled(owned_only(after, namespaces))
         if (
             not second.empty
             and not only_progress(first, second)
             and not self._health_news(first, compiled_desired, observed, after_view)
         ):
             raise NotConverged(second)
-        return Reconciled(report, observed, second)
+        return Reconciled(report, ours, second)
 
     def _tell_members(self, desired: Desired, view: ScopedView) -> None:
         """Hand the outbox what every security manager should hold after this pass: the

@@ -287,6 +287,11 @@ class Reporter(Protocol):
         (seconds; ``None``: not known)."""
         ...
 
+    def worker(self, thread: str, up: bool) -> None:
+        """A worker thread of the loop (``source-poller``, ``watch-pods``, ``lease``, the
+        metrics server, ...) started (``True``) or died (``False``)."""
+        ...
+
 
 class NoopReporter:
     """A :class:`Reporter` that ignores everything (no metrics wanted)."""
@@ -330,4 +335,7 @@ class NoopReporter:
         rollouts: Sequence[Mapping[str, Any]],
         allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
+        pass
+
+    def worker(self, thread: str, up: bool) -> None:
         pass

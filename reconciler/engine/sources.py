@@ -27,7 +27,7 @@ from typing import Protocol
 from reconciler.core.model.desired import Desired
 from reconciler.engine.providers import Reporter
 from reconciler.engine.reporting.logs import LOGGER
-from reconciler.errors import UserError, ValidationFailed, error_cause
+from reconciler.errors import RevisionRefused, UserError, ValidationFailed, error_cause
 from reconciler.manifests.load import load_path
 
 log = logging.getLogger(LOGGER)
@@ -218,12 +218,15 @@ class SourceTracker:
         with self._lock:
             try:
                 snap = self.source.fetch()
+            except RevisionRefused as refused:  # reachable, but the commit is refused whole
+                self._reachable()
+                self.latest_seen = refused.revision
+                if refused.revision not in self._refused:
+                    self._refuse(refused.revision, [str(i) for i in refused.issues])
+                return False
             except Exception as exc:  # GitSourceError and anything the fetch may throw
                 return self._unreachable(exc, last_applied)
-            if self.source_error is not None:
-                log.info("source reachable again", extra={"source": self.source.description})
-            self.source_error = None
-            self.reporter.source_up(True)
+            self._reachable()
             self.latest_seen = snap.revision
             if snap.revision is not None and snap.revision in self._refused:
                 return False  # already refused; errors were reported when it arrived
@@ -240,6 +243,11 @@ class SourceTracker:
             except UserError as exc:  # PathNotFound: --path missing in that commit
                 self._refuse(snap.revision, [_relative(str(exc), snap)])
                 return False
+            except Exception as exc:  # our bug: refuse the revision, keep the poller alive
+                log.error("loading the manifests failed", exc_info=exc,
+                          extra={"revision": snap.revision})  # fmt: skip
+                self._refuse(snap.revision, [f"internal error while loading: {exc!r}"])
+                return False
             changed = snap.revision != self.revision or self.desired != desired
             if not changed and self.desired is not None:
                 desired = self.desired  # keep the object: the planner keys on its identity
@@ -247,6 +255,12 @@ class SourceTracker:
             if changed and self.source.polls:
                 log.info("new revision", extra={"revision": snap.revision})
             return changed
+
+    def _reachable(self) -> None:
+        if self.source_error is not None:
+            log.info("source reachable again", extra={"source": self.source.description})
+        self.source_error = None
+        self.reporter.source_up(True)
 
     def _unreachable(self, exc: Exception, last_applied: str | None) -> bool:
         message = str(exc)

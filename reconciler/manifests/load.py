@@ -13,7 +13,14 @@ bad input with a :class:`~reconciler.errors.ManifestIssue`, never a traceback or
 - nesting deeper than :data:`MAX_DEPTH` (recursion bombs), checked on the event stream
   before anything is built;
 - duplicate keys (reported with both positions), syntax errors, tabs;
-- symlinked directories are followed at most once (loops are cut), hidden directories skipped.
+- symlinks are followed only while they stay inside the manifest folder (a link out of it, to
+  ``/etc/hostname`` or ``/``, is refused unopened, as Flux and Argo CD refuse them), each real
+  directory once (loops are cut); hidden entries are skipped;
+- only regular files are opened, without blocking, and checked on the open descriptor (a FIFO
+  or ``/proc/self/fd/1`` named ``x.yaml`` is refused, never read);
+- ``.oscignore`` is read by the same rules and compiled without backtracking
+  (:mod:`reconciler.manifests.ignore`); its problems are issues like any other, at its
+  ``file:line:column``, and a run with one loads nothing else.
 
 All issues of a run are collected and raised together in one
 :class:`~reconciler.errors.ValidationFailed`.
@@ -28,6 +35,7 @@ note) is exactly what it would have been.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +60,7 @@ from reconciler.core.model.desired import API_VERSION, KINDS, MODEL_BY_KIND, Des
 from reconciler.errors import ManifestIssue, PathNotFound, ValidationFailed
 from reconciler.errors import yaml_syntax_message as syntax_message
 from reconciler.manifests import fast_yaml
-from reconciler.manifests.ignore import IgnoreRules
+from reconciler.manifests.ignore import IGNORE_FILE, MAX_IGNORE_BYTES, IgnoreRules
 from reconciler.manifests.model_errors import map_errors
 from reconciler.manifests.validate import SourceDoc, build_desired, cross_check, did_you_mean
 from reconciler.manifests.yaml_positions import (
@@ -118,7 +126,7 @@ def load_sources(
         return build_desired(docs)
     run = _Run()
     for name, content in sources:
-        if Path(name).name in KUSTOMIZE_FILES:
+        if Path(name).name in KUSTOMIZE_FILES and not isinstance(content, _Unreadable):
             run.notes.append(f"{name}: skipped (kustomize's file, not an osc.io manifest)")
             continue
         run.load_file(name, content)
@@ -132,14 +140,60 @@ def load_sources(
 
 
 def find_manifest_files(root: str | os.PathLike[str]) -> list[Path]:
-    """YAML files under ``root``, sorted, skipping hidden entries and symlink loops.
+    """YAML files under ``root``, sorted, skipping hidden entries, symlink loops, links that
+    lead out of ``root`` and what ``.oscignore`` excludes (their problems are reported by
+    :func:`load_path`, not here).
 
-    Symlinked directories are followed (Kubernetes ConfigMap volumes are made of symlinks) but
-    each real directory is visited once, so ``a -> .`` cannot loop.
+    Symlinks that stay inside ``root`` are followed (Kubernetes ConfigMap volumes are made of
+    symlinks) but each real directory is visited once, so ``a -> .`` cannot loop.
     """
-    top = Path(root)
-    rules = IgnoreRules.for_folder(top)
-    found: list[Path] = []
+    return _walk(Path(root)).files
+
+
+# --- reading files ------------------------------------------------------------------------------
+
+
+class _Unreadable(bytes):
+    """Marker content for a file that could not be read; carries the reason (and where)."""
+
+    reason: str
+    position: Position
+
+    def __new__(cls, reason: str, position: Position = (1, 1)) -> _Unreadable:
+        obj = super().__new__(cls)
+        obj.reason = reason
+        obj.position = position
+        return obj
+
+
+@dataclass
+class _Walk:
+    """What a walk of a manifest folder found: the files to load, and entries refused
+    (a link out of the folder, a file that is not a regular file, a bad ``.oscignore``)."""
+
+    files: list[Path] = field(default_factory=list)
+    refused: list[tuple[str, _Unreadable]] = field(default_factory=list)
+
+
+def _inside(real: str, real_root: str) -> bool:
+    return real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+_OUTSIDE = (
+    "symbolic link to a path outside the manifest folder; refused (links must stay inside "
+    "the folder, as Flux and Argo CD require)"
+)
+
+
+def _walk(top: Path) -> _Walk:
+    """The manifest files under ``top``: hidden entries are skipped; a symlink is followed
+    only while it stays inside ``top`` (a link out of it is refused, never opened); each real
+    directory is visited once."""
+    walk = _Walk()
+    real_root = os.path.realpath(top)
+    rules = _ignore_rules(top, real_root, walk)
+    if rules is None:
+        return walk  # the folder's .oscignore is invalid: which files to skip is unknown
     seen: set[str] = set()
     for dirpath, dirnames, filenames in os.walk(top, followlinks=True):
         real = os.path.realpath(dirpath)
@@ -149,23 +203,68 @@ def find_manifest_files(root: str | os.PathLike[str]) -> list[Path]:
         seen.add(real)
         here = Path(dirpath).relative_to(top).as_posix()
         prefix = "" if here == "." else here + "/"
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if not d.startswith(".")
-            and os.path.realpath(os.path.join(dirpath, d)) not in seen
-            and not rules.ignored(prefix + d, is_dir=True)
-        )
+        kept: list[str] = []
+        for d in sorted(dirnames):
+            if d.startswith(".") or rules.ignored(prefix + d, is_dir=True):
+                continue
+            target = os.path.realpath(os.path.join(dirpath, d))
+            if not _inside(target, real_root):
+                walk.refused.append((os.path.join(dirpath, d), _Unreadable(_OUTSIDE)))
+                continue
+            if target not in seen:
+                kept.append(d)
+        dirnames[:] = kept
         for name in filenames:
             if name.startswith(".") or not name.lower().endswith(YAML_SUFFIXES):
                 continue
             if rules.ignored(prefix + name, is_dir=False):
                 continue
-            found.append(Path(dirpath) / name)
-    return sorted(found)
+            path = Path(dirpath) / name
+            if os.path.islink(path) and not _inside(os.path.realpath(path), real_root):
+                walk.refused.append((str(path), _Unreadable(_OUTSIDE)))
+                continue
+            walk.files.append(path)
+    walk.files.sort()
+    return walk
 
 
-# --- reading files ------------------------------------------------------------------------------
+def _ignore_rules(top: Path, real_root: str, walk: _Walk) -> IgnoreRules | None:
+    """The rules of ``top/.oscignore`` (none when there is no such file), read like a manifest
+    (inside the folder, a regular file, bounded); ``None`` after recording its problems."""
+    file = top / IGNORE_FILE
+    if not os.path.lexists(file):
+        return IgnoreRules()
+    name = str(file)
+    if not _inside(os.path.realpath(file), real_root):
+        walk.refused.append((name, _Unreadable(_OUTSIDE)))
+        return None
+    content = _read_bytes(file, MAX_IGNORE_BYTES, f"the {MAX_IGNORE_BYTES // 1024} KiB limit")
+    if isinstance(content, _Unreadable):
+        walk.refused.append((name, content))
+        return None
+    if len(content) > MAX_IGNORE_BYTES:  # it grew while being read
+        walk.refused.append(
+            (name, _Unreadable(f"file is larger than the {MAX_IGNORE_BYTES // 1024} KiB limit"))
+        )
+        return None
+    if b"\x00" in content:
+        walk.refused.append((name, _Unreadable(
+            "binary file (contains NUL bytes), not a list of patterns",
+            offset_pos(content, content.index(b"\x00")),
+        )))  # fmt: skip
+        return None
+    try:
+        text = content.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        walk.refused.append((name, _Unreadable(
+            f"not UTF-8 text: invalid byte 0x{content[exc.start]:02x} (save the file as UTF-8)",
+            offset_pos(content, exc.start),
+        )))  # fmt: skip
+        return None
+    rules = IgnoreRules(text)
+    for problem in rules.problems:
+        walk.refused.append((name, _Unreadable(problem.message, (problem.line, problem.column))))
+    return None if rules.problems else rules
 
 
 def _read_all(path: str | os.PathLike[str]) -> Iterator[tuple[str, str | bytes]]:
@@ -174,34 +273,60 @@ def _read_all(path: str | os.PathLike[str]) -> Iterator[tuple[str, str | bytes]]
         if root.is_symlink():
             raise PathNotFound(str(path), "broken or looping symbolic link")
         raise PathNotFound(str(path))
-    files = [root] if root.is_file() else find_manifest_files(root)
-    for file in files:
-        yield str(file), _read_bytes(file)
+    if root.is_dir():
+        walk = _walk(root)
+        yield from walk.refused
+        for file in walk.files:
+            yield str(file), _read_bytes(file)
+        return
+    # One file named on the command line: its folder is the manifest folder.
+    if root.is_symlink() and not _inside(os.path.realpath(root), os.path.realpath(root.parent)):
+        yield str(root), _Unreadable(_OUTSIDE)
+        return
+    yield str(root), _read_bytes(root)
 
 
-class _Unreadable(bytes):
-    """Marker content for a file that could not be read; carries the reason."""
-
-    reason: str
-
-    def __new__(cls, reason: str) -> _Unreadable:
-        obj = super().__new__(cls)
-        obj.reason = reason
-        return obj
+_FILE_TYPES = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
-def _read_bytes(file: Path) -> bytes:
+def _read_bytes(
+    file: Path,
+    limit: int = MAX_FILE_BYTES,
+    what: str = f"the {MAX_FILE_BYTES // 1048576} MiB limit for a manifest file",
+) -> bytes:
+    """The file's bytes, or an :class:`_Unreadable` saying why not: a file that is not a
+    regular file (a FIFO, a device, ``/proc/self/fd/1``) is never read, and the check is
+    made on the open descriptor (opened without blocking: a FIFO's open would wait for a
+    writer), so nothing can be swapped in between."""
     try:
-        size = file.stat().st_size
-        if size > MAX_FILE_BYTES:
-            return _Unreadable(
-                f"file is {size / 1048576:.1f} MiB, larger than the "
-                f"{MAX_FILE_BYTES // 1048576} MiB limit for a manifest file"
-            )
-        with file.open("rb") as fh:
-            return fh.read(MAX_FILE_BYTES + 1)
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
         return _Unreadable(f"cannot read file: {exc.strerror or exc}")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((name for test, name in _FILE_TYPES if test(st.st_mode)), "not a file")
+            return _Unreadable(f"{kind}, not a regular file; refused")
+        if st.st_size > limit:
+            size = (
+                f"{st.st_size / 1048576:.1f} MiB"
+                if limit >= 1048576
+                else f"{st.st_size / 1024:.1f} KiB"
+            )
+            return _Unreadable(f"file is {size}, larger than {what}")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(limit + 1)
+    except OSError as exc:
+        return _Unreadable(f"cannot read file: {exc.strerror or exc}")
+    finally:
+        os.close(fd)
 
 
 # --- one run ----------------------------------------------------------------------------------
@@ -271,7 +396,7 @@ class _Run:
 
     def _decode(self, file: str, content: str | bytes) -> str | None:
         if isinstance(content, _Unreadable):
-            self.file_issue(file, content.reason)
+            self.file_issue(file, content.reason, content.position)
             return None
         if isinstance(content, str):
             if len(content) > MAX_FILE_BYTES:
@@ -566,6 +691,8 @@ def _fast_run(sources: list[tuple[str, str | bytes]]) -> tuple[list[SourceDoc], 
     docs: list[SourceDoc] = []
     notes: list[str] = []
     for name, content in sources:
+        if isinstance(content, _Unreadable):
+            return None
         if Path(name).name in KUSTOMIZE_FILES:
             notes.append(f"{name}: skipped (kustomize's file, not an osc.io manifest)")
             continue

@@ -225,6 +225,72 @@ def check_bindings(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
     return issues
 
 
+def check_generated_names(docs: Sequence[SourceDoc]) -> list[ManifestIssue]:
+    """VnfDeployments of one namespace whose Kubernetes objects can take the same name.
+
+    A VM is named ``<vnf>-<node>`` and its NetworkAttachmentDefinitions
+    ``<dataNetwork or vnf>-<node>-in/-out``: VNF ``fw`` on node ``edge-node-1`` and VNF
+    ``fw-edge`` on node ``node-1`` are both ``fw-edge-node-1``. Node names are not known here,
+    so any two names of which one is the other followed by ``-`` (or two equal NAD prefixes)
+    are refused: a run that validates must never compile two objects under one name (plan on
+    main died with a traceback). Other namespaces are other name spaces."""
+    vnfs = [(d, d.manifest) for d in docs if isinstance(d.manifest, VnfDeployment)]
+    issues: list[ManifestIssue] = []
+    seen: set[str] = set()
+    for doc, vnf in vnfs:
+        if doc.name in seen:
+            continue  # a duplicate name is check_duplicates' to report
+        seen.add(doc.name)
+        for other, theirs in vnfs:
+            if other.name == doc.name or theirs.spec.namespace != vnf.spec.namespace:
+                continue
+            problem = _name_clash(doc, vnf, other, theirs)
+            if problem is not None:
+                issues.append(problem)
+                break
+    return issues
+
+
+def _name_clash(
+    doc: SourceDoc, vnf: VnfDeployment, other: SourceDoc, theirs: VnfDeployment
+) -> ManifestIssue | None:
+    """The issue on ``doc`` when its generated names can equal ``other``'s (see
+    :func:`check_generated_names`); reported on the longer name, where renaming helps."""
+    namespace = vnf.spec.namespace
+    where = f"VnfDeployment/{other.name} at {other.where()}"
+    if doc.name.startswith(other.name + "-"):
+        rest = doc.name[len(other.name) + 1 :]
+        return doc.issue(
+            "metadata.name",
+            f"its VirtualMachines can take the names of those of {where} in namespace "
+            f"{namespace}: {other.name} on a node named {rest}-<node> and {doc.name} on <node> "
+            f"are both VirtualMachine {doc.name}-<node>",
+            expected="VnfDeployment names of one namespace of which none is another's name "
+            "followed by '-': rename one, or give it another spec.namespace",
+        )
+    mine = vnf.spec.dataNetwork or doc.name
+    prefix = theirs.spec.dataNetwork or other.name
+    path = "spec.dataNetwork" if vnf.spec.dataNetwork else "metadata.name"
+    if mine == prefix:
+        return doc.issue(
+            path,
+            f"its NetworkAttachmentDefinitions would have the names of those of {where} in "
+            f"namespace {namespace} ({mine}-<node>-in and -out on every node)",
+            expected="a spec.dataNetwork (or name) of its own per namespace",
+        )
+    if mine.startswith(prefix + "-"):
+        rest = mine[len(prefix) + 1 :]
+        return doc.issue(
+            path,
+            f"its NetworkAttachmentDefinitions can take the names of those of {where} in "
+            f"namespace {namespace}: {prefix} on a node named {rest}-<node> and {mine} on "
+            f"<node> are both {mine}-<node>-in",
+            expected="NetworkAttachmentDefinition prefixes (spec.dataNetwork, else the name) of "
+            "one namespace of which none is another's followed by '-'",
+        )
+    return None
+
+
 def _default_note(binding: Binding) -> str:
     """Says that a Binding's order is the default one, so a clash of two bindings that omit
     ``order`` explains itself (the position then points at their ``spec``)."""
@@ -245,6 +311,7 @@ def cross_check(
         issues += check_references(docs, declared)
     issues += check_chains(docs)
     issues += check_bindings(docs)
+    issues += check_generated_names(docs)
     return issues
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from reconciler.core.model.desired import Desired, Traffic
 from reconciler.core.views.protection import BindingProtection
+from reconciler.render.md import code, fence
 
 
 def _traffic(filters: Iterable[Traffic]) -> str:
@@ -93,40 +94,38 @@ def _removed_vnfs(
     return gone[name].vnfs if name in gone else ()
 
 
-def _id(*parts: str) -> str:
-    return "_".join(p.replace("-", "_").replace(".", "_") for p in parts)
-
-
 def diagram(group: str, data: dict[str, Any]) -> list[str]:
     """Mermaid ``flowchart LR`` lines for one group: the group, then each binding in order
     with the VNFs of its chain."""
     labels = ", ".join(data["labels"])
     where = f"<br/>in {', '.join(data['namespaces'])}" if data.get("namespaces") else ""
-    root = _id("sg", group)
+    root = "sg"
     lines = ["flowchart LR", f'  {root}(["SecurityGroup {group}<br/>{labels}{where}"])']
     if not data["bindings"]:
         lines.append(f'  {root} -.- none["no binding: not steered"]')
     struck: list[str] = []
-    for b in data["bindings"]:
+    for number, b in enumerate(data["bindings"]):
         edge = (
             f"order {b['order']} · {b['redirection']} · {b['traffic']} · {b['failurePolicy']}"
             f" · {b['precedence']}"
         )
         previous = root
         for index, vnf in enumerate(b["vnfs"]):
-            node = _id("b", b["name"], str(index), vnf)
+            # Ids by position, never by name: "fw" -> ips-0-scan and "fw-0-ips" -> scan once
+            # made the same id from their names, and a reviewer saw one binding, not two.
+            node = f"b{number}h{index}"
             title = f"Binding {b['name']}<br/>VNF {vnf}" if index == 0 else f"VNF {vnf}"
             lines.append(f'  {node}["{title}"]')
             label = f'|"{edge}"|' if index == 0 else ""
             lines.append(f"  {previous} -->{label} {node}")
             previous = node
-        for vnf in b.get("removed_vnfs") or ():  # hops its pods stop crossing
-            node = _id("b", b["name"], "removed", vnf)
+        for index, vnf in enumerate(b.get("removed_vnfs") or ()):  # hops its pods stop crossing
+            node = f"b{number}x{index}"
             lines.append(f'  {node}["<s>VNF {vnf}</s><br/>removed"]')
             lines.append(f"  {previous} -.- {node}")
             struck.append(node)
-    for r in data.get("removed") or ():
-        node = _id("b", r["name"], "removed")
+    for number, r in enumerate(data.get("removed") or ()):
+        node = f"r{number}"
         chain = " → ".join(r["vnfs"]) or "?"
         lines.append(f'  {node}["<s>Binding {r["name"]}<br/>VNF {chain}</s><br/>removed"]')
         lines.append(f"  {root} -.- {node}")
@@ -144,5 +143,6 @@ def markdown_diagrams(groups: Mapping[str, Any] | None) -> list[str]:
         return []
     lines = ["#### Bindings of the changed groups", ""]
     for group, data in sorted(groups.items()):
-        lines += [f"SecurityGroup `{group}`:", "", "```mermaid", *diagram(group, data), "```", ""]
+        lines += [f"SecurityGroup {code(group)}:", ""]
+        lines += [*fence("\n".join(diagram(group, data)), "mermaid"), ""]
     return lines

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from reconciler.core.model.facts import Protection
+from reconciler.render.md import fence, text
 
 LIST_PODS = 5
 """Pods of one namespace listed one per line; above that, a count and the first few names."""
@@ -139,25 +140,27 @@ def text_section(protection: Protection | None) -> list[str]:
 
 def markdown_section(protection: Protection | None) -> list[str]:
     """The section for the pull-request comment: one bullet per binding, the pods in a
-    ``diff`` block (``+`` start, ``-`` stop) that GitHub colours."""
+    ``diff`` block (``+`` start, ``-`` stop) that GitHub colours. Names come from the observed
+    state (a snapshot a pull request may change): the bullets are escaped text and the block's
+    fence is longer than any backtick run in it (``reconciler.render.md``)."""
     if protection is None:
         return []
     changes = protection.changes
     basis = basis_line(protection)
     if changes is None:
-        return ["#### Protection changes", "", f"Unknown: {basis}", ""]
+        return ["#### Protection changes", "", f"Unknown: {text(basis)}", ""]
     lines = ["#### Protection changes", ""]
     if basis:
-        lines += [f"_Compared with {basis}._", ""]
+        lines += [f"_Compared with {text(basis)}._", ""]
     if not changes:
         return [*lines, "No pod starts or stops being steered, and no route changes.", ""]
     for change in changes:
-        lines.append(f"- {_icon(change)} {headline(change)}")
-    lines += ["", "```diff"]
+        lines.append(f"- {_icon(change)} {text(headline(change))}")
+    block: list[str] = []
     for change in changes:
-        lines.append(f"# Binding {change['binding']}")
-        lines += binding_lines(change)
-    return [*lines, "```", ""]
+        block.append(f"# Binding {change['binding']}")
+        block += binding_lines(change)
+    return [*lines, "", *fence("\n".join(block), "diff"), ""]
 
 
 def _icon(change: Mapping[str, Any]) -> str:

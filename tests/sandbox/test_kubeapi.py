@@ -214,6 +214,38 @@ def test_merge_and_json_patch(core: client.CoreV1Api, api_client: client.ApiClie
 
 
 @pytest.mark.parametrize(
+    ("manager", "says"),
+    [
+        ("osc\x1b[2J\n::error::x", "invalid character U+001B (at position 3)"),
+        ("m" * 129, "Too long: may not be more than 128 bytes"),
+    ],
+)
+def test_a_field_manager_kube_apiserver_would_refuse_is_refused(
+    api_client: client.ApiClient, manager: str, says: str
+) -> None:
+    """``?fieldManager=`` as kube-apiserver's ValidateFieldManager checks it, on every write
+    (an apply too): at most 128 bytes, printable; nothing is written."""
+    for method, ctype, options in (
+        ("POST", "application/json", "CreateOptions"),
+        ("PATCH", "application/apply-patch+yaml", "PatchOptions"),
+    ):
+        path = "/apis/coordination.k8s.io/v1/namespaces/default/leases"
+        path += "/m" if method == "PATCH" else ""
+        with pytest.raises(ApiException) as err:
+            api_client.call_api(
+                path, method, query_params=[("fieldManager", manager)],
+                header_params={"Content-Type": ctype},
+                body={"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                      "metadata": {"name": "m"}},
+                _preload_content=False,
+            )  # fmt: skip
+        body = json.loads(err.value.body)
+        assert err.value.status == 422 and body["reason"] == "Invalid"
+        assert body["message"].startswith(f'{options}.meta.k8s.io "" is invalid: ')
+        assert says in body["message"]
+
+
+@pytest.mark.parametrize(
     ("group", "plural", "kind"),
     [
         ("kubevirt.io", "virtualmachines", "VirtualMachine"),

@@ -47,3 +47,28 @@ def test_a_from_lport_network_function_and_a_load_balancer_drop_the_vip_connecti
     assert "REPRODUCED" in out and "ovn-northd 26.03" in out
     mine = f"nflb{script.pid}-"  # the script names its namespaces after its pid
     assert not [n for n in os.listdir("/run/netns") if n.startswith(mine)], "left behind"
+
+
+def test_a_port_group_deleted_and_re_created_in_one_northd_iteration_loses_its_flows(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("the reproduction needs root (network namespaces, ovs-vswitchd)")
+    sid = distributions.sid().require((*DATAPATH_TOOLS, "ovs-ofctl", "ovn-sbctl", "ovn-appctl"))
+    env = {**os.environ, **distributions.write_wrappers(sid, tmp_path / "bin")}
+    script = subprocess.Popen(
+        ["sh", str(UPSTREAM / "northd-port-group-recreated.sh")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    out, err = script.communicate(timeout=120)
+    assert script.returncode == 0, f"{out}\n{err}"
+    lines = {line.split(":")[0].strip(): line for line in out.splitlines()}
+    assert "SB: 1_pg0 p1 ACL flows: 2" in lines["1. pg0 = {p1} with its ACL"]
+    assert "NB: pg0 (1 port) SB: none     ACL flows: 0" in lines[
+        "2. deleted, re-created (one northd iteration)"]  # fmt: skip
+    assert "SB: 1_pg0 p1 ACL flows: 2" in lines["3. deleted, northd --wait=sb, re-created"]
+    assert "SB: 1_pg0 p1 ACL flows: 2" in lines[
+        "4. emptied, refilled in place (one northd iteration)"]  # fmt: skip
+    assert "BUG:" in out and "ovn-northd 26.03" in out
+    mine = f"pgre{script.pid}-"  # the script names its namespace after its pid
+    assert not [n for n in os.listdir("/run/netns") if n.startswith(mine)], "left behind"

@@ -486,6 +486,9 @@ class RecordingReporter:
     ) -> None:
         self.events.append(("transitions", sorted(held), [dict(r) for r in rollouts]))
 
+    def worker(self, thread: str, up: bool) -> None:
+        self.events.append(("worker", thread, up))
+
 
 class FakeSource:
     """A remote manifest source (like git): revisions are folders a test registers, ``head``

@@ -117,7 +117,7 @@ class OvnNorthbound:
         schema = until_readable(settings, leader_schema, deadline)
         server = NbSchema(schema)
         columns = {t: server.present(t) for t in NB_TABLES if server.has_table(t)}
-        idl = nb_idl(settings.remote, schema, columns)
+        idl = nb_idl(settings.remote, schema, columns, settings.max_reply_bytes)
         left = max(0.1, deadline - time.monotonic())
         conn = ovsdbapp_connection.Connection(idl=idl, timeout=settings.timeout)
         conn.timeout = left  # bound the initial sync by what is left of the budget
@@ -126,6 +126,8 @@ class OvnNorthbound:
         except ovsdbapp_exceptions.TimeoutException:
             conn.stop(timeout=1)
             idl.close()
+            if idl.osc_too_large is not None:  # the server sent more than we read
+                raise OvnConnectError(f"{where}: {idl.osc_too_large}") from None
             raise OvnConnectError(
                 f"{where}: no complete initial sync within {settings.timeout}s"
             ) from None
@@ -246,6 +248,9 @@ class IdlChannel:
         self.conn = nb._conn
         self.idl = nb._conn.idl
         self.request: RawRequest | None = None
+        """The last request sent (the transaction: a read before it is sent earlier)."""
+        self.requests: list[RawRequest] = []
+        """Every request sent, forgotten by the IDL on release (one unanswered blocks it)."""
         self.member = ""
 
     def probe(self) -> EchoProbe:
@@ -287,6 +292,7 @@ class IdlChannel:
 
     def send(self, params: list[Any]) -> RawRequest:
         request = self.request = RawRequest(self.idl, "transact", params)
+        self.requests.append(request)
         self.conn.queue_txn(request)
         return request
 
@@ -311,7 +317,7 @@ class IdlChannel:
 
     def release(self) -> None:
         with self.conn.lock:
-            release_lock(self.idl, self.request)
+            release_lock(self.idl, *self.requests)
 
 
 class IdlIndex:

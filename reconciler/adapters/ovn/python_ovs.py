@@ -31,6 +31,7 @@ What it offers, as classes and plain functions:
 from __future__ import annotations
 
 import ctypes
+import errno
 import queue
 import sys
 import threading
@@ -81,6 +82,10 @@ PRIVATE_NAMES: tuple[tuple[str, str], ...] = (
     ("ovs.db.idl.Row", "_data"),
     ("ovs.db.idl.Row", "_table"),
     ("ovs.db.idl.ColumnDefaultDict", "_table"),
+    ("ovs.jsonrpc.Session", "rpc"),
+    ("ovs.jsonrpc.Connection", "stream"),
+    ("ovs.jsonrpc.Connection", "parser"),
+    ("ovs.jsonrpc.Connection", "input"),
 )
 """(class, name): the private names of python-ovs this module relies on. Instance attributes
 are checked on a real instance (``tests/unit/test_python_ovs.py``)."""
@@ -127,14 +132,60 @@ class ChangeLog:
         return rows
 
 
+class _BoundedStream:
+    """A python-ovs stream that ends its connection once one message grows past ``limit``
+    bytes (python-ovs reads a message whole, with no limit: a server that never stops
+    sending would take all memory). A message is in progress while the connection's parser
+    exists (python-ovs drops it after each complete message)."""
+
+    def __init__(self, inner: Any, connection: Any, limit: int, idl: NbIdl) -> None:
+        self.inner = inner
+        self.connection = connection
+        self.limit = limit
+        self.idl = idl
+        self.count = 0
+
+    def recv(self, n: int) -> tuple[int, Any]:
+        error, data = self.inner.recv(n)
+        if error or not data:
+            return error, data
+        if self.connection.parser is None and not self.connection.input:
+            self.count = 0  # the previous message was complete: a new one starts
+        self.count += len(data)
+        if self.count > self.limit:
+            self.idl.osc_too_large = (
+                f"sent a message larger than {self.limit / 1048576:g} MiB (the limit "
+                "--ovn-max-reply-mib sets; is this an OVN Northbound server?)"
+            )
+            return errno.EMSGSIZE, b""  # python-ovs closes the connection on an error
+        return error, data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 class NbIdl(ovsdbapp_connection.OvsdbIdl):
-    """ovsdbapp's IDL without its per-row ``time.sleep(0)``.
+    """ovsdbapp's IDL without its per-row ``time.sleep(0)``, and with bounded messages.
 
     ``OvsdbIdl.cooperative_yield`` exists for eventlet green threads; with real threads it is a
     syscall and a GIL hand-off per row of every update, which dominated applying our own large
     commits and the initial sync. The GIL is still released every
     ``sys.getswitchinterval()``, so other threads are not starved.
+
+    Every connection the session opens reads through :class:`_BoundedStream`
+    (``osc_max_bytes``); the last message refused for its size is told in ``osc_too_large``.
     """
+
+    osc_max_bytes: int = 256 * 1024 * 1024
+    osc_too_large: str | None = None
+
+    def run(self) -> Any:
+        connection = self._session.rpc
+        if connection is not None and not isinstance(connection.stream, _BoundedStream):
+            connection.stream = _BoundedStream(
+                connection.stream, connection, self.osc_max_bytes, self
+            )
+        return super().run()
 
     osc_generation: int = 0
     """Bumped on every (re)connect: the IDL then re-monitors and may clear and reload its
@@ -172,15 +223,23 @@ class NbIdl(ovsdbapp_connection.OvsdbIdl):
         super().notify(event, row, updates)
 
 
-def nb_idl(remote: str, schema: Mapping[str, Any], columns: Mapping[str, Iterable[str]]) -> NbIdl:
+def nb_idl(
+    remote: str,
+    schema: Mapping[str, Any],
+    columns: Mapping[str, Iterable[str]],
+    max_bytes: int | None = None,
+) -> NbIdl:
     """An IDL of ``remote`` mirroring ``columns`` (table -> column names) of the server's
     ``schema`` (a ``get_schema`` reply). ``leader_only=True`` (the default, stated on
     purpose): with a Raft remote list the IDL moves on from followers, so reads are never
-    stale and writes never bounce."""
+    stale and writes never bounce. ``max_bytes``: the largest message read."""
     helper = ovs_idl.SchemaHelper(None, dict(schema))
     for table, cols in columns.items():
         helper.register_columns(table, list(cols))
-    return NbIdl(remote, helper, leader_only=True)
+    idl = NbIdl(remote, helper, leader_only=True)
+    if max_bytes is not None:
+        idl.osc_max_bytes = max_bytes
+    return idl
 
 
 def use_tls_files(private_key: str, certificate: str, ca_cert: str) -> None:

@@ -27,13 +27,15 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from reconciler.adapters.ovn.errors import OvnConnectError, connect_error, tls_failure
-from reconciler.adapters.ovn.settings import OvnSettings
+from reconciler.adapters.ovn.settings import DEFAULT_MAX_REPLY_BYTES, OvnSettings
 from reconciler.adapters.ovn.tables import DB_NAME
 
 __all__ = [
     "DEFAULT_PORT",
     "Framer",
     "MemberSkipped",
+    "ReplyTooDeep",
+    "ReplyTooLarge",
     "Session",
     "host_port",
     "leader_problem",
@@ -121,13 +123,39 @@ def ssl_context(settings: OvnSettings) -> ssl.SSLContext:
     return ctx
 
 
-class Session:
-    """One stream to one server member: send requests, wait for their replies (by id)."""
+class ReplyTooLarge(ValueError):
+    """The server sent a message larger than ``OvnSettings.max_reply_bytes``."""
 
-    def __init__(self, member: str, sock: socket.socket, deadline: float) -> None:
+
+class ReplyTooDeep(ValueError):
+    """The server sent JSON nested deeper than the decoder goes (Python's recursion limit,
+    some 1,000 levels; an OVSDB message has fewer than 10)."""
+
+
+def _mib(size: int) -> str:
+    return f"{size / 1048576:g} MiB"
+
+
+class Session:
+    """One stream to one server member: send requests, wait for their replies (by id).
+
+    A message is read whole before it is decoded, so it is bounded: more than ``max_bytes``
+    received without completing one raises :class:`ReplyTooLarge`, a nesting the decoder
+    cannot follow :class:`ReplyTooDeep` (both ``ValueError``: a garbled reply, never a
+    traceback)."""
+
+    def __init__(
+        self,
+        member: str,
+        sock: socket.socket,
+        deadline: float,
+        max_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         self.member = member
         self.sock = sock
         self.deadline = deadline
+        self.max_bytes = max_bytes
+        self.pending_bytes = 0
         self.next_id = 0
         self.replies: dict[Any, dict[str, Any]] = {}
         """Replies received and not yet taken by :meth:`reply`, by request id."""
@@ -142,7 +170,13 @@ class Session:
         ``update2``); they are dropped without it."""
 
     @classmethod
-    def open(cls, member: str, tls: ssl.SSLContext | None, deadline: float) -> Session:
+    def open(
+        cls,
+        member: str,
+        tls: ssl.SSLContext | None,
+        deadline: float,
+        max_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> Session:
         """Connect to ``member``; raises ``ValueError`` (bad remote) or ``OSError``."""
         kind, _, rest = member.partition(":")
         left = max(0.001, deadline - time.monotonic())
@@ -167,7 +201,7 @@ class Session:
                     raise
         else:
             raise ValueError(f"{member}: unsupported remote (use tcp:, ssl: or unix:)")
-        return cls(member, sock, deadline)
+        return cls(member, sock, deadline, max_bytes)
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -228,6 +262,13 @@ class Session:
         """Account for bytes received: every message they complete is decoded (a reply is
         kept in :attr:`replies`, an ``echo`` is answered at once)."""
         self.pending.append(data)
+        self.pending_bytes += len(data)
+        if self.pending_bytes > self.max_bytes:
+            self.pending.clear()
+            raise ReplyTooLarge(
+                f"sent a message larger than {_mib(self.max_bytes)} (the limit "
+                "--ovn-max-reply-mib sets; is this an OVN Northbound server?)"
+            )
         if self.framer.feed(data):
             self._dispatch()
 
@@ -235,6 +276,7 @@ class Session:
         """Decode every complete message received; keep an incomplete rest for later."""
         raw = b"".join(self.pending)
         self.pending.clear()
+        self.pending_bytes = 0
         text = raw.decode("utf-8")
         del raw
         decoder = json.JSONDecoder()
@@ -248,8 +290,15 @@ class Session:
                 message, pos = decoder.raw_decode(text, pos)
             except json.JSONDecodeError:
                 # Not complete yet (a false candidate of the framer): wait for more bytes.
-                self.pending.append(text[pos:].encode("utf-8"))
+                rest = text[pos:].encode("utf-8")
+                self.pending.append(rest)
+                self.pending_bytes = len(rest)
                 return
+            except RecursionError:
+                raise ReplyTooDeep(
+                    "sent JSON nested deeper than it can be decoded (an OVSDB message has "
+                    "fewer than 10 levels)"
+                ) from None
             if not isinstance(message, dict):
                 raise ValueError(f"{self.member}: not a JSON-RPC message: {message!r:.80}")
             method = message.get("method")
@@ -376,7 +425,7 @@ def query_leader(
     electing = False
     for member in members:
         try:
-            session = Session.open(member, tls, deadline)
+            session = Session.open(member, tls, deadline, settings.max_reply_bytes)
         except ssl.SSLError as exc:
             reasons.append(tls_failure(member, exc))
             continue
@@ -401,8 +450,11 @@ def query_leader(
             reasons.append(f"{member}: no answer before the timeout ({settings.timeout}s)")
         except OSError as exc:
             reasons.append(f"{member}: {exc.strerror or exc}")
-        except ValueError as exc:  # undecodable bytes or JSON on the wire
-            reasons.append(f"{member}: garbled reply ({exc})")
+        except (ReplyTooLarge, ReplyTooDeep) as exc:
+            reasons.append(f"{member}: {exc}")
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            # undecodable bytes or JSON on the wire, or JSON not shaped like OVSDB's replies
+            reasons.append(f"{member}: garbled reply ({type(exc).__name__}: {exc})")
         finally:
             if not keep:
                 session.close()

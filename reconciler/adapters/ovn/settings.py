@@ -9,7 +9,14 @@ from dataclasses import dataclass
 from reconciler.adapters.ovn.errors import connect_error
 from reconciler.core.model import ownership
 
-__all__ = ["OvnSettings"]
+__all__ = ["DEFAULT_MAX_REPLY_BYTES", "OvnSettings"]
+
+DEFAULT_MAX_REPLY_BYTES = 256 * 1024 * 1024
+"""Largest OVSDB message read (``--ovn-max-reply-mib``). A snapshot of an NB with 10,000 pod
+ports, 4,000 Port_Groups and 16,000 ACLs is one 16.8 MB reply (measured, ``bench/rpc_select.py``'s
+NB), and decoding costs about 8 times its size in memory: 256 MiB admits NBs some 15 times that
+large (interconnect NBs hold one node's share) while a server that never stops sending
+(gigabytes of RSS within seconds, unbounded) is cut off with an error naming it."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,8 @@ class OvnSettings:
     find out whether the transaction committed (:mod:`~reconciler.adapters.ovn.commit`)."""
     instance: str = ownership.DEFAULT_INSTANCE
     """Value of ``osc.io/owner`` that marks our rows."""
+    max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES
+    """Largest message read from the server (:data:`DEFAULT_MAX_REPLY_BYTES`)."""
 
     def tls_files(self) -> tuple[str, str, str]:
         """``(private_key, certificate, ca_cert)`` for an ``ssl:`` remote; all three must be

@@ -20,20 +20,25 @@ Why the steps are what they are:
   cluster they work because both channels talk only to the leader.
 - The reply is waited for while the server answers liveness probes, and a lost reply is never
   guessed at: :mod:`~reconciler.adapters.ovn.commit` says why, and words every outcome.
+- On an ovn-northd that loses a Port_Group deleted and re-created in one of its iterations
+  (25.09.0-25.09.3, 26.03.0-26.03.1), a transaction that deletes a Port_Group increments
+  ``NB_Global.nb_cfg`` and one that creates a Port_Group waits for northd first:
+  :mod:`~reconciler.adapters.ovn.northd_sync` says why.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from reconciler.adapters.ovn import commit
+from reconciler.adapters.ovn import commit, northd_sync
 from reconciler.adapters.ovn.commit import Outcome, outcome
 from reconciler.adapters.ovn.errors import OvnApplyError, OvnConnectError, OvnLockedError
 from reconciler.adapters.ovn.settings import OvnSettings
-from reconciler.adapters.ovn.tables import NbSchema
+from reconciler.adapters.ovn.tables import DB_NAME, NbSchema
 from reconciler.adapters.ovn.transaction import OvnChange, TransactionBuilder, WriteIndex
 from reconciler.core.model.observed import OvnRow
 
@@ -45,6 +50,8 @@ __all__ = [
     "write",
     "write_lock_name",
 ]
+
+log = logging.getLogger(__name__)
 
 
 def write_lock_name(instance: str) -> str:
@@ -110,7 +117,8 @@ class Channel(Protocol):
         ...
 
     def send(self, params: list[Any]) -> Pending:
-        """Send the ``transact``; raises :class:`NotSent` when the server did not take it."""
+        """Send a ``transact`` (the transaction, or a read before it); raises
+        :class:`NotSent` when the server did not take it."""
         ...
 
     def abandon(self, silent: bool) -> None:
@@ -144,6 +152,7 @@ def write(
     remote = settings.remote
     try:
         _take_lock(channel, name, settings)
+        bump = _northd_apart(channel, changes, settings)
         for attempt in (1, 2):
             with channel.rows() as index:
                 built = TransactionBuilder(
@@ -156,6 +165,8 @@ def write(
                     lock=name,
                 ).build(changes)
                 del index
+            if bump is not None:
+                built.operations.append(northd_sync.bump(bump))
             try:
                 pending = channel.send(built.params())
             except NotSent as exc:
@@ -199,6 +210,75 @@ def _take_lock(channel: Channel, name: str, settings: OvnSettings) -> None:
             "refusing to apply so the two do not interleave. Nothing was written; "
             "retry when it has finished, or give each reconciler its own --instance"
         )
+
+
+def _northd_apart(
+    channel: Channel, changes: Sequence[OvnChange], settings: OvnSettings
+) -> str | None:
+    """On a northd that loses a Port_Group deleted and re-created in one iteration
+    (:mod:`~reconciler.adapters.ovn.northd_sync`): when ``changes`` create a Port_Group, wait
+    (up to ``--ovn-timeout``) until northd has handled the NB up to the last ``nb_cfg``
+    increment; when they delete one, return the ``NB_Global`` row whose ``nb_cfg`` the
+    transaction increments. ``None`` (nothing to increment) everywhere else."""
+    deletes, creates = northd_sync.touches(changes)
+    if not (deletes or creates):
+        return None
+    deadline = time.monotonic() + settings.timeout
+    state = _read_northd(channel, settings, deadline)
+    if state is None or not state.affected:
+        return None
+    uuid = state.uuid
+    if creates and not state.in_step:
+        target, version, seen = state.nb_cfg, state.version, state.sb_cfg
+        log.info(
+            "waiting for ovn-northd %s to handle the NB's earlier changes (NB_Global.sb_cfg "
+            "%d < nb_cfg %d) before creating Port_Groups: it loses a Port_Group deleted and "
+            "re-created in one of its iterations", version, seen, target,
+        )  # fmt: skip
+        pause = 0.005
+        while seen < target and time.monotonic() + pause < deadline:
+            time.sleep(pause)
+            pause = min(pause * 2, 0.1)
+            now = _read_northd(channel, settings, deadline)
+            if now is None:
+                break
+            seen = now.sb_cfg
+        if seen < target:
+            log.warning(
+                "ovn-northd %s at %s has not handled the NB's earlier changes within "
+                "--ovn-timeout %gs (NB_Global.sb_cfg %d < nb_cfg %d); creating Port_Groups "
+                "anyway. This northd loses a Port_Group deleted and re-created in one of its "
+                "iterations (fixed in OVN 26.03.2 and 25.09.4): if one of them was deleted "
+                "meanwhile, check that it has its Southbound row (docs/operations.md)",
+                version, settings.remote, settings.timeout, seen, target,
+            )  # fmt: skip
+    return uuid if deletes else None
+
+
+def _read_northd(
+    channel: Channel, settings: OvnSettings, deadline: float
+) -> northd_sync.NorthdState | None:
+    """What the NB says of its northd, read on ``channel`` (under the write lock); ``None``
+    when it cannot be read by ``deadline`` (the transaction's own send then meets whatever
+    went wrong)."""
+    try:
+        pending = channel.send([DB_NAME, northd_sync.select()])
+    except NotSent as exc:
+        raise _not_sent(settings.remote, settings, str(exc)) from None
+    reply = None
+    while reply is None:
+        left = deadline - time.monotonic()
+        if left <= 0 or pending.lost():
+            return None
+        try:
+            reply = pending.poll(min(left, 0.5))
+        except commit.ServerLost:
+            return None
+    results = reply.get("result")
+    if reply.get("error") is not None or not isinstance(results, list) or not results:
+        return None
+    first = results[0]
+    return northd_sync.parse(first) if isinstance(first, Mapping) else None
 
 
 def _not_sent(remote: str, settings: OvnSettings, why: str) -> OvnApplyError:

@@ -29,7 +29,7 @@ from reconciler.core.model.desired import Desired, Precedence, VnfDeployment
 from reconciler.core.model.facts import unique
 from reconciler.core.model.observed import Observed, Pod, PodPort, Switch
 from reconciler.core.model.selectors import LabelIndex, matches_selector
-from reconciler.core.model.target import Resource, Target
+from reconciler.core.model.target import NameCollision, Resource, Target
 from reconciler.core.steering import STEERING_CHOICES, SteeringBackend, common, select_backend
 from reconciler.core.steering.base import (
     MAX_OVN_ID,
@@ -188,7 +188,10 @@ def compile_full(
     )
     present = gate_rows(resources, out.gates, states)
     _binding_warnings(desired, members, instances, observed, backend, out)
-    target = Target.of(present, unique(out.findings))
+    try:
+        target = Target.of(present, unique(out.findings))
+    except NameCollision as exc:  # two generated names alike: only node names cause it now
+        raise CompileError(str(exc)) from None
     return Compiled(
         target,
         backend,

@@ -57,6 +57,7 @@ Code = Literal[
     "typo",  # the typo guards of a review
     "route",  # a review: pods stay steered but stop crossing a VNF, or fail open
     "unused",  # a VnfDeployment no Binding refers to (subject: VnfDeployment/name)
+    "ownership",  # objects with our labels where no manifest puts ours (subject: Namespace/name)
     "note",  # a warning read back from a saved JSON plan (its kind is not recorded there)
 ]
 

@@ -13,6 +13,7 @@ Conventions:
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -257,13 +258,15 @@ class Observed:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Observed:
-        """Inverse of :meth:`to_json`; raises ``ValueError`` on an unknown format version."""
+        """Inverse of :meth:`to_json`; raises ``ValueError`` on an unknown format version, and
+        on a snapshot that names things as Kubernetes never would (:func:`check_snapshot`)."""
         version = data.get("format_version")
         if version != SNAPSHOT_FORMAT_VERSION:
             raise ValueError(
                 f"unsupported snapshot format_version {version!r} "
                 f"(this osc-gitops reads {SNAPSHOT_FORMAT_VERSION})"
             )
+        check_snapshot(data)
         return cls(
             pods=tuple(Pod(**p) for p in data.get("pods", ())),
             nodes=tuple(
@@ -290,6 +293,136 @@ class Observed:
             ovn_kubernetes=_ovn_kubernetes(data.get("ovn_kubernetes") or {}),
             observed_at=data.get("observed_at"),
         )
+
+
+# --- reading a snapshot someone else wrote -------------------------------------------------------
+#
+# A snapshot file comes with a pull request (``plan --observed``, the Action's ``observed``
+# input) and a zone's slice from a status Lease: its text reaches plans, PR comments and logs.
+# What the live adapters read was validated by the API server; a snapshot is checked here as the
+# API server would have checked it (apimachinery/pkg/util/validation), so a pod "named" with a
+# line break and a Markdown fence is refused where it is read instead of being rendered.
+
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_UID = re.compile(r"[A-Za-z0-9][-A-Za-z0-9_.:]*")
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""Control characters (C0, DEL, C1), line/paragraph separators and bidirectional overrides:
+no name, key or value a snapshot holds carries one."""
+
+
+def _is_subdomain(text: str) -> bool:
+    return len(text) <= 253 and _SUBDOMAIN.fullmatch(text) is not None
+
+
+def _is_label(text: str) -> bool:
+    return len(text) <= 63 and _LABEL.fullmatch(text) is not None
+
+
+def _is_label_key(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (prefix and _is_subdomain(prefix)):
+        return False
+    return len(name) <= 63 and _LABEL_NAME.fullmatch(name) is not None
+
+
+def _is_label_value(value: str) -> bool:
+    return len(value) <= 63 and _LABEL_VALUE.fullmatch(value) is not None
+
+
+_RULES = {
+    "namespace": (_is_label, "a namespace (a DNS-1123 label)"),
+    "name": (_is_subdomain, "a Kubernetes object name (a DNS-1123 subdomain)"),
+    "node": (_is_subdomain, "a node name (a DNS-1123 subdomain)"),
+    "uid": (lambda t: len(t) <= 128 and _UID.fullmatch(t) is not None, "a Kubernetes uid"),
+}
+
+
+class SnapshotRefused(ValueError):
+    """A snapshot that names things as Kubernetes never would (:func:`check_snapshot`)."""
+
+
+def _refuse(path: str, value: Any, what: str) -> SnapshotRefused:
+    shown = repr(value)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return SnapshotRefused(f"{path}: {shown} is not {what}")
+
+
+def check_text(value: Any, path: str) -> None:
+    """No string anywhere in ``value`` (keys included) carries a control character."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _UNPRINTABLE.search(item):
+                raise _refuse(where.removeprefix("snapshot."), item,
+                          "printable text (it holds a control character)")  # fmt: skip
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                stack.append((key, f"{where} (a key)"))
+                stack.append((sub, f"{where}.{key}"))
+        elif isinstance(item, list | tuple):
+            stack.extend((sub, f"{where}[{i}]") for i, sub in enumerate(item))
+
+
+def check_node_name(name: Any, where: str) -> None:
+    """A node name as a zoned snapshot keys its zones by."""
+    if not isinstance(name, str) or not _is_subdomain(name):
+        raise _refuse(where, name, _RULES["node"][1])
+
+
+def _check_fields(item: Any, where: str, fields: dict[str, str]) -> None:
+    """``fields``: name in ``item`` -> the rule of :data:`_RULES` it follows."""
+    if not isinstance(item, dict):
+        raise _refuse(where, item, "an object")
+    for name, rule in fields.items():
+        value = item.get(name)
+        if value is None and name in ("node", "uid", "pod_uid"):
+            continue
+        test, what = _RULES[rule]
+        if not isinstance(value, str) or not test(value):
+            raise _refuse(f"{where}.{name}", value, what)
+
+
+def _check_labels(labels: Any, where: str) -> None:
+    if labels is None:
+        return
+    if not isinstance(labels, dict):
+        raise _refuse(where, labels, "a map of labels")
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _is_label_key(key):
+            raise _refuse(f"{where} (a key)", key, "a Kubernetes label key")
+        if not isinstance(value, str) or not _is_label_value(value):
+            raise _refuse(f"{where}[{key!r}]", value, "a Kubernetes label value")
+
+
+def check_snapshot(data: dict[str, Any]) -> None:
+    """Refuse (:class:`SnapshotRefused` naming the field, e.g. ``pods[10].name: 'web-1\\n...'
+    is not a Kubernetes object name``) a snapshot whose Kubernetes names, namespaces, node names,
+    labels or uids break Kubernetes' own rules, or whose any string holds a control
+    character. Pure, linear in the snapshot's size."""
+    for i, pod in enumerate(data.get("pods") or ()):
+        where = f"pods[{i}]"
+        _check_fields(pod, where, {"namespace": "namespace", "name": "name", "node": "node",
+                                   "uid": "uid"})  # fmt: skip
+        _check_labels(pod.get("labels"), f"{where}.labels")
+    for i, node in enumerate(data.get("nodes") or ()):
+        _check_fields(node, f"nodes[{i}]", {"name": "node"})
+        _check_labels(node.get("labels"), f"nodes[{i}].labels")
+    for i, port in enumerate(data.get("pod_ports") or ()):
+        _check_fields(port, f"pod_ports[{i}]", {"namespace": "namespace", "pod": "name"})
+    for i, obj in enumerate(data.get("kube_objects") or ()):
+        _check_fields(obj, f"kube_objects[{i}]", {"namespace": "namespace", "name": "name"})
+        body = obj.get("body")
+        metadata = body.get("metadata") if isinstance(body, dict) else None
+        if isinstance(metadata, dict):
+            _check_labels(metadata.get("labels"), f"kube_objects[{i}].body.metadata.labels")
+    for i, policy in enumerate(data.get("network_policies") or ()):
+        _check_fields(policy, f"network_policies[{i}]", {"namespace": "namespace", "name": "name"})
+    check_text(data, "snapshot")
 
 
 def _ovn_kubernetes(data: dict[str, Any]) -> OvnKubernetesRows:

@@ -120,7 +120,7 @@ class Target:
         by_ident: dict[tuple[str, str], Resource] = {}
         for res in resources:
             if res.ident in by_ident:
-                raise ValueError(f"compile produced {res.kind} {res.key!r} twice")
+                raise _collision(by_ident[res.ident], res)
             by_ident[res.ident] = res
         return cls(resources=dict(sorted(by_ident.items())), findings=tuple(findings))
 
@@ -134,3 +134,25 @@ class Target:
 
     def __len__(self) -> int:
         return len(self.resources)
+
+
+class NameCollision(ValueError):
+    """Two resources compile made under one name (:func:`_collision` words it); compile
+    raises it again as a ``CompileError`` (exit 1, one line, no traceback)."""
+
+
+def _collision(first: Resource, second: Resource) -> NameCollision:
+    """Kubernetes names are ``<vnf>-<node>`` (and ``<prefix>-<node>-in``): VNF ``fw`` on node
+    ``edge-node-1`` and ``fw-edge`` on ``node-1`` are both ``fw-edge-node-1``. ``validate``
+    refuses VNF names that can collide in one namespace; what it cannot know is the cluster's
+    node names (``n`` and ``n-b`` with two instances per node)."""
+
+    def who(res: Resource) -> str:
+        return f"{res.origin} on node {res.node}" if res.node else res.origin
+
+    return NameCollision(
+        f"{who(first)} and {who(second)} would both be {first.kind} {first.key}: generated "
+        "names are <vnf>-<node> (NetworkAttachmentDefinitions <dataNetwork>-<node>-in/-out, a "
+        "second instance adds -b), so rename a VnfDeployment or its spec.dataNetwork, or give "
+        "it another spec.namespace"
+    )

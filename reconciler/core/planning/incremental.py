@@ -44,7 +44,7 @@ from __future__ import annotations
 import dataclasses
 from collections import ChainMap
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress, count
 from operator import is_not
 from typing import Any, Literal, TypeVar
@@ -63,7 +63,12 @@ from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed, OvnRow, Pod, PodPort
 from reconciler.core.model.plan import Plan
 from reconciler.core.model.target import Resource, Target
-from reconciler.core.planning.full import compile_plan
+from reconciler.core.planning.full import (
+    compile_plan,
+    lookalike_findings,
+    owned_namespaces,
+    owned_only,
+)
 from reconciler.core.steering import SteeringBackend
 from reconciler.core.steering.base import Pair, VnfInstance
 from reconciler.core.steering.presence import PairState, gate_rows, pair_state
@@ -151,6 +156,16 @@ class IncrementalPlanner:
         self._memo = None
 
     def plan(
+        self, desired: Desired, observed: Observed, options: CompileOptions, *, full: bool = False
+    ) -> Plan:
+        # Only our objects count (``planning.full.owned_only``, identity-stable): a stranger's
+        # labelled VM changing is no reason to compile everything again.
+        namespaces = owned_namespaces(desired, options)
+        strangers = lookalike_findings(observed, namespaces)
+        plan = self._plan(desired, owned_only(observed, namespaces), options, full=full)
+        return replace(plan, findings=(*plan.findings, *strangers)) if strangers else plan
+
+    def _plan(
         self, desired: Desired, observed: Observed, options: CompileOptions, *, full: bool = False
     ) -> Plan:
         memo = self._memo

@@ -39,7 +39,12 @@ from typing import Any
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.facts import Finding, InstanceHealth
-from reconciler.core.model.observed import SNAPSHOT_FORMAT_VERSION, Observed
+from reconciler.core.model.observed import (
+    SNAPSHOT_FORMAT_VERSION,
+    Observed,
+    check_node_name,
+    check_text,
+)
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import compile_plan
 from reconciler.core.planning.slicing import KubernetesScope, NodeScope, Scope, object_node
@@ -149,6 +154,12 @@ class ZonedSnapshot:
                 f"not a zoned snapshot of format_version {SNAPSHOT_FORMAT_VERSION} "
                 f"(kind {data.get('kind')!r}, format_version {data.get('format_version')!r})"
             )
+        check_text({k: v for k, v in data.items() if k not in ("central", "zones")}, "snapshot")
+        for node, zone in dict(data.get("zones") or {}).items():
+            check_node_name(node, f"zones[{node!r}]")
+            check_text({k: v for k, v in dict(zone).items() if k != "observed"}, f"zones.{node}")
+        for node in data.get("missing") or ():
+            check_node_name(node, "missing[]")
         zones = {
             str(node): Zone(
                 Observed.from_json(zone["observed"]),

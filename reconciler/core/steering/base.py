@@ -90,6 +90,10 @@ class CompileOptions:
     transit_subnets: tuple[str, ...] = DEFAULT_TRANSIT_SUBNETS
     """OVN-Kubernetes' transit subnets (interconnect: the routers' ports on the transit
     switch): node traffic as well."""
+    vnf_namespaces: tuple[str, ...] = ()
+    """Namespaces whose VirtualMachines and NADs (with our labels) are ours besides those the
+    VnfDeployments name (``--vnf-namespaces``): where a removed VnfDeployment's objects are
+    pruned from (``reconciler.core.planning.full.owned_namespaces``)."""
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,11 @@
 One JSON object per line is what log collectors (Loki, Elasticsearch, Cloud Logging) parse
 without configuration; ``reconcile_id`` ties together every line one reconcile wrote, across
 modules and threads that run on its behalf.
+
+Log lines carry text from outside (file and object names, API and git servers' messages): no
+control character reaches the log raw. JSON escapes C0 itself; DEL, C1 controls and Unicode's
+separators and bidirectional controls are written as ``\\uXXXX`` too. The text format escapes
+them as :func:`reconciler.errors.printable` does, and keeps each value on its line.
 """
 
 from __future__ import annotations
@@ -10,9 +15,12 @@ from __future__ import annotations
 import contextvars
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any
+
+from reconciler.errors import one_line
 
 LOGGER = "osc_gitops.loop"
 """The logger every engine module writes to: the ``logger`` field of the loop's log lines."""
@@ -45,7 +53,12 @@ class JsonFormatter(logging.Formatter):
                 data[key] = value
         if record.exc_info and record.exc_info[1] is not None:
             data["error"] = f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
-        return json.dumps(data, default=str, ensure_ascii=False)
+        line = json.dumps(data, default=str, ensure_ascii=False)
+        return _RAW_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", line)
+
+
+_RAW_CONTROL = re.compile(r"[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""What ``json.dumps(..., ensure_ascii=False)`` leaves raw that a terminal or viewer acts on."""
 
 
 class TextFormatter(logging.Formatter):
@@ -56,19 +69,20 @@ class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line = (
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.created))
-            + f" {record.levelname} {record.getMessage()}"
+            + f" {record.levelname} {one_line(record.getMessage())}"
         )
         items: list[str] = []
         for key, value in vars(record).items():
             if key in _STANDARD or key.startswith("_"):
                 continue
             if isinstance(value, list | tuple):
-                items.extend(f"    {item}" for item in value)
+                items.extend(f"    {one_line(str(item))}" for item in value)
                 line += f" {key}={len(value)}"
             else:
-                line += f" {key}={value}"
+                line += f" {key}={one_line(str(value))}"
         if record.exc_info and record.exc_info[1] is not None:
-            line += f" error={type(record.exc_info[1]).__name__}: {record.exc_info[1]}"
+            error = one_line(f"{type(record.exc_info[1]).__name__}: {record.exc_info[1]}")
+            line += f" error={error}"
         return "\n".join([line, *items])
 
 

@@ -7,17 +7,31 @@ errors. Names follow Prometheus conventions (``_seconds``, ``_total``, base unit
 Probes, as Kubernetes uses them:
 
 - ``/healthz`` (liveness): the loop thread is alive and has not been stuck in one reconcile for
-  longer than ``stuck_after`` seconds. A standby replica is healthy.
+  longer than ``stuck_after`` seconds, and no worker thread of it died (``dead_threads``: the
+  source poller, a watch, the lease, this server; ``osc_gitops_worker_up``). A standby replica
+  is healthy.
 - ``/readyz`` (readiness): the first observation succeeded (connections work, manifests loaded).
   A standby replica is ready too (it would serve if it became leader); the body says which.
+
+The server faces the network, so it is bounded: at most :data:`MAX_CONNECTIONS`
+connections at once (more get an immediate ``503``), each answering one request and cut after
+:data:`IDLE_TIMEOUT` without bytes or :data:`CONNECTION_DEADLINE` in all; what it refuses or
+cuts is counted (``osc_gitops_http_refused_total{reason}``) and logged as JSON, a flood as one
+line per :data:`REFUSAL_LOG_EVERY` seconds; nothing is ever printed as a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
@@ -34,8 +48,10 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from reconciler.core.model.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
+from reconciler.engine.reporting.logs import LOGGER
 
 PREFIX = "osc_gitops"
+log = logging.getLogger(LOGGER)
 _M = TypeVar("_M", Counter, Gauge, Histogram, Info)
 
 
@@ -72,6 +88,7 @@ class Metrics:
         self._ovn_metrics()
         self._transition_metrics()
         self._notification_metrics()
+        self._server_metrics()
         self._binder: BinderMetrics | None = None
 
     def _metric(self, kind: type[_M], name: str, text: str, labels: Sequence[str] = (),
@@ -239,6 +256,24 @@ class Metrics:
             "1 when the last notification to the security manager was delivered (or refused "
             "by it), 0 while deliveries fail and are retried. Absent until the first attempt.",
             ["manager"],
+        )
+
+    def _server_metrics(self) -> None:
+        """This process's own health: its HTTP server and its worker threads."""
+        self.http_refused = self._metric(
+            Counter,
+            "http_refused_total",
+            "Connections to /metrics, /healthz and /readyz refused or cut, by reason "
+            "(evicted-idle, too-many-connections, deadline, error).",
+            ["reason"],
+        )
+        self.worker_up = self._metric(
+            Gauge,
+            "worker_up",
+            "1 while a worker thread of the loop runs (source-poller, watch-pods, watch-vms, "
+            "lease, metrics-http, notify-<manager>), 0 once it died: /healthz fails then, and "
+            "the kubelet restarts the process.",
+            ["thread"],
         )
 
     def set_transitions(
@@ -490,22 +525,87 @@ class PrometheusReporter:
         if up is not None:
             self.metrics.manager_up.labels(manager).set(1 if up else 0)
 
+    def worker(self, thread: str, up: bool) -> None:
+        self.metrics.worker_up.labels(thread).set(1 if up else 0)
+
+
+MAX_CONNECTIONS = 32
+"""Connections served at once (one thread each). Prometheus scrapes once per interval and the
+kubelet probes every few seconds, so a handful are open at a time; 32 leaves room for several
+scrapers while bounding threads and file descriptors (a pod has 1,024 by default, which 1,500
+idle connections once exhausted: every probe then failed). A connection beyond it closes the
+oldest one that has not sent a request yet (a probe sends its request at once, so a flood of
+idle connections cannot starve it); when every connection is in a request, it gets an
+immediate ``503`` and is closed. Threads never exceed twice this number."""
+IDLE_TIMEOUT = 5.0
+"""Seconds a connection may wait for its client's next bytes. The kubelet gives up on a probe
+after 1 s by default, Prometheus after its ``scrape_timeout`` (10 s): a request that has not
+arrived in 5 s is not coming."""
+CONNECTION_DEADLINE = 10.0
+"""Seconds a connection may live in all (one request and its answer: every response closes
+it), however slowly its client trickles bytes (a "slowloris" keeps a connection alive with a
+byte every few seconds, which :data:`IDLE_TIMEOUT` alone never ends)."""
+REFUSAL_LOG_EVERY = 10.0
+"""A flood is logged as one JSON line per this many seconds (with the counts since the last),
+not one line per connection."""
+
+
+class _Refusals:
+    """Connections the server refused or cut, counted (``osc_gitops_http_refused_total``)
+    and logged as JSON at most once per :data:`REFUSAL_LOG_EVERY` seconds."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+        self._lock = threading.Lock()
+        self._since: dict[str, int] = {}
+        self._last_log = float("-inf")
+        self._peer: str | None = None
+
+    def add(self, reason: str, peer: Any = None, error: str | None = None) -> None:
+        self.metrics.http_refused.labels(reason).inc()
+        with self._lock:
+            self._since[reason] = self._since.get(reason, 0) + 1
+            self._peer = _peer(peer) or self._peer
+            now = time.monotonic()
+            if now - self._last_log < REFUSAL_LOG_EVERY:
+                return
+            counts, self._since, self._last_log = self._since, {}, now
+            peer_text = self._peer
+        log.warning(
+            "metrics server refused or cut connections",
+            extra={"refused": counts, "last_peer": peer_text, "error": error,
+                   "max_connections": MAX_CONNECTIONS},
+        )  # fmt: skip
+
+
+def _peer(address: Any) -> str | None:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return None
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     disable_nagle_algorithm = True  # or every response waits for the client's delayed ACK
     protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT  # StreamRequestHandler sets it on the socket
 
     def log_message(self, format: str, *args: Any) -> None:  # probes every few seconds: quiet
         return
+
+    def parse_request(self) -> bool:
+        self.server.in_request(self.connection)  # a request line arrived: not idle any more
+        return super().parse_request()
 
     def _send(self, code: int, body: bytes, content_type: str) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+        self.close_connection = True
 
     def do_HEAD(self) -> None:
         self.do_GET()
@@ -524,12 +624,105 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200 if ok else 503, body, "application/json")
 
 
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: 28\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+    b"too many connections, retry\n"
+)
+
+
+@dataclass
+class _Connection:
+    since: float
+    idle: bool = True
+    """No request line received yet."""
+    closing: bool = False
+    """Evicted or past its deadline: shut down, its thread ending."""
+
+
 class _Server(ThreadingHTTPServer):
+    """One thread per connection, at most :data:`MAX_CONNECTIONS` of them, each cut after
+    :data:`CONNECTION_DEADLINE`; errors and refusals are JSON log lines, never tracebacks."""
+
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 64  # accepted at once by the kernel; refused by us beyond the cap
     metrics: Metrics
     health: Callable[[], tuple[bool, dict[str, Any]]]
     ready: Callable[[], tuple[bool, dict[str, Any]]]
+    refusals: _Refusals
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._open_lock = threading.Lock()
+        self._open: dict[Any, _Connection] = {}
+
+    def in_request(self, sock: Any) -> None:
+        with self._open_lock:
+            connection = self._open.get(sock)
+            if connection is not None:
+                connection.idle = False
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        victim: Any = None
+        with self._open_lock:
+            live = [(c.since, s) for s, c in self._open.items() if not c.closing]
+            admit = len(live) < MAX_CONNECTIONS
+            if not admit and len(self._open) < 2 * MAX_CONNECTIONS:
+                idle = [(since, s) for since, s in live if self._open[s].idle]
+                if idle:
+                    victim = min(idle, key=lambda pair: pair[0])[1]
+                    self._open[victim].closing = True
+                    admit = True
+            if admit:
+                self._open[request] = _Connection(time.monotonic())
+        if victim is not None:
+            self.refusals.add("evicted-idle", _safe_peer(victim))
+            with contextlib.suppress(OSError):
+                victim.shutdown(socket.SHUT_RDWR)
+        if not admit:
+            self.refusals.add("too-many-connections", client_address)
+            with contextlib.suppress(OSError):
+                request.setblocking(False)  # never wait on a client that does not read
+                request.send(_BUSY)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._open_lock:
+                self._open.pop(request, None)
+
+    def service_actions(self) -> None:
+        """Between accepts (every ``poll_interval``): cut connections past their deadline."""
+        now = time.monotonic()
+        with self._open_lock:
+            late = [
+                s
+                for s, c in self._open.items()
+                if not c.closing and now - c.since > CONNECTION_DEADLINE
+            ]
+            for sock in late:
+                self._open[sock].closing = True
+        for sock in late:
+            self.refusals.add("deadline", _safe_peer(sock))
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """socketserver prints a traceback to stderr here; we count and log one JSON line."""
+        error = sys.exc_info()[1]
+        self.refusals.add("error", client_address, f"{type(error).__name__}: {error}")
+
+
+def _safe_peer(sock: socket.socket) -> Any:
+    try:
+        return sock.getpeername()
+    except OSError:
+        return None
 
 
 class MetricsServer:
@@ -541,7 +734,10 @@ class MetricsServer:
         metrics: Metrics,
         health: Callable[[], tuple[bool, dict[str, Any]]],
         ready: Callable[[], tuple[bool, dict[str, Any]]],
+        supervise: Callable[..., None] | None = None,
     ) -> None:
+        """``supervise(name, target)``: how the serving thread runs (the loop's
+        ``Loop.supervised``, so that its death is reported like any worker's)."""
         host, _, port = address.rpartition(":")
         host = host.strip("[]") or "0.0.0.0"
         try:
@@ -551,10 +747,13 @@ class MetricsServer:
         self._server.metrics = metrics
         self._server.health = health
         self._server.ready = ready
+        self._server.refusals = _Refusals(metrics)
+        serve = partial(self._server.serve_forever, poll_interval=0.2)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True,
+            target=partial(supervise, "metrics-http", serve) if supervise else serve,
+            daemon=True,
             name="metrics-http",
-        )  # fmt: skip
+        )
 
     @property
     def address(self) -> str:

@@ -370,6 +370,7 @@ class SuricataProgram:
         self.failure: str | None = None
         """Why Suricata does not run although it should (start or reload failed, it died):
         the guest's report. ``None`` while it runs or was stopped on purpose."""
+        self._watcher: threading.Thread | None = None
         self.reloads = 0
         """Successful reloads since the start (members pushed)."""
         self._wanted = False
@@ -453,9 +454,10 @@ class SuricataProgram:
         )  # fmt: skip
         daemon = self.daemon
         self._set_failure(None)
-        threading.Thread(
+        self._watcher = threading.Thread(
             target=self._watch, args=(daemon,), name=f"suricata-{self.netns}", daemon=True
-        ).start()
+        )
+        self._watcher.start()
 
     def _watch(self, daemon: Daemon) -> None:
         """Report it when Suricata exits while it should run (a bad rule file at start, a
@@ -502,6 +504,10 @@ class SuricataProgram:
         start = time.monotonic()
         while not self.ready():
             if not self.running:
+                # the process is gone but its watcher may not have recorded why yet: wait
+                # for it, so the error and :attr:`failure` both say it
+                if self._watcher is not None:
+                    self._watcher.join(timeout=5.0)
                 raise SuricataError(
                     f"Suricata of VNF {self.vnf} on {self.node} does not run: "
                     f"{self.failure or 'stopped'}"

@@ -210,7 +210,9 @@ class CliApply:
 
     def command(self, manifests: Path) -> list[str]:
         args = ["apply", str(manifests), "--ovn-nb", self.nb_remote]
-        args += ["--kubeconfig", self.kubeconfig]
+        # as the deployment sets OSC_VNF_NAMESPACES: the VMs of VNFs removed from the
+        # manifests are pruned even when no VnfDeployment names their namespace any more
+        args += ["--kubeconfig", self.kubeconfig, "--vnf-namespaces", VNF_NAMESPACE]
         return args + (["--steering", self.steering] if self.steering else [])
 
     def apply(self, manifests: Path) -> str:
@@ -262,7 +264,7 @@ class LibraryApply:
 
             settings = NotifySettings(timeout=2.0, debounce=0.02, debounce_max=0.2)
             self.outbox = Outbox(JsonPoster(settings.timeout), settings)
-        options = CompileOptions(steering=self.steering)
+        options = CompileOptions(steering=self.steering, vnf_namespaces=(VNF_NAMESPACE,))
         report = reconcile(load_path(manifests), kube, ovn, options, notices=self.outbox)
         return render(report.plan)
 
@@ -290,7 +292,8 @@ class ZoneApply:
     def commands(self, manifests: Path) -> list[list[str]]:
         common = ["--kubeconfig", self.kubeconfig]
         common += ["--steering", self.steering] if self.steering else []
-        central = ["apply", str(manifests), "--kubernetes-only", "--kubeconfig", self.kubeconfig]
+        central = ["apply", str(manifests), "--kubernetes-only", "--kubeconfig", self.kubeconfig,
+                   "--vnf-namespaces", VNF_NAMESPACE]  # fmt: skip
         return [central] + [
             ["apply", str(manifests), "--node", node, "--ovn-nb", remote, *common]
             for node, remote in self.nb_remotes.items()

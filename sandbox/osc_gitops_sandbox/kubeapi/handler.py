@@ -21,7 +21,7 @@ from osc_gitops_sandbox.kubeapi import protobuf as protobuf
 from osc_gitops_sandbox.kubeapi import tables as tables
 from osc_gitops_sandbox.kubeapi.discovery import ApiExtension
 from osc_gitops_sandbox.kubeapi.faults import Faults
-from osc_gitops_sandbox.kubeapi.managed_fields import manager_of
+from osc_gitops_sandbox.kubeapi.managed_fields import check_manager, manager_of
 from osc_gitops_sandbox.kubeapi.openapi import check_fields
 from osc_gitops_sandbox.kubeapi.resources import ResourceType
 from osc_gitops_sandbox.kubeapi.selectors import (
@@ -38,6 +38,8 @@ from osc_gitops_sandbox.kubeapi.watch import WatchRequest, watch_events
 __all__ = ["APPLY_PATCH", "Api", "ApiHTTPServer", "ApiHandler"]
 
 APPLY_PATCH = "application/apply-patch+yaml"
+_OPTIONS = {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}
+"""The options kind a write's query parameters belong to (what a refusal names)."""
 
 
 class Api(Protocol):
@@ -396,8 +398,12 @@ class ApiHandler(BaseHTTPRequestHandler):
             )
 
     def _manager(self, query: Mapping[str, str]) -> str:
-        """The request's field manager (``?fieldManager=``, else its User-Agent's product)."""
-        return manager_of(query.get("fieldManager"), self.headers.get("User-Agent"))
+        """The request's field manager (``?fieldManager=``, checked as kube-apiserver checks
+        it, else its User-Agent's product)."""
+        given = query.get("fieldManager")
+        if given:
+            check_manager(given, _OPTIONS.get(self.command, "PatchOptions"))
+        return manager_of(given, self.headers.get("User-Agent"))
 
     def _apply(self, rt: ResourceType, ns: str, name: str, query: Mapping[str, str]) -> None:
         """Server-side apply (``application/apply-patch+yaml``), as kube-apiserver: a field
@@ -411,6 +417,7 @@ class ApiHandler(BaseHTTPRequestHandler):
                 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
                 "required for apply patch",
             )
+        check_manager(manager, "PatchOptions")
         if not isinstance(body, dict):
             raise ApiError(400, "apply patch body must be an object")
         self._check_kind(rt, body)

@@ -27,6 +27,7 @@ beyond what a leaf needs, and a manager's ``Update`` entries of different API ve
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -65,13 +66,44 @@ _SERVER_FIELDS: frozenset[FieldPath] = frozenset(
 """Set by the server or not tracked (kube-apiserver strips these from field sets)."""
 
 
+MAX_MANAGER_BYTES = 128
+"""kube-apiserver's ``FieldManagerMaxLength``."""
+
+
 def manager_of(field_manager: str | None, user_agent: str | None) -> str:
     """The manager of a request: ``?fieldManager=``, else the User-Agent up to its first ``/``
-    (kube-apiserver's ``managerOrUserAgent``)."""
+    without unprintable characters, cut to :data:`MAX_MANAGER_BYTES` (kube-apiserver's
+    ``managerOrUserAgent``/``prefixFromUserAgent``)."""
     if field_manager:
         return field_manager
-    agent = (user_agent or "").split("/")[0].strip()
-    return agent or "unknown"
+    agent = ""
+    for char in (user_agent or "").split("/")[0]:
+        if not char.isprintable():
+            continue
+        if len((agent + char).encode()) > MAX_MANAGER_BYTES:
+            break
+        agent += char
+    return agent.strip() or "unknown"
+
+
+def check_manager(field_manager: str, options: str) -> None:
+    """Refuse a ``?fieldManager=`` as kube-apiserver's ``ValidateFieldManager`` does (422):
+    longer than :data:`MAX_MANAGER_BYTES`, or an unprintable character. ``options``: the
+    request's kind of options (``CreateOptions``, ``UpdateOptions``, ``PatchOptions``)."""
+    problems = []
+    if len(field_manager.encode()) > MAX_MANAGER_BYTES:
+        problems.append(f"fieldManager: Too long: may not be more than {MAX_MANAGER_BYTES} bytes")
+    position = 0
+    for char in field_manager:
+        if not char.isprintable():
+            problems.append(
+                f"fieldManager: Invalid value: {json.dumps(field_manager)}: invalid character "
+                f"U+{ord(char):04X} (at position {position})"
+            )
+        position += len(char.encode())
+    if problems:
+        listed = problems[0] if len(problems) == 1 else f"[{', '.join(problems)}]"
+        raise ApiError(422, f'{options}.meta.k8s.io "" is invalid: {listed}')
 
 
 def field_paths(obj: Any, prefix: FieldPath = ()) -> set[FieldPath]:

@@ -66,6 +66,7 @@ _TOOL_PATHS: Mapping[str, str] = {
     "ovsdb-client": "usr/bin/ovsdb-client",
     "ovs-appctl": "usr/bin/ovs-appctl",
     "ovs-vsctl": "usr/bin/ovs-vsctl",
+    "ovs-ofctl": "usr/bin/ovs-ofctl",
     "ovs-vswitchd": "usr/lib/openvswitch-switch/ovs-vswitchd",
     "ovn-northd": "usr/bin/ovn-northd",
     "ovn-controller": "usr/bin/ovn-controller",

@@ -27,7 +27,10 @@ def test_the_private_names_we_rely_on_exist() -> None:
     idl = _idl()
     table = idl.tables["Port_Group"]
     row = ovs_idl.Row(idl, table, uuid.uuid4(), ovs_idl.ColumnDefaultDict(table))
+    stream = type("Stream", (), {"name": "unix:/nonexistent/nb.sock"})()
     instances = {
+        "ovs.jsonrpc.Session": idl._session,
+        "ovs.jsonrpc.Connection": jsonrpc.Connection(stream),
         "ovs.db.idl.Idl": idl,
         "ovs.db.idl.Transaction": ovs_idl.Transaction(idl),
         "ovs.db.idl.Row": row,

@@ -59,13 +59,17 @@ class Probe:
 
 @dataclass
 class Pending:
-    """What becomes of one transaction: ``fate`` (see :class:`MemoryNb`)."""
+    """What becomes of one transaction: ``fate`` (see :class:`MemoryNb`); a read is answered
+    ``answer`` at once."""
 
     fate: str
     polls: int = 0
+    answer: dict[str, Any] | None = None
 
     def poll(self, seconds: float) -> dict[str, Any] | None:
         self.polls += 1
+        if self.answer is not None:
+            return self.answer
         if self.fate == "ok" or (self.fate == "stall" and self.polls > 20):
             return OK
         if self.fate in ("lost", "lost-after-commit", "dies"):
@@ -82,11 +86,18 @@ class MemoryNb:
     ``ok``; ``lost`` (the connection drops before the server took it); ``lost-after-commit``
     (it committed, the reply is lost); ``stall`` (slow, but the server answers probes);
     ``silent`` (no answer, no probe answered); ``dies`` (lost, and the server stays down).
-    ``lock``: what the lock request answers (True, False: another holder, or an exception)."""
+    ``lock``: what the lock request answers (True, False: another holder, or an exception).
+    ``northd``: its ``NB_Global`` row (``version``, ``nb_cfg``, ``sb_cfg``), read by a
+    ``select`` that meets no fate; its northd catches up (``sb_cfg = nb_cfg``) once it has
+    been read ``catch_up`` times (never: ``None``)."""
 
     fates: list[str]
     lock_answer: bool | Exception = True
+    northd: dict[str, Any] | None = None
+    catch_up: int | None = None
     sent: list[str] = field(default_factory=list)
+    transactions: list[list[dict[str, Any]]] = field(default_factory=list)
+    reads: int = 0
     committed: bool = False
     released: int = 0
     schema: ClassVar[NbSchema] = NbSchema(PORT_GROUP_SCHEMA)
@@ -102,6 +113,9 @@ class MemoryNb:
         yield NoRows()
 
     def send(self, params: list[Any]) -> Pending:
+        if params[1]["op"] == "select":
+            return Pending("read", answer={"result": [{"rows": self._nb_global()}], "error": None})
+        self.transactions.append(params[1:])
         fate = self.fates.pop(0)
         if fate == "not-sent":
             raise NotSent("Broken pipe")
@@ -122,6 +136,16 @@ class MemoryNb:
 
     def release(self) -> None:
         self.released += 1
+
+    def _nb_global(self) -> list[dict[str, Any]]:
+        self.reads += 1
+        if self.northd is None:
+            return []
+        if self.catch_up is not None and self.reads >= self.catch_up:
+            self.northd["sb_cfg"] = self.northd["nb_cfg"]
+        options = [["northd_internal_version", self.northd["version"]]]
+        return [{"_uuid": ["uuid", "nb-global"], "options": ["map", options],
+                 "nb_cfg": self.northd["nb_cfg"], "sb_cfg": self.northd["sb_cfg"]}]  # fmt: skip
 
 
 def error_of(nb: MemoryNb, kind: type[OvnApplyError] = OvnApplyError) -> str:
@@ -214,3 +238,69 @@ def test_a_transaction_the_server_did_not_take_is_not_committed() -> None:
 
 def test_the_lock_name_is_an_ovsdb_id() -> None:
     assert write_lock_name("osc-gitops") == "osc_gitops_osc_gitops"
+
+
+# --- ovn-northd 26.03.1 loses a Port_Group deleted and re-created in one iteration ------------
+
+DELETE = [Change("delete", "Port_Group", "osc_pg", PG, None)]
+BUMP = {"op": "mutate", "table": "NB_Global", "where": [["_uuid", "==", ["uuid", "nb-global"]]],
+        "mutations": [["nb_cfg", "+=", 1]]}  # fmt: skip
+
+
+class Owned(NoRows):
+    """The live rows: our Port_Group ``osc_pg``."""
+
+    def owned(self, table: str, key: str) -> OwnedRow | None:
+        return OwnedRow(uuid="0", external_ids=PG["external_ids"])
+
+
+@dataclass
+class OwnedNb(MemoryNb):
+    @contextmanager
+    def rows(self) -> Iterator[NoRows]:
+        yield Owned()
+
+
+def northd(version: str, nb_cfg: int = 7, sb_cfg: int = 7) -> dict[str, Any]:
+    return {"version": version, "nb_cfg": nb_cfg, "sb_cfg": sb_cfg}
+
+
+def test_deleting_a_port_group_asks_an_affected_northd_to_sync() -> None:
+    nb = OwnedNb(["ok"], northd=northd("26.03.1-20.46.0-81.8"))
+    write(nb, DELETE, SETTINGS)
+    (ops,) = nb.transactions
+    assert ops[0]["op"] == "assert" and ops[1]["op"] == "delete" and ops[-1] == BUMP
+
+
+@pytest.mark.parametrize("version", ["26.03.2-20.46.0-81.8", "23.03.3-20.27.0-70.6", None])
+def test_other_northds_are_left_alone(version: str | None) -> None:
+    state = None if version is None else northd(version, nb_cfg=9, sb_cfg=3)
+    deleting, creating = OwnedNb(["ok"], northd=state), MemoryNb(["ok"], northd=state)
+    write(deleting, DELETE, SETTINGS)
+    write(creating, CREATE, SETTINGS)  # northd behind: not waited for
+    assert BUMP not in deleting.transactions[0]
+    assert (creating.reads, creating.sent) == (1, ["ok"])
+
+
+def test_creating_a_port_group_waits_until_an_affected_northd_is_in_step() -> None:
+    nb = MemoryNb(["ok"], northd=northd("26.03.1-20.46.0-81.8", sb_cfg=6), catch_up=4)
+    write(nb, CREATE, SETTINGS)
+    assert (nb.reads, nb.sent) == (4, ["ok"])
+    assert BUMP not in nb.transactions[0]
+
+
+def test_a_northd_that_does_not_catch_up_is_waited_for_until_the_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    nb = MemoryNb(["ok"], northd=northd("26.03.1-20.46.0-81.8", sb_cfg=6))
+    with caplog.at_level("INFO", logger="reconciler.adapters.ovn.writer"):
+        write(nb, CREATE, SETTINGS)
+    assert nb.sent == ["ok"] and nb.reads > 2
+    waited, gave_up = (r.getMessage() for r in caplog.records)
+    assert waited.startswith("waiting for ovn-northd 26.03.1-20.46.0-81.8 to handle the NB's "
+                             "earlier changes (NB_Global.sb_cfg 6 < nb_cfg 7)")  # fmt: skip
+    assert gave_up.startswith(
+        "ovn-northd 26.03.1-20.46.0-81.8 at unix:/in-memory.sock has not handled the NB's "
+        "earlier changes within --ovn-timeout 0.3s (NB_Global.sb_cfg 6 < nb_cfg 7); creating "
+        "Port_Groups anyway."
+    )

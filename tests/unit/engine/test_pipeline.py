@@ -167,7 +167,15 @@ def test_empty_manifests_never_prune_everything() -> None:
         reconcile(Desired(), kube, ovn, OPTIONS)
     assert kube.journal.entries == [] and ovn.rows == rows
 
+    # Our VMs are ours in the namespaces the manifests name (issue 31): with none named, only
+    # --vnf-namespaces keeps their namespace ours, so that they are pruned too.
+    vms = dict(kube.objects("VirtualMachine"))
+    (namespace,) = {name.partition("/")[0] for name in vms}
     report = reconcile(Desired(), kube, ovn, OPTIONS, allow_empty=True)
+    assert ovn.rows == {} and kube.objects("VirtualMachine") == vms
+    assert any(namespace in warning for warning in report.plan.warnings)
+    options = dataclasses.replace(OPTIONS, vnf_namespaces=(namespace,))
+    report = reconcile(Desired(), kube, ovn, options, allow_empty=True)
     assert report.plan.summary()["delete"] == len(report.plan.changes) > 0
     assert ovn.rows == {} and kube.objects("VirtualMachine") == {}
 
@@ -272,3 +280,30 @@ def test_security_managers_hear_about_vnf_instances_best_effort() -> None:
     assert report.notification_errors == [f"{manager['url']}: connection refused"] * 2
     assert kube.objects("VirtualMachine") == {}, "the apply stood"
     assert reconcile(nowhere, kube, ovn, OPTIONS).plan.empty
+
+
+def test_a_vm_on_a_node_whose_name_a_label_cannot_hold_is_told_with_its_ports() -> None:
+    """The events' ports come from the VM's name as compile names it on the change's node: a
+    node name too long for the ``osc.io/node`` label (shortened there, whole in the
+    ``osc.io/node-name`` annotation) still gets its ``deployed`` and ``removed``."""
+    from reconciler.core.model import naming
+    from reconciler.core.model import ownership as own
+    from tests.support.builders import cluster
+    from tests.support.fakes import world
+
+    node = "worker-" + "a" * 70 + ".example.com"
+    assert own.node_label_value(node) != node
+    manager = {"url": "https://secmgr.example/events"}
+    web = sg("web", "app=web")
+    kube, ovn = world(cluster([("shop", "web-1", node, {"app": "web"})], nodes=(node,)))
+    told: list[dict[str, Any]] = []
+    ports = {side: naming.vnf_port("ips", node, side) for side in ("in", "out")}
+
+    reconcile(desired(web, vnf("ips", securityManager=manager)), kube, ovn, OPTIONS,
+              notify=lambda url, event: told.append(event))  # fmt: skip
+    gone = desired(web, vnf("ips", securityManager=manager, nodeSelector={"gpu": "yes"}))
+    reconcile(gone, kube, ovn, OPTIONS, notify=lambda url, event: told.append(event))
+    vm = f"security/{naming.vm_name('ips', node)}"  # the builders' VNF namespace
+    assert [(e["event"], e["node"], e["virtualMachine"], e["ovnPorts"]) for e in told] == [
+        ("deployed", node, vm, ports), ("removed", node, vm, ports),
+    ]  # fmt: skip

@@ -85,18 +85,18 @@ def test_markdown_leads_with_protection_then_diagrams_then_warnings_then_rows() 
 def test_the_mermaid_diagram_shows_order_direction_filters_policy_and_chain() -> None:
     lines = diagram("payments", group_bindings(AFTER, ["payments"])["payments"])
     assert lines[0] == "flowchart LR"
-    assert 'sg_payments(["SecurityGroup payments<br/>app=api<br/>in paymnets"])' in lines[1]
+    assert 'sg(["SecurityGroup payments<br/>app=api<br/>in paymnets"])' in lines[1]
     edge = next(line for line in lines if "-->" in line)
     assert edge == (
-        '  sg_payments -->|"order 10 · exit-lport · tcp 443,8000-8080 · fail-open · '
-        'after-network-policy"| b_payments_ids_0_ids'
+        '  sg -->|"order 10 · exit-lport · tcp 443,8000-8080 · fail-open · '
+        'after-network-policy"| b0h0'
     )
     chained = {"labels": ["app=web"], "namespaces": None, "bindings": [
         {"name": "c", "order": 1, "redirection": "both", "traffic": "all IP",
          "failurePolicy": "fail-close", "precedence": "after-network-policy",
          "vnfs": ["fw", "ids"]}]}  # fmt: skip
     chain = diagram("web", chained)
-    assert "  b_c_0_fw --> b_c_1_ids" in chain and '  b_c_1_ids["VNF ids"]' in chain
+    assert "  b0h0 --> b0h1" in chain and '  b0h1["VNF ids"]' in chain
 
 
 def test_json_has_protection_changes_before_the_changes() -> None:
