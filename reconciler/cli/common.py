@@ -818,3 +818,12 @@ def parse_snapshot(path: str, data: dict[str, Any]) -> Observed:
         raise UserError(f"snapshot {path}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
+
+
+def add_verbose_arg(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose`` of the commands that print a plan (plan, apply, show)."""
+    parser.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="list every row of the plan text (by default more than three rows of one kind, "
+        "action and origin are counted on one line)",
+    )  # fmt: skip

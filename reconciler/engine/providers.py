@@ -275,12 +275,16 @@ class Reporter(Protocol):
         ...
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self,
+        held: Mapping[tuple[str, str], float],
+        rollouts: Sequence[Mapping[str, Any]],
+        allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
-        seconds it has waited (``reconciler.core.steering.network_function.gating``), and the
+        seconds it has waited (``reconciler.core.steering.network_function.gating``), the
         rolling updates under way (the plan's ``rollouts``,
-        ``reconciler.core.transitions.rollout``)."""
+        ``reconciler.core.transitions.rollout``), and each waited-for instance's boot allowance
+        (seconds; ``None``: not known)."""
         ...
 
     def worker(self, thread: str, up: bool) -> None:
@@ -326,7 +330,10 @@ class NoopReporter:
         pass
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self,
+        held: Mapping[tuple[str, str], float],
+        rollouts: Sequence[Mapping[str, Any]],
+        allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         pass
 

@@ -479,7 +479,10 @@ class RecordingReporter:
         self.events.append(("unbound_ports", dict(unbound)))
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self,
+        held: Mapping[tuple[str, str], float],
+        rollouts: Sequence[Mapping[str, Any]],
+        allowances: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         self.events.append(("transitions", sorted(held), [dict(r) for r in rollouts]))
 

@@ -21,6 +21,7 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,9 +83,15 @@ class Status:
     """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
     failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
     notifications.Outbox.status``; ``up`` false: its last delivery failed and is retried)."""
+    live_rollouts: list[dict[str, Any]] | None = None
+    """The VnfDeployments' rollouts as their VirtualMachines say them now (``status`` reads
+    them from the cluster: ``LiveRollout.to_json``); ``None``: not read (never in the file)."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.live_rollouts is None:
+            del data["live_rollouts"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Status:
@@ -237,22 +244,95 @@ def transition_lines(status: Status) -> list[str]:
     """``status``'s held steering and rolling updates, for humans."""
     lines: list[str] = []
     if status.held:
-        lines.append("Held steering (switched on once OVN reports the VNF instance healthy):")
+        lines.append(
+            "Held steering (switched on once OVN reports the VNF instance healthy; until then "
+            "no ACL steers these pods: their traffic flows unsteered):"
+        )
         now = time.time()
         for hold in status.held:
-            since = hold.get("since")
+            since, allowance = hold.get("since"), hold.get("allowance")
             age = f", for {now - float(since):.0f} s" if since else ""
+            if since and allowance:
+                past = now - float(since) > float(allowance)
+                age += (f", past its boot allowance of {float(allowance):.0f} s" if past
+                        else f" of a {float(allowance):.0f} s boot allowance")  # fmt: skip
             lines.append(f"  ~ held: Binding/{hold['binding']} on {hold['node']}: "
                          f"{hold['reason']}{age}")  # fmt: skip
-    if status.rollouts:
-        lines.append("Rolling updates:")
+            pods = hold.get("unprotected") or []
+            if pods:
+                lines.append(f"      NOT protected: {', '.join(pods)}")
+    if status.live_rollouts is not None:
+        live = [r for r in status.live_rollouts if r.get("in_progress") or r.get("halted")]
+        if live:
+            lines.append("Rolling updates (live, from the cluster's VirtualMachines):")
+            lines.extend(f"  {rollout['summary']}" for rollout in live)
+    elif status.rollouts:
+        lines.append(f"Rolling updates (as of the last pass, {status.updated_at}):")
         lines.extend(f"  {rollout['summary']}" for rollout in status.rollouts)
     return lines
 
 
 def halted(status: Status) -> list[str]:
     """Why each halted rolling update stopped (``osc-gitops status`` exits 1 for them)."""
-    return [str(r["halted"]) for r in status.rollouts if r.get("halted")]
+    rollouts = status.rollouts if status.live_rollouts is None else status.live_rollouts
+    return [str(r["halted"]) for r in rollouts if r.get("halted")]
+
+
+def _held(status: Status) -> list[str]:
+    """Steering held until a VNF instance is healthy: its pods are not protected."""
+    out = []
+    for hold in status.held:
+        pods = hold.get("unprotected") or []
+        who = f": {', '.join(pods)} NOT protected" if pods else ""
+        out.append(f"Binding/{hold['binding']} on {hold['node']} held ({hold['reason']}){who}")
+    return out
+
+
+def _rolling(status: Status) -> list[str]:
+    """A rolling update under way (halted ones are failures, :func:`failures`)."""
+    if status.live_rollouts is not None:
+        rollouts = [r for r in status.live_rollouts if r.get("in_progress")]
+    else:
+        rollouts = list(status.rollouts)
+    return [f"mid-rollout: {r['summary']}" for r in rollouts if not r.get("halted")]
+
+
+PENDING: tuple[Callable[[Status], list[str]], ...] = (_held, _rolling)
+"""What keeps the live state from being what the manifests say although the last pass
+succeeded, one check per cause, each one line per case (held steering, a rollout under way;
+a cause more is one more function here)."""
+
+
+def pending(status: Status) -> list[str]:
+    """Every case of :data:`PENDING` (``osc-gitops status`` exits 3 while there is one)."""
+    return [line for check in PENDING for line in check(status)]
+
+
+def _last_run(status: Status) -> list[str]:
+    ok = status.result in ("applied", "unchanged", "bound")
+    return [] if ok else [f"last run: {status.result}"]
+
+
+def _halted(status: Status) -> list[str]:
+    return [f"rolling update halted: {why}" for why in halted(status)]
+
+
+def _unbound(status: Status) -> list[str]:
+    """A running VNF VM's data port OVN has not bound: its steering waits, and it will not bind
+    by itself (the node binder, ovs-cni): a failure."""
+    return [f"unbound: {p['vm']} {p['side']} port {p['port']} on {p['node']}: {p['cause']}"
+            for p in status.unbound]  # fmt: skip
+
+
+FAILING: tuple[Callable[[Status], list[str]], ...] = (_last_run, _halted, _unbound)
+"""What makes the status a failure (``osc-gitops status`` exits 1), one check per cause, each
+one line per case: the last pass did not succeed, a rolling update is halted, a VNF port is
+unbound."""
+
+
+def failures(status: Status) -> list[str]:
+    """Every case of :data:`FAILING`."""
+    return [line for check in FAILING for line in check(status)]
 
 
 def record_apply(
