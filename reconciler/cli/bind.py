@@ -16,6 +16,7 @@ import sys
 from reconciler.cli.common import (
     EXIT_OK,
     Command,
+    add_kube_args,
     add_ovs_args,
     binder_status_file,
     make_binder,
@@ -32,15 +33,7 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
         "spec.nodeName)",
     )  # fmt: skip
     add_ovs_args(parser, required=True)
-    kube = parser.add_argument_group("Kubernetes")
-    kube.add_argument(
-        "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
-        help="kubeconfig file (env KUBECONFIG; default ~/.kube/config)",
-    )  # fmt: skip
-    kube.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
-    kube.add_argument(
-        "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
-    )
+    add_kube_args(parser)
     parser.add_argument(
         "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
         help="bind the VMs of this osc-gitops instance (env OSC_INSTANCE; default osc-gitops)",

@@ -152,20 +152,25 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
         "times the reply of an NB with 10,000 pods)",
     )  # fmt: skip
+    add_kube_args(parser)
+    parser.add_argument(
+        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
+        help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
+        "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
+    )  # fmt: skip
+
+
+def add_kube_args(parser: argparse.ArgumentParser) -> None:
+    """The ``Kubernetes`` group: ``--kubeconfig``, ``--context``, ``--in-cluster``."""
     kube = parser.add_argument_group("Kubernetes")
     kube.add_argument(
-        "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
+        "--kubeconfig", default=os.environ.get("KUBECONFIG"), metavar="FILE",
         help="kubeconfig file (env KUBECONFIG; default ~/.kube/config)",
     )  # fmt: skip
     kube.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
     kube.add_argument(
         "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
     )
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
-        "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
 
 
 def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) -> None:
