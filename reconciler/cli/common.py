@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
+    import threading
+
     from reconciler.adapters.git import Checkout, GitSource
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
     from reconciler.adapters.ovn.vswitch import OvsDb
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from reconciler.core.steering.base import CompileOptions
     from reconciler.engine.binder import Binder
     from reconciler.engine.providers import OvnProvider, StatusPublisher
-    from reconciler.engine.reporting.metrics import Metrics
+    from reconciler.engine.reporting.metrics import Metrics, MetricsServer
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -254,6 +256,62 @@ def _positive(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
         return value
 
     return parse
+
+
+def add_service_args(group: argparse._ActionsContainer) -> None:
+    """What a long-running command (``run``, ``bind``) serves and logs: ``--metrics-addr``,
+    ``--log-format``, ``--log-level``."""
+    group.add_argument(
+        "--metrics-addr", default=os.environ.get("OSC_METRICS_ADDR", "127.0.0.1:9090"),
+        metavar="HOST:PORT", help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
+    )  # fmt: skip
+    group.add_argument(
+        "--log-format", choices=("json", "text"), default="json",
+        help="log lines on stderr: one JSON object each (default), or text for a terminal",
+    )  # fmt: skip
+    group.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        help="least severe level logged (default info)",
+    )  # fmt: skip
+
+
+def start_service(args: argparse.Namespace) -> threading.Event:
+    """A long-running command's first steps: SIGTERM and SIGINT set the event it returns (a
+    clean exit 0, also while it is still connecting), then logging as ``--log-format`` and
+    ``--log-level`` say."""
+    import signal
+    import threading
+
+    from reconciler.engine.reporting.logs import setup_logging
+
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    setup_logging(args.log_format, args.log_level)
+    return stopping
+
+
+def serve_metrics(
+    args: argparse.Namespace,
+    metrics: Metrics,
+    health: Callable[[], tuple[bool, dict[str, Any]]],
+    ready: Callable[[], tuple[bool, dict[str, Any]]],
+    supervise: Callable[..., None] | None = None,
+) -> MetricsServer | None:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-addr``, started (``None`` when
+    it is ``off``); an address it cannot listen on is a user error."""
+    if args.metrics_addr == "off":
+        return None
+    from reconciler.engine.reporting.metrics import MetricsServer
+
+    try:
+        server = MetricsServer(args.metrics_addr, metrics, health, ready, supervise=supervise)
+    except OSError as exc:
+        raise UserError(str(exc)) from exc
+    server.start()
+    print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
+          file=sys.stderr, flush=True)  # fmt: skip
+    return server
 
 
 def add_notify_args(parser: argparse.ArgumentParser) -> None:
