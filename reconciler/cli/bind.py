@@ -17,6 +17,7 @@ from reconciler.cli.common import (
     add_kube_args,
     add_ovs_args,
     add_service_args,
+    add_status_namespace_arg,
     binder_status_file,
     make_binder,
     scope_of,
@@ -44,12 +45,11 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
         help="one pass and exit: 0 done (skipped NICs are reported, not errors), 1 the OVS "
         "database or the Kubernetes API could not be used",
     )  # fmt: skip
-    parser.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="where the binder publishes its state, Lease osc-gitops-binder-<node> (read by "
+    add_status_namespace_arg(
+        parser,
+        "where the binder publishes its state, Lease osc-gitops-binder-<node> (read by "
         "explain and status --all-nodes; default osc-gitops-agents)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
         help="where its status file goes (<DIR>/status/<instance>.node.<node>.json, read by "

@@ -258,6 +258,16 @@ def _positive(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
     return parse
 
 
+def add_status_namespace_arg(group: argparse._ActionsContainer, text: str) -> None:
+    """``--status-namespace``: where the node agents and binders publish their status Leases
+    (env ``OSC_STATUS_NAMESPACE``; default ``osc-gitops-agents``, as deploy/ has it); ``text``:
+    the help, saying what this command does there."""
+    group.add_argument(
+        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS", help=text,
+    )  # fmt: skip
+
+
 def add_service_args(group: argparse._ActionsContainer) -> None:
     """What a long-running command (``run``, ``bind``) serves and logs: ``--metrics-addr``,
     ``--log-format``, ``--log-level``."""

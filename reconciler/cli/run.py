@@ -35,14 +35,12 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     common.add_reconcile_args(parser)
     common.add_ovs_args(parser, required=False)
     common.add_notify_args(parser)
-    env = os.environ.get
-    parser.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
+    common.add_status_namespace_arg(
+        parser,
+        "with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
         "(default osc-gitops-agents; --kubernetes-only publishes osc-gitops-central in "
         "--lease-namespace)",
-    )  # fmt: skip
+    )
     _add_loop_args(parser.add_argument_group("loop"))
     _add_ha_args(parser.add_argument_group("high availability and observability"))
 

@@ -8,7 +8,14 @@ import json
 import os
 import sys
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir, status_name
+from reconciler.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Command,
+    add_status_namespace_arg,
+    cache_dir,
+    status_name,
+)
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
@@ -39,10 +46,7 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
         help="one line per node; exit 1 if any node failed, is silent or lags the central "
         "owner's revision",
     )  # fmt: skip
-    nodes.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS", help="where the agents' Leases are (default osc-gitops-agents)",
-    )  # fmt: skip
+    add_status_namespace_arg(nodes, "where the agents' Leases are (default osc-gitops-agents)")
     nodes.add_argument(
         "--central-namespace",
         default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")), metavar="NS",
