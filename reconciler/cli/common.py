@@ -131,18 +131,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--ovn-nb", default=env("OSC_OVN_NB"), metavar="REMOTE",
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
     )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE",
-        help="client key for an ssl: remote (env OSC_OVN_PRIVATE_KEY)",
-    )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-certificate", default=env("OSC_OVN_CERTIFICATE"), metavar="FILE",
-        help="client certificate for an ssl: remote (env OSC_OVN_CERTIFICATE)",
-    )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-ca-cert", default=env("OSC_OVN_CA_CERT"), metavar="FILE",
-        help="CA that signed the NB's certificate (env OSC_OVN_CA_CERT)",
-    )  # fmt: skip
+    _add_tls_args(ovn, "ovn", "remote", "CA that signed the NB's certificate")
     ovn.add_argument(
         "--ovn-timeout", type=float, default=10.0, metavar="SECONDS",
         help="how long to wait for the NB to answer (default 10)",
@@ -160,6 +149,31 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
         "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
     )  # fmt: skip
+
+
+_TLS_FILES = ("private-key", "certificate", "ca-cert")
+"""The client's TLS files of an ``ssl:`` database remote: ``--ovn-…`` for the NB,
+``--ovs-…`` for the node's Open_vSwitch database, each also from ``OSC_OVN_…``/``OSC_OVS_…``."""
+
+
+def _tls_flags(db: str) -> list[tuple[str, str, str]]:
+    """``(args attribute, flag, environment variable)`` of ``db``'s (``ovn``, ``ovs``) TLS
+    files."""
+    attrs = [f"{db}_{name}".replace("-", "_") for name in _TLS_FILES]
+    return [(a, f"--{a}".replace("_", "-"), f"OSC_{a}".upper()) for a in attrs]
+
+
+def _add_tls_args(group: argparse._ArgumentGroup, db: str, remote: str, ca_help: str) -> None:
+    """``db``'s TLS file flags, for an ``ssl:`` ``remote`` (what its help calls it)."""
+    helps = (
+        f"client key for an ssl: {remote}",
+        f"client certificate for an ssl: {remote}",
+        ca_help,
+    )
+    for (_, flag, env), text in zip(_tls_flags(db), helps, strict=True):
+        group.add_argument(
+            flag, default=os.environ.get(env), metavar="FILE", help=f"{text} (env {env})"
+        )
 
 
 def add_kube_args(parser: argparse.ArgumentParser) -> None:
@@ -413,18 +427,7 @@ def add_ovs_args(parser: argparse.ArgumentParser, *, required: bool) -> None:
         + ("; default unix:/var/run/openvswitch/db.sock)" if required else
            "): with --node, also bind this node's VNF NICs (the node binder)"),
     )  # fmt: skip
-    group.add_argument(
-        "--ovs-private-key", default=env("OSC_OVS_PRIVATE_KEY"), metavar="FILE",
-        help="client key for an ssl: --ovs-db (env OSC_OVS_PRIVATE_KEY)",
-    )  # fmt: skip
-    group.add_argument(
-        "--ovs-certificate", default=env("OSC_OVS_CERTIFICATE"), metavar="FILE",
-        help="client certificate for an ssl: --ovs-db (env OSC_OVS_CERTIFICATE)",
-    )  # fmt: skip
-    group.add_argument(
-        "--ovs-ca-cert", default=env("OSC_OVS_CA_CERT"), metavar="FILE",
-        help="CA of the Open_vSwitch DB's certificate (env OSC_OVS_CA_CERT)",
-    )  # fmt: skip
+    _add_tls_args(group, "ovs", "--ovs-db", "CA of the Open_vSwitch DB's certificate")
     group.add_argument(
         "--bind-resync", type=float, default=60.0, metavar="SECONDS",
         help="the binder lists the node's VMs and pods again and re-checks every interface at "
@@ -443,9 +446,7 @@ def ovs_db(args: argparse.Namespace) -> OvsDb:
 
     remote = str(args.ovs_db)
     if remote.startswith("ssl:"):
-        missing = [flag for attr, flag in (("ovs_private_key", "--ovs-private-key"),
-                   ("ovs_certificate", "--ovs-certificate"), ("ovs_ca_cert", "--ovs-ca-cert"))
-                   if not getattr(args, attr)]  # fmt: skip
+        missing = [flag for attr, flag, _ in _tls_flags("ovs") if not getattr(args, attr)]
         if missing:
             raise UserError(f"--ovs-db {remote} is a TLS remote: also give {', '.join(missing)}")
     elif not remote.startswith(("unix:", "tcp:")):
@@ -650,19 +651,14 @@ def connections(
         ovn.close()
 
 
-_TLS_FLAGS = (
-    ("ovn_private_key", "--ovn-private-key", "OSC_OVN_PRIVATE_KEY"),
-    ("ovn_certificate", "--ovn-certificate", "OSC_OVN_CERTIFICATE"),
-    ("ovn_ca_cert", "--ovn-ca-cert", "OSC_OVN_CA_CERT"),
-)
-
-
 def check_tls_flags(args: argparse.Namespace) -> None:
     """An ``ssl:`` NB remote needs the three TLS files: say which flags are missing, before
     anything connects."""
     if not any(member.strip().startswith("ssl:") for member in args.ovn_nb.split(",")):
         return
-    missing = [f"{flag} (or {env})" for attr, flag, env in _TLS_FLAGS if not getattr(args, attr)]
+    missing = [
+        f"{flag} (or {env})" for attr, flag, env in _tls_flags("ovn") if not getattr(args, attr)
+    ]
     if missing:
         raise UserError(f"--ovn-nb {args.ovn_nb} is a TLS remote: also give {', '.join(missing)}")
 
