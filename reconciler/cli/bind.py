@@ -14,6 +14,8 @@ import os
 from reconciler.cli.common import (
     EXIT_OK,
     Command,
+    add_cache_dir_arg,
+    add_instance_arg,
     add_kube_args,
     add_ovs_args,
     add_service_args,
@@ -36,10 +38,9 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add_ovs_args(parser, required=True)
     add_kube_args(parser)
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="bind the VMs of this osc-gitops instance (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
+    add_instance_arg(
+        parser, "bind the VMs of this osc-gitops instance (env OSC_INSTANCE; default osc-gitops)"
+    )
     parser.add_argument(
         "--once", action="store_true",
         help="one pass and exit: 0 done (skipped NICs are reported, not errors), 1 the OVS "
@@ -50,11 +51,11 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
         "where the binder publishes its state, Lease osc-gitops-binder-<node> (read by "
         "explain and status --all-nodes; default osc-gitops-agents)",
     )
-    parser.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="where its status file goes (<DIR>/status/<instance>.node.<node>.json, read by "
+    add_cache_dir_arg(
+        parser,
+        "where its status file goes (<DIR>/status/<instance>.node.<node>.json, read by "
         "`osc-gitops status --node NODE`; default ~/.cache/osc-gitops)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--no-publish", action="store_true",
         help="do not publish the state into a Lease (no Kubernetes write at all)",

@@ -93,10 +93,7 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "--path", dest="repo_path", default=env("OSC_GIT_PATH", "."), metavar="DIR",
         help="manifest folder inside the repository (default: the root)",
     )  # fmt: skip
-    git.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="clone cache and status file (default: ~/.cache/osc-gitops)",
-    )  # fmt: skip
+    add_cache_dir_arg(git, "clone cache and status file (default: ~/.cache/osc-gitops)")
     git.add_argument(
         "--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE",
         help="file holding an https access token (a GitHub, GitLab or Gitea token; surrounding "
@@ -144,11 +141,27 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "times the reply of an NB with 10,000 pods)",
     )  # fmt: skip
     add_kube_args(parser)
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
+    add_instance_arg(
+        parser,
+        "which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
         "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
+    )
+
+
+def add_instance_arg(group: argparse._ActionsContainer, text: str) -> None:
+    """``--instance`` (env ``OSC_INSTANCE``; default ``osc-gitops``): whose rows, objects and
+    status a command works on; ``text``: the help, saying what this command does with it."""
+    group.add_argument(
+        "--instance", default=os.environ.get("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
+        help=text,
     )  # fmt: skip
+
+
+def add_cache_dir_arg(group: argparse._ActionsContainer, text: str) -> None:
+    """``--cache-dir`` (env ``OSC_CACHE_DIR``; without either, :func:`cache_dir`'s default):
+    where the clone cache and the status files are; ``text``: the help."""
+    group.add_argument("--cache-dir", default=os.environ.get("OSC_CACHE_DIR"), metavar="DIR",
+                       help=text)  # fmt: skip
 
 
 _TLS_FILES = ("private-key", "certificate", "ca-cert")

@@ -13,14 +13,10 @@ from reconciler.cli import common
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    parser.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="as given to run/apply (default: ~/.cache/osc-gitops)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
+    common.add_cache_dir_arg(parser, "as given to run/apply (default: ~/.cache/osc-gitops)")
+    common.add_instance_arg(
+        parser, "whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)"
+    )
     parser.add_argument(
         "--node", default=None, metavar="NAME",
         help="the status file of the node agent of NAME (run/apply --node) in --cache-dir",
