@@ -78,14 +78,15 @@ def test_released_ovs_cni_without_a_binder_is_never_silent(env: Path) -> None:
         code, _out, err = run_cli(["apply", *conn, "--wait", "--wait-timeout", "3"])
         assert code == 1
         assert "not ready after 3 s" in err
-        assert f"port {IN1} (in) not bound" in err
+        assert f"port {IN1}: not bound (in)" in err
 
         code, out, _err = run_cli(["plan", *conn, "-o", "json"])
-        assert code == 0, "nothing to change: the steering is held, the ports are unbound"
+        # nothing to write, but held steering is pending, not converged (issue 33): exit 2
+        assert code == 2 and json.loads(out)["changes"] == [], "the steering is held"
         unbound = json.loads(out)["meta"]["unbound"]
         assert {(u["vm"], u["port"], u["side"]) for u in unbound} >= {(FW1, IN1, "in")}
         code, out, _err = run_cli(["plan", *conn])
-        assert code == 0 and "Unbound VNF ports" in out and f"port {IN1} (in)" in out
+        assert code == 2 and "Unbound VNF ports" in out and f"port {IN1} (in)" in out
         code, out, _err = run_cli(["plan", *conn, "-o", "markdown"])
         assert "**Unbound VNF ports**" in out and f"`{IN1}` (in)" in out
 
