@@ -8,19 +8,15 @@ import json
 import os
 import sys
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir, status_name
+from reconciler.cli import common
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    parser.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="as given to run/apply (default: ~/.cache/osc-gitops)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
+    common.add_cache_dir_arg(parser, "as given to run/apply (default: ~/.cache/osc-gitops)")
+    common.add_instance_arg(
+        parser, "whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)"
+    )
     parser.add_argument(
         "--node", default=None, metavar="NAME",
         help="the status file of the node agent of NAME (run/apply --node) in --cache-dir",
@@ -39,10 +35,9 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
         help="one line per node; exit 1 if any node failed, is silent or lags the central "
         "owner's revision",
     )  # fmt: skip
-    nodes.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS", help="where the agents' Leases are (default osc-gitops-agents)",
-    )  # fmt: skip
+    common.add_status_namespace_arg(
+        nodes, "where the agents' Leases are (default osc-gitops-agents)"
+    )
     nodes.add_argument(
         "--central-namespace",
         default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")), metavar="NS",
@@ -62,7 +57,7 @@ def run_status(args: argparse.Namespace) -> int:
         return run_all_nodes(args)
     from reconciler.engine.reporting import status
 
-    st = status.read(status.status_path(cache_dir(args), status_name(args)))
+    st = status.read(status.status_path(common.cache_dir(args), common.status_name(args)))
     note = _read_live_rollouts(args, st)
     failures, pending = status.failures(st), status.pending(st)
     if args.output == "json":
@@ -82,8 +77,8 @@ def run_status(args: argparse.Namespace) -> int:
     # VM whose ports OVN never bound; held steering and a rollout under way are not failures,
     # but the live state is not the manifests' yet
     if failures:
-        return EXIT_ERROR
-    return EXIT_PENDING if pending else EXIT_OK
+        return common.EXIT_ERROR
+    return EXIT_PENDING if pending else common.EXIT_OK
 
 
 EXIT_PENDING = 3
@@ -110,12 +105,11 @@ def _read_live_rollouts(args: argparse.Namespace, st: object) -> str:
             "to read them live from the cluster"
         )
     from reconciler.adapters.kube.client import KubeCluster
-    from reconciler.cli.common import kube_settings
     from reconciler.core.transitions.rollout import live_rollouts
     from reconciler.errors import OscError
 
     try:
-        kube = KubeCluster(kube_settings(args), node=args.node)
+        kube = KubeCluster(common.kube_settings(args), node=args.node)
         try:
             vms = kube.list_owned("VirtualMachine", args.instance)
         finally:
@@ -133,10 +127,9 @@ def run_all_nodes(args: argparse.Namespace) -> int:
     from reconciler.adapters.kube.client import KubeCluster
     from reconciler.adapters.kube.errors import KubeForbidden
     from reconciler.adapters.kube.status_lease import CENTRAL_LEASE, PublishedStatus, StatusReader
-    from reconciler.cli.common import kube_settings
     from reconciler.engine.reporting.fleet import Heartbeat, judge, render_text
 
-    settings = kube_settings(args)
+    settings = common.kube_settings(args)
     reader = StatusReader.for_settings(settings)
     published = reader.agents(args.status_namespace)
     central = reader.one(args.central_namespace, CENTRAL_LEASE)
@@ -167,10 +160,10 @@ def run_all_nodes(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(verdict))
-    return EXIT_OK if verdict.ok else EXIT_ERROR
+    return common.EXIT_OK if verdict.ok else common.EXIT_ERROR
 
 
-COMMAND = Command(
+COMMAND = common.Command(
     name="status",
     help="show the last applied commit, when, and the result (--all-nodes: every node)",
     configure=configure_status,
