@@ -9,19 +9,15 @@ import os
 import sys
 from typing import Any
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, Command, cache_dir, status_name
+from reconciler.cli import common
 
 
 def configure_status(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
-    parser.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="as given to run/apply (default: ~/.cache/osc-gitops)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
+    common.add_cache_dir_arg(parser, "as given to run/apply (default: ~/.cache/osc-gitops)")
+    common.add_instance_arg(
+        parser, "whose status, as given to run/apply (env OSC_INSTANCE; default osc-gitops)"
+    )
     parser.add_argument(
         "--node", default=None, metavar="NAME",
         help="the status file of the node agent of NAME (run/apply --node) in --cache-dir",
@@ -41,10 +37,9 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
         "exit 1 if any node failed, is silent or lags the central owner's revision, or "
         "published a running VNF VM's port that OVN has not bound",
     )  # fmt: skip
-    nodes.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS", help="where the agents' Leases are (default osc-gitops-agents)",
-    )  # fmt: skip
+    common.add_status_namespace_arg(
+        nodes, "where the agents' Leases are (default osc-gitops-agents)"
+    )
     nodes.add_argument(
         "--central-namespace",
         default=env("OSC_LEASE_NAMESPACE", env("POD_NAMESPACE", "osc-gitops")), metavar="NS",
@@ -64,7 +59,7 @@ def run_status(args: argparse.Namespace) -> int:
         return run_all_nodes(args)
     from reconciler.engine.reporting import status
 
-    st = status.read(status.status_path(cache_dir(args), status_name(args)))
+    st = status.read(status.status_path(common.cache_dir(args), common.status_name(args)))
     note = _read_live_rollouts(args, st)
     fill_traffic(args, st)
     failures, pending = status.failures(st), status.pending(st)
@@ -85,8 +80,8 @@ def run_status(args: argparse.Namespace) -> int:
     # VM whose ports OVN never bound; held steering and a rollout under way are not failures,
     # but the live state is not the manifests' yet
     if failures:
-        return EXIT_ERROR
-    return EXIT_PENDING if pending else EXIT_OK
+        return common.EXIT_ERROR
+    return EXIT_PENDING if pending else common.EXIT_OK
 
 
 EXIT_PENDING = 3
@@ -113,12 +108,11 @@ def _read_live_rollouts(args: argparse.Namespace, st: object) -> str:
             "to read them live from the cluster"
         )
     from reconciler.adapters.kube.client import KubeCluster
-    from reconciler.cli.common import kube_settings
     from reconciler.core.transitions.rollout import live_rollouts
     from reconciler.errors import OscError
 
     try:
-        kube = KubeCluster(kube_settings(args), node=args.node)
+        kube = KubeCluster(common.kube_settings(args), node=args.node)
         try:
             vms = kube.list_owned("VirtualMachine", args.instance)
         finally:
@@ -143,12 +137,11 @@ def fill_traffic(args: argparse.Namespace, st: Any) -> None:
     import datetime as dt
 
     from reconciler.adapters.kube.status_lease import StatusReader
-    from reconciler.cli.common import kube_settings
     from reconciler.core.model.naming import BINDER_LEASE_PREFIX
     from reconciler.errors import OscError
 
     try:
-        binders = StatusReader.for_settings(kube_settings(args)).agents(
+        binders = StatusReader.for_settings(common.kube_settings(args)).agents(
             args.status_namespace, prefix=BINDER_LEASE_PREFIX
         )
     except OscError as exc:
@@ -178,11 +171,10 @@ def run_all_nodes(args: argparse.Namespace) -> int:
     from reconciler.adapters.kube.client import KubeCluster
     from reconciler.adapters.kube.errors import KubeForbidden
     from reconciler.adapters.kube.status_lease import CENTRAL_LEASE, PublishedStatus, StatusReader
-    from reconciler.cli.common import kube_settings
     from reconciler.core.model.naming import BINDER_LEASE_PREFIX
     from reconciler.engine.reporting.fleet import Heartbeat, judge, render_text
 
-    settings = kube_settings(args)
+    settings = common.kube_settings(args)
     reader = StatusReader.for_settings(settings)
     published = reader.agents(args.status_namespace)
     binders = reader.agents(args.status_namespace, prefix=BINDER_LEASE_PREFIX)
@@ -215,10 +207,10 @@ def run_all_nodes(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(verdict))
-    return EXIT_OK if verdict.ok else EXIT_ERROR
+    return common.EXIT_OK if verdict.ok else common.EXIT_ERROR
 
 
-COMMAND = Command(
+COMMAND = common.Command(
     name="status",
     help="show the last applied commit, when, and the result (--all-nodes: every node)",
     configure=configure_status,

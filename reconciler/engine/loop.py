@@ -116,13 +116,14 @@ class LoopConfig:
     """The loop's settings (``osc-gitops run``'s flags); times in seconds."""
 
     options: CompileOptions
-    interval: float = 60.0
-    jitter: float = 0.1
-    debounce: float = 0.2
-    debounce_max: float = 2.0
+    # The scheduler's settings (``timing``) default as :class:`Timing` has them.
+    interval: float = Timing.interval
+    jitter: float = Timing.jitter
+    debounce: float = Timing.debounce
+    debounce_max: float = Timing.debounce_max
     git_interval: float = 30.0
-    backoff_base: float = 1.0
-    backoff_max: float = 300.0
+    backoff_base: float = Timing.backoff_base
+    backoff_max: float = Timing.backoff_max
     allow_empty: bool = False
     watch: bool = True
     status_file: Path | None = None

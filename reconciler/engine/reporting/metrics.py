@@ -48,6 +48,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from reconciler.core.model.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
+from reconciler.engine.providers import InstanceSeconds, Rollouts
 from reconciler.engine.reporting.logs import LOGGER
 
 PREFIX = "osc_gitops"
@@ -277,10 +278,7 @@ class Metrics:
         )
 
     def set_transitions(
-        self,
-        held: Mapping[tuple[str, str], float],
-        rollouts: Sequence[Mapping[str, Any]],
-        allowances: Mapping[tuple[str, str], float] | None = None,
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
         """Replace the held-steering and rollout gauges (instances and VNFs no longer waiting
         or rolling drop out)."""
@@ -509,10 +507,7 @@ class PrometheusReporter:
         self.metrics.set_unbound(unbound)
 
     def transitions(
-        self,
-        held: Mapping[tuple[str, str], float],
-        rollouts: Sequence[Mapping[str, Any]],
-        allowances: Mapping[tuple[str, str], float] | None = None,
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
         self.metrics.set_transitions(held, rollouts, allowances)
 
