@@ -641,6 +641,8 @@ def connections(
     if not args.ovn_nb:
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
     check_tls_flags(args)
+    if getattr(args, "ovn_sb", None):
+        check_tls_flags(args, "ovn_sb")
     kube = kube_connection(args)
     max_reply = float(args.ovn_max_reply_mib)
     if not 1 <= max_reply < 1 << 20:
@@ -669,7 +671,6 @@ def connections(
     if getattr(args, "ovn_sb", None):
         from reconciler.adapters.ovn.southbound import WithSouthbound
 
-        check_tls_flags(args, "ovn_sb")
         ovn = WithSouthbound(ovn, replace(settings, remote=args.ovn_sb))
     try:
         yield kube, ovn
