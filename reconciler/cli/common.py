@@ -12,6 +12,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--ovn-certificate`` | ``OSC_OVN_CERTIFICATE`` |
 | ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
 | ``--ovn-max-reply-mib`` | ``OSC_OVN_MAX_REPLY_MIB`` |
+| ``--ovn-sb`` | ``OSC_OVN_SB`` (optional: unbound ports from Port_Binding.chassis too) |
 | ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
@@ -139,6 +140,13 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="largest message read from the NB, in MiB: a bigger one (a server that never stops "
         "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
         "times the reply of an NB with 10,000 pods)",
+    )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-sb", default=env("OSC_OVN_SB"), metavar="REMOTE",
+        help="the Southbound DB northd writes for --ovn-nb (env OSC_OVN_SB; optional; TLS "
+        "files as for the NB): a VNF port whose Port_Binding has no chassis there is reported "
+        "unbound too (without it, the NB's Logical_Switch_Port up alone says); explain --trace "
+        "traces against it",
     )  # fmt: skip
     add_kube_args(parser)
     add_instance_arg(
@@ -633,6 +641,8 @@ def connections(
     if not args.ovn_nb:
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
     check_tls_flags(args)
+    if getattr(args, "ovn_sb", None):
+        check_tls_flags(args, "ovn_sb")
     kube = kube_connection(args)
     max_reply = float(args.ovn_max_reply_mib)
     if not 1 <= max_reply < 1 << 20:
@@ -658,22 +668,28 @@ def connections(
         ovn = OvnOneShot.connect(settings)
     else:
         ovn = OvnNorthbound.connect(settings)
+    if getattr(args, "ovn_sb", None):
+        from reconciler.adapters.ovn.southbound import WithSouthbound
+
+        ovn = WithSouthbound(ovn, replace(settings, remote=args.ovn_sb))
     try:
         yield kube, ovn
     finally:
         ovn.close()
 
 
-def check_tls_flags(args: argparse.Namespace) -> None:
-    """An ``ssl:`` NB remote needs the three TLS files: say which flags are missing, before
-    anything connects."""
-    if not any(member.strip().startswith("ssl:") for member in args.ovn_nb.split(",")):
+def check_tls_flags(args: argparse.Namespace, remote: str = "ovn_nb") -> None:
+    """An ``ssl:`` NB (or, ``remote="ovn_sb"``, SB) remote needs the three TLS files: say which
+    flags are missing, before anything connects."""
+    value = str(getattr(args, remote))
+    if not any(member.strip().startswith("ssl:") for member in value.split(",")):
         return
     missing = [
         f"{flag} (or {env})" for attr, flag, env in _tls_flags("ovn") if not getattr(args, attr)
     ]
     if missing:
-        raise UserError(f"--ovn-nb {args.ovn_nb} is a TLS remote: also give {', '.join(missing)}")
+        flag = "--" + remote.replace("_", "-")
+        raise UserError(f"{flag} {value} is a TLS remote: also give {', '.join(missing)}")
 
 
 def kube_connection(args: argparse.Namespace) -> KubeCluster:

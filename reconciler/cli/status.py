@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 from reconciler.cli import common
 
@@ -32,8 +33,9 @@ def configure_status(parser: argparse.ArgumentParser) -> None:
     )
     nodes.add_argument(
         "--all-nodes", action="store_true",
-        help="one line per node; exit 1 if any node failed, is silent or lags the central "
-        "owner's revision",
+        help="one line per node (and the traffic through each VNF instance its binder counts); "
+        "exit 1 if any node failed, is silent or lags the central owner's revision, or "
+        "published a running VNF VM's port that OVN has not bound",
     )  # fmt: skip
     common.add_status_namespace_arg(
         nodes, "where the agents' Leases are (default osc-gitops-agents)"
@@ -59,6 +61,7 @@ def run_status(args: argparse.Namespace) -> int:
 
     st = status.read(status.status_path(common.cache_dir(args), common.status_name(args)))
     note = _read_live_rollouts(args, st)
+    fill_traffic(args, st)
     failures, pending = status.failures(st), status.pending(st)
     if args.output == "json":
         data = st.to_json()
@@ -120,6 +123,47 @@ def _read_live_rollouts(args: argparse.Namespace, st: object) -> str:
     return ""
 
 
+def fill_traffic(args: argparse.Namespace, st: Any) -> None:
+    """``st.traffic``: from the binder of this process's status (an agent's, ``bind``'s), else,
+    where there are VNF instances, from the node binders' Leases in ``--status-namespace``
+    (the central owner's status); ``st.traffic_problem`` says why they could not be read."""
+    from reconciler.core.views.traffic import node_traffic, uncounted
+
+    if st.binder:
+        st.traffic = [t.to_json() for t in node_traffic(st.binder)]
+        return
+    if not (st.vnf_instances or st.unbound):
+        return
+    import datetime as dt
+
+    from reconciler.adapters.kube.status_lease import StatusReader
+    from reconciler.core.model.naming import BINDER_LEASE_PREFIX
+    from reconciler.errors import OscError
+
+    try:
+        binders = StatusReader.for_settings(common.kube_settings(args)).agents(
+            args.status_namespace, prefix=BINDER_LEASE_PREFIX
+        )
+    except OscError as exc:
+        st.traffic_problem = f"cannot read the node binders' Leases: {exc}"
+        return
+    now = dt.datetime.now(dt.UTC)
+    traffic = []
+    for node, lease in sorted(binders.items()):
+        age = lease.age(now)
+        fresh = age is not None and (lease.duration is None or age <= lease.duration)
+        record = lease.status
+        if not fresh or record is None or record.get("instance", st.instance) != st.instance:
+            continue
+        traffic.extend(node_traffic(record, node))
+    if not binders:
+        st.traffic_problem = f"no node binder publishes in namespace {args.status_namespace}"
+        return
+    traffic += uncounted(st.vnf_instances, traffic)
+    traffic.sort(key=lambda t: (t.verdict != "silent-while-pods-talked", t.node, t.instance))
+    st.traffic = [t.to_json() for t in traffic]
+
+
 def run_all_nodes(args: argparse.Namespace) -> int:
     """Judge every node that runs OVN from the published statuses (see ``reporting.fleet``)."""
     import datetime as dt
@@ -127,11 +171,13 @@ def run_all_nodes(args: argparse.Namespace) -> int:
     from reconciler.adapters.kube.client import KubeCluster
     from reconciler.adapters.kube.errors import KubeForbidden
     from reconciler.adapters.kube.status_lease import CENTRAL_LEASE, PublishedStatus, StatusReader
+    from reconciler.core.model.naming import BINDER_LEASE_PREFIX
     from reconciler.engine.reporting.fleet import Heartbeat, judge, render_text
 
     settings = common.kube_settings(args)
     reader = StatusReader.for_settings(settings)
     published = reader.agents(args.status_namespace)
+    binders = reader.agents(args.status_namespace, prefix=BINDER_LEASE_PREFIX)
     central = reader.one(args.central_namespace, CENTRAL_LEASE)
     kube = KubeCluster(settings)
     try:
@@ -152,6 +198,7 @@ def run_all_nodes(args: argparse.Namespace) -> int:
         {node: beat(status) for node, status in published.items()},
         beat(central) if central is not None else None,
         dt.datetime.now(dt.UTC),
+        {node: beat(status) for node, status in binders.items()},
     )
     if unlisted:
         verdict.notes.append(unlisted)
@@ -176,9 +223,9 @@ COMMAND = common.Command(
         "exit codes: 0 last reconcile ok and nothing pending (--all-nodes: every node ok), 1 "
         "error/refused/unreachable or no status, a rolling update halted, or a running VNF "
         "VM's port that OVN has not bound (--all-nodes: a node failed, is silent, lags or is "
-        "missing), 3 not converged yet: steering held until a VNF instance is healthy (its "
-        "pods are named: NOT protected) or a rolling update under way (read live from the "
-        "cluster's VirtualMachines)\n\n"
+        "missing, or published such a port), 3 not converged yet: steering held until a VNF "
+        "instance is healthy (its pods are named: NOT protected) or a rolling update under way "
+        "(read live from the cluster's VirtualMachines)\n\n"
         "examples:\n  kubectl -n osc-gitops exec deploy/osc-gitops -- osc-gitops status\n"
         "  osc-gitops status --all-nodes --kubeconfig ~/.kube/config\n"
         "  osc-gitops status --all-nodes -o json"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.core.model.plan import Plan
+from reconciler.core.views.traffic import SILENT, node_traffic
 from reconciler.engine.reporting.logs import LOGGER
 from reconciler.errors import UserError
 
@@ -70,6 +71,14 @@ class Status:
     """The node binder's last state when it runs in this process (``run --node --ovs-db``,
     ``bind``): what it bound and skipped, and the traffic per VNF instance
     (``reconciler.engine.binder``)."""
+    traffic: list[dict[str, Any]] = field(default_factory=list)
+    """Per VNF instance, whether pod traffic crossed it in the last minute, as the node binders
+    count it: ``{vnf, node, instance, verdict ("crossed" | "quiet" | "silent-while-pods-talked"
+    | "unknown"), crossed_last_minute, pods_talked, text}`` (``reconciler.core.views.traffic.
+    node_traffic``), those that saw nothing while pods talked first. Filled by ``status`` when
+    shown: from :attr:`binder`, else from the binders' Leases."""
+    traffic_problem: str = ""
+    """Why :attr:`traffic` could not be read (the binders' Leases), empty otherwise."""
     security_managers: list[dict[str, Any]] = field(default_factory=list)
     """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
     failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
@@ -151,6 +160,7 @@ def render_text(status: Status) -> str:
         lines.append(f"last changes:    {summary}")
     lines.append(f"updated at:      {status.updated_at or '(unknown)'}")
     lines.extend(f"  {e}" for e in status.errors[:50])
+    lines.extend(traffic_lines(status))
     if status.vnf_instances:
         lines.append("VNF instances (health as OVN reported it):")
         for inst in status.vnf_instances:
@@ -188,21 +198,23 @@ def binder_lines(status: Status) -> list[str]:
                  "interface yet" for w in record.get("waiting") or [])  # fmt: skip
     lines.extend(f"  skipped ({s['reason']}) {s['subject']}: {s['detail']}"
                  for s in record.get("skipped") or [])  # fmt: skip
-    talking = record.get("pods_talking") or {}
-    for inst in record.get("traffic") or []:
-        crossed = inst.get("crossed_last_minute")
-        if crossed:
-            text = f"{crossed} pod packets crossed it in the last minute"
-        elif crossed is None:
-            text = "traffic not known yet (less than a minute of samples)"
-        elif talking:
-            text = (
-                f"NOTHING crossed it in the last minute, while {len(talking)} pod(s) on "
-                f"{inst['node']} talked (osc-gitops explain a steered pod: is it steered?)"
-            )
-        else:
-            text = "no traffic in the last minute (no pod on the node talked either)"
-        lines.append(f"  traffic {inst['instance']}: {text}")
+    return lines
+
+
+def traffic_lines(status: Status) -> list[str]:
+    """Per VNF instance, whether traffic crossed it in the last minute (:attr:`Status.traffic`,
+    else what this process's binder counted), those that saw nothing while pods talked first:
+    what an operator must look at before anything else."""
+    traffic = status.traffic or [t.to_json() for t in node_traffic(status.binder)]
+    if not traffic and not status.traffic_problem:
+        return []
+    lines = ["Traffic per VNF instance (the node binders' last minute):"]
+    for t in traffic:
+        mark = "!" if t.get("verdict") == SILENT else " "
+        lines.append(f"  {mark} {t.get('instance')} on {t.get('node')}: {t.get('verdict')}: "
+                     f"{t.get('text')}")  # fmt: skip
+    if status.traffic_problem:
+        lines.append(f"    not known: {status.traffic_problem}")
     return lines
 
 

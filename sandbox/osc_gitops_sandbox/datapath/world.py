@@ -312,16 +312,21 @@ class ZoneApply:
             outputs.append(out)
         return "\n".join(outputs)
 
-    def run_once(self, manifests: Path, node: str | None, revision: str) -> tuple[int, str, str]:
+    def run_once(
+        self, manifests: Path, node: str | None, revision: str, *extra: str
+    ) -> tuple[int, str, str]:
         """One pass of the deployed loop (``osc-gitops run --once``) of ``node``'s agent (the
-        central owner for ``None``), publishing its status Lease in ``osc-gitops``."""
+        central owner for ``None``), publishing its status Lease in ``osc-gitops``; ``extra``:
+        more arguments of an agent's (e.g. ``--ovn-sb``)."""
         args = ["run", str(manifests), "--once", "--revision", revision,
                 "--lease-namespace", "osc-gitops", "--log-format", "text",
                 "--kubeconfig", self.kubeconfig]  # fmt: skip
         if node is None:
             return run_cli([*args, "--kubernetes-only"])
         steering = ["--steering", self.steering] if self.steering else []
-        return run_cli([*args, "--node", node, "--ovn-nb", self.nb_remotes[node], *steering])
+        return run_cli(
+            [*args, "--node", node, "--ovn-nb", self.nb_remotes[node], *steering, *extra]
+        )
 
     def status(self) -> tuple[int, dict[str, Any]]:
         """``osc-gitops status --all-nodes -o json``: (exit code, report)."""
