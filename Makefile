@@ -2,7 +2,16 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup demo test lint typecheck schemas docs check mutation
+.PHONY: setup demo test lint typecheck schemas docs check mutation image
+
+# The container image, named as deploy/'s overlays deploy it (their `images:`; a test keeps the
+# three in step with the version in pyproject.toml). Another registry: make image
+# IMAGE=registry.example.com/osc-gitops:0.1.0, push it, and set the overlay's `images:` newName.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+IMAGE ?= ghcr.io/example/osc-gitops:$(VERSION)
+
+image:
+	docker build -t $(IMAGE) .
 
 setup:
 	@bash scripts/setup.sh

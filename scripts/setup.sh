@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${VENV:-.venv}
-APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 make
+APT_PACKAGES=(ovn-central ovn-host openvswitch-switch python3-openvswitch python3-venv iproute2 iputils-ping make
   mmdebstrap debian-archive-keyring prometheus)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

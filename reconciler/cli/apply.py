@@ -30,6 +30,7 @@ def configure_apply(parser: argparse.ArgumentParser) -> None:
     )
     add_approve_arg(parser)
     add_base_arg(parser)
+    common.add_verbose_arg(parser)
     parser.add_argument("--revision", default=None, help=argparse.SUPPRESS)
     parser.add_argument(
         "--wait", action="store_true",
@@ -109,7 +110,7 @@ def _apply(args: argparse.Namespace, outbox: Any) -> int:
         return reviewed_plan(args, plan, desired, observed)  # protection changes, typo guards
 
     def show(plan: Plan) -> None:
-        sys.stdout.write(render(plan, args.output))
+        sys.stdout.write(render(plan, args.output, args.verbose))
         sys.stdout.flush()
 
     def unchanged(plan: Plan, observed: Observed) -> None:
@@ -138,7 +139,7 @@ def _apply(args: argparse.Namespace, outbox: Any) -> int:
             saved_plans.check(saved, report.plan)  # an empty fresh plan must be what was saved
         if not review.shown:
             shown = review.plan if review.plan is not None else reviewed(report.plan, review.first)
-            sys.stdout.write(render(shown, args.output))
+            sys.stdout.write(render(shown, args.output, args.verbose))
             sys.stdout.flush()
         if report.plan.changes:
             print(
@@ -146,10 +147,22 @@ def _apply(args: argparse.Namespace, outbox: Any) -> int:
                 f"(OVN transaction {report.seconds.get('ovn_transaction', 0) * 1000:.0f} ms).",
                 file=sys.stderr,
             )
+        left = outcome.after.pending if outcome.after is not None else report.plan.pending
+        if left and not args.wait:
+            print(
+                f"Not converged yet: {len(left)} pending (a rolling update, steering held "
+                "until a VNF instance is healthy, a VM to restart): `osc-gitops plan` lists "
+                "them; later passes write what they can (apply --wait, or the run loop).",
+                file=sys.stderr,
+            )
         if args.wait:  # the passes after it never ask: the plan was approved
             waited = _wait(args, pipeline, desired, revision, kube, wake, scope, outcome, settled)
     managers = _deliver(args, outbox)
-    transitions = waited.transitions if waited is not None else _transitions(report.plan)
+    transitions = (
+        waited.transitions
+        if waited is not None
+        else _transitions(report.plan, desired, settled.last or outcome.observed)
+    )
     _record_apply(args, revision, report, settled.last, transitions, managers)
     if waited is not None and not waited.done:
         return common.EXIT_ERROR
@@ -185,11 +198,12 @@ def _deliver(args: argparse.Namespace, outbox: Any) -> list[dict[str, Any]]:
     return managers
 
 
-def _transitions(plan: object) -> dict[str, object]:
-    """The held steering and rollouts a plan reports (for the status file)."""
+def _transitions(plan: Plan, desired: Any, observed: Observed) -> dict[str, object]:
+    """The held steering (and the pods it leaves NOT protected) and the rollouts a plan
+    reports (for the status file)."""
     from reconciler.engine.transitions import Transitions
 
-    return Transitions(None).after_pass(plan, Observed()).status_json()  # type: ignore[arg-type]
+    return Transitions(None).after_pass(plan, observed, desired).status_json()
 
 
 class _Waited:
@@ -204,32 +218,22 @@ def _wait(
 ) -> _Waited:  # fmt: skip
     """``--wait``: reconcile until ready (``reconciler.engine.wait``), with a progress line on a
     terminal; prints what is not ready when the timeout passes."""
+    from reconciler.cli.progress import WaitProgress
     from reconciler.engine.transitions import Transitions, VmActions
     from reconciler.engine.wait import wait_until_ready
 
     writes = scope.writes_kubernetes and scope.reads_ovn and isinstance(kube, VmActions)
-    transitions = Transitions(kube if writes else None)
-    tty = sys.stderr.isatty()
-    shown: list[str] = []
-
-    def progress(elapsed: float, lines: list[str]) -> None:
-        if tty:
-            head = lines[0] if lines else "ready"
-            more = f" (+{len(lines) - 1} more)" if len(lines) > 1 else ""
-            text = f"waiting {elapsed:5.1f}s: {head}{more}"
-            sys.stderr.write("\r\033[K" + text[:150])
-            sys.stderr.flush()
-        elif lines != shown:
-            shown[:] = lines
-            for line in lines:
-                print(f"waiting {elapsed:.1f}s: {line}", file=sys.stderr)
-
-    result = wait_until_ready(
-        pipeline, desired, revision, transitions, outcome, settled.last or outcome.observed,
-        settled, timeout=args.wait_timeout, wake=wake, progress=progress,
-    )  # fmt: skip
-    if tty:
-        sys.stderr.write("\r\033[K")
+    transitions = Transitions(kube if writes else None, instance=args.instance)
+    # a terminal: one block redrawn in place; else a line per change of state
+    shown = WaitProgress(sys.stderr, sys.stderr.isatty())
+    try:
+        result = wait_until_ready(
+            pipeline, desired, revision, transitions, outcome, settled.last or outcome.observed,
+            settled, timeout=args.wait_timeout, wake=wake, progress=shown.update,
+        )  # fmt: skip
+    finally:
+        shown.finish()
+        transitions.release()  # a rollout it leaves unfinished: another process goes on at once
     last = result.report
     if result.done:
         print(f"Ready after {result.seconds:.1f} s: every VNF instance healthy, nothing held "

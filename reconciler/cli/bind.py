@@ -9,17 +9,22 @@ VNF NICs. In interconnect clusters the node agent does the same with ``run --nod
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 
 from reconciler.cli.common import (
     EXIT_OK,
     Command,
+    add_cache_dir_arg,
+    add_instance_arg,
+    add_kube_args,
     add_ovs_args,
+    add_service_args,
+    add_status_namespace_arg,
     binder_status_file,
     make_binder,
     scope_of,
+    serve_metrics,
+    start_service,
 )
 from reconciler.errors import UserError
 
@@ -32,64 +37,36 @@ def configure_bind(parser: argparse.ArgumentParser) -> None:
         "spec.nodeName)",
     )  # fmt: skip
     add_ovs_args(parser, required=True)
-    kube = parser.add_argument_group("Kubernetes")
-    kube.add_argument(
-        "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
-        help="kubeconfig file (env KUBECONFIG; default ~/.kube/config)",
-    )  # fmt: skip
-    kube.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
-    kube.add_argument(
-        "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
+    add_kube_args(parser)
+    add_instance_arg(
+        parser, "bind the VMs of this osc-gitops instance (env OSC_INSTANCE; default osc-gitops)"
     )
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="bind the VMs of this osc-gitops instance (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
     parser.add_argument(
         "--once", action="store_true",
         help="one pass and exit: 0 done (skipped NICs are reported, not errors), 1 the OVS "
         "database or the Kubernetes API could not be used",
     )  # fmt: skip
-    parser.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="where the binder publishes its state, Lease osc-gitops-binder-<node> (read by "
+    add_status_namespace_arg(
+        parser,
+        "where the binder publishes its state, Lease osc-gitops-binder-<node> (read by "
         "explain and status --all-nodes; default osc-gitops-agents)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="where its status file goes (<DIR>/status/<instance>.node.<node>.json, read by "
+    )
+    add_cache_dir_arg(
+        parser,
+        "where its status file goes (<DIR>/status/<instance>.node.<node>.json, read by "
         "`osc-gitops status --node NODE`; default ~/.cache/osc-gitops)",
-    )  # fmt: skip
+    )
     parser.add_argument(
         "--no-publish", action="store_true",
         help="do not publish the state into a Lease (no Kubernetes write at all)",
     )  # fmt: skip
-    parser.add_argument(
-        "--metrics-addr", default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"), metavar="HOST:PORT",
-        help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--log-format", choices=("json", "text"), default="json",
-        help="log lines on stderr: one JSON object each (default), or text for a terminal",
-    )  # fmt: skip
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
-        help="least severe level logged (default info)",
-    )  # fmt: skip
+    add_service_args(parser)
 
 
 def run_bind(args: argparse.Namespace) -> int:
-    import signal
-    import threading
+    from reconciler.engine.reporting.metrics import Metrics
 
-    from reconciler.engine.reporting.logs import setup_logging
-    from reconciler.engine.reporting.metrics import Metrics, MetricsServer
-
-    stopping = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
-    setup_logging(args.log_format, args.log_level)
+    stopping = start_service(args)
     if not args.node:
         raise UserError("bind needs --node (or OSC_NODE_NAME): the node whose VNF NICs it binds")
     scope_of(args)  # checks the node name
@@ -99,23 +76,14 @@ def run_bind(args: argparse.Namespace) -> int:
     binder.sinks.append(binder_status_file(args, node))
     if args.once:
         return binder.run_once()
-    server = None
-    if args.metrics_addr != "off":
 
-        def health() -> tuple[bool, dict[str, object]]:
-            return True, {"node": node}
+    def health() -> tuple[bool, dict[str, object]]:
+        return True, {"node": node}
 
-        def ready() -> tuple[bool, dict[str, object]]:
-            ok = binder.state.ok
-            return ok, {"node": node, "error": binder.state.error}
+    def ready() -> tuple[bool, dict[str, object]]:
+        return binder.state.ok, {"node": node, "error": binder.state.error}
 
-        try:
-            server = MetricsServer(args.metrics_addr, metrics, health, ready)
-        except OSError as exc:
-            raise UserError(str(exc)) from exc
-        server.start()
-        print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
-              file=sys.stderr, flush=True)  # fmt: skip
+    server = serve_metrics(args, metrics, health, ready)
     try:
         binder.run(stopping)
     finally:

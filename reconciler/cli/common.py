@@ -12,6 +12,7 @@ the Kubernetes client or ovsdbapp. Connection flags follow kubectl (``--kubeconf
 | ``--ovn-certificate`` | ``OSC_OVN_CERTIFICATE`` |
 | ``--ovn-ca-cert`` | ``OSC_OVN_CA_CERT`` |
 | ``--ovn-max-reply-mib`` | ``OSC_OVN_MAX_REPLY_MIB`` |
+| ``--ovn-sb`` | ``OSC_OVN_SB`` (optional: unbound ports from Port_Binding.chassis too) |
 | ``--kubeconfig`` | ``KUBECONFIG`` (in a pod without either: the service account) |
 | ``--instance`` | ``OSC_INSTANCE`` |
 | ``--svc-monitor-ip`` | ``OSC_SVC_MONITOR_IP`` |
@@ -42,6 +43,8 @@ from typing import TYPE_CHECKING, Any
 from reconciler.errors import UserError
 
 if TYPE_CHECKING:
+    import threading
+
     from reconciler.adapters.git import Checkout, GitSource
     from reconciler.adapters.kube.client import KubeCluster, KubeSettings
     from reconciler.adapters.ovn.vswitch import OvsDb
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
     from reconciler.core.steering.base import CompileOptions
     from reconciler.engine.binder import Binder
     from reconciler.engine.providers import OvnProvider, StatusPublisher
-    from reconciler.engine.reporting.metrics import Metrics
+    from reconciler.engine.reporting.metrics import Metrics, MetricsServer
 
 EXIT_OK, EXIT_ERROR, EXIT_CHANGES = 0, 1, 2
 
@@ -91,10 +94,7 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "--path", dest="repo_path", default=env("OSC_GIT_PATH", "."), metavar="DIR",
         help="manifest folder inside the repository (default: the root)",
     )  # fmt: skip
-    git.add_argument(
-        "--cache-dir", default=env("OSC_CACHE_DIR"), metavar="DIR",
-        help="clone cache and status file (default: ~/.cache/osc-gitops)",
-    )  # fmt: skip
+    add_cache_dir_arg(git, "clone cache and status file (default: ~/.cache/osc-gitops)")
     git.add_argument(
         "--git-token-file", default=env("OSC_GIT_TOKEN_FILE"), metavar="FILE",
         help="file holding an https access token (a GitHub, GitLab or Gitea token; surrounding "
@@ -129,18 +129,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "--ovn-nb", default=env("OSC_OVN_NB"), metavar="REMOTE",
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
     )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-private-key", default=env("OSC_OVN_PRIVATE_KEY"), metavar="FILE",
-        help="client key for an ssl: remote (env OSC_OVN_PRIVATE_KEY)",
-    )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-certificate", default=env("OSC_OVN_CERTIFICATE"), metavar="FILE",
-        help="client certificate for an ssl: remote (env OSC_OVN_CERTIFICATE)",
-    )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-ca-cert", default=env("OSC_OVN_CA_CERT"), metavar="FILE",
-        help="CA that signed the NB's certificate (env OSC_OVN_CA_CERT)",
-    )  # fmt: skip
+    _add_tls_args(ovn, "ovn", "remote", "CA that signed the NB's certificate")
     ovn.add_argument(
         "--ovn-timeout", type=float, default=10.0, metavar="SECONDS",
         help="how long to wait for the NB to answer (default 10)",
@@ -152,20 +141,73 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
         "times the reply of an NB with 10,000 pods)",
     )  # fmt: skip
+    ovn.add_argument(
+        "--ovn-sb", default=env("OSC_OVN_SB"), metavar="REMOTE",
+        help="the Southbound DB northd writes for --ovn-nb (env OSC_OVN_SB; optional; TLS "
+        "files as for the NB): a VNF port whose Port_Binding has no chassis there is reported "
+        "unbound too (without it, the NB's Logical_Switch_Port up alone says); explain --trace "
+        "traces against it",
+    )  # fmt: skip
+    add_kube_args(parser)
+    add_instance_arg(
+        parser,
+        "which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
+        "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
+    )
+
+
+def add_instance_arg(group: argparse._ActionsContainer, text: str) -> None:
+    """``--instance`` (env ``OSC_INSTANCE``; default ``osc-gitops``): whose rows, objects and
+    status a command works on; ``text``: the help, saying what this command does with it."""
+    group.add_argument(
+        "--instance", default=os.environ.get("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
+        help=text,
+    )  # fmt: skip
+
+
+def add_cache_dir_arg(group: argparse._ActionsContainer, text: str) -> None:
+    """``--cache-dir`` (env ``OSC_CACHE_DIR``; without either, :func:`cache_dir`'s default):
+    where the clone cache and the status files are; ``text``: the help."""
+    group.add_argument("--cache-dir", default=os.environ.get("OSC_CACHE_DIR"), metavar="DIR",
+                       help=text)  # fmt: skip
+
+
+_TLS_FILES = ("private-key", "certificate", "ca-cert")
+"""The client's TLS files of an ``ssl:`` database remote: ``--ovn-…`` for the NB,
+``--ovs-…`` for the node's Open_vSwitch database, each also from ``OSC_OVN_…``/``OSC_OVS_…``."""
+
+
+def _tls_flags(db: str) -> list[tuple[str, str, str]]:
+    """``(args attribute, flag, environment variable)`` of ``db``'s (``ovn``, ``ovs``) TLS
+    files."""
+    attrs = [f"{db}_{name}".replace("-", "_") for name in _TLS_FILES]
+    return [(a, f"--{a}".replace("_", "-"), f"OSC_{a}".upper()) for a in attrs]
+
+
+def _add_tls_args(group: argparse._ArgumentGroup, db: str, remote: str, ca_help: str) -> None:
+    """``db``'s TLS file flags, for an ``ssl:`` ``remote`` (what its help calls it)."""
+    helps = (
+        f"client key for an ssl: {remote}",
+        f"client certificate for an ssl: {remote}",
+        ca_help,
+    )
+    for (_, flag, env), text in zip(_tls_flags(db), helps, strict=True):
+        group.add_argument(
+            flag, default=os.environ.get(env), metavar="FILE", help=f"{text} (env {env})"
+        )
+
+
+def add_kube_args(parser: argparse.ArgumentParser) -> None:
+    """The ``Kubernetes`` group: ``--kubeconfig``, ``--context``, ``--in-cluster``."""
     kube = parser.add_argument_group("Kubernetes")
     kube.add_argument(
-        "--kubeconfig", default=env("KUBECONFIG"), metavar="FILE",
+        "--kubeconfig", default=os.environ.get("KUBECONFIG"), metavar="FILE",
         help="kubeconfig file (env KUBECONFIG; default ~/.kube/config)",
     )  # fmt: skip
     kube.add_argument("--context", default=None, metavar="NAME", help="kubeconfig context")
     kube.add_argument(
         "--in-cluster", action="store_true", help="use the pod's service account (in a cluster)"
     )
-    parser.add_argument(
-        "--instance", default=env("OSC_INSTANCE", "osc-gitops"), metavar="NAME",
-        help="which osc-gitops instance: its rows and objects carry osc.io/owner=NAME, and only "
-        "those are ever read as ours or changed (env OSC_INSTANCE; default osc-gitops)",
-    )  # fmt: skip
 
 
 def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) -> None:
@@ -249,6 +291,72 @@ def _positive(kind: Callable[[str], float | int]) -> Callable[[str], Any]:
         return value
 
     return parse
+
+
+def add_status_namespace_arg(group: argparse._ActionsContainer, text: str) -> None:
+    """``--status-namespace``: where the node agents and binders publish their status Leases
+    (env ``OSC_STATUS_NAMESPACE``; default ``osc-gitops-agents``, as deploy/ has it); ``text``:
+    the help, saying what this command does there."""
+    group.add_argument(
+        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
+        metavar="NS", help=text,
+    )  # fmt: skip
+
+
+def add_service_args(group: argparse._ActionsContainer) -> None:
+    """What a long-running command (``run``, ``bind``) serves and logs: ``--metrics-addr``,
+    ``--log-format``, ``--log-level``."""
+    group.add_argument(
+        "--metrics-addr", default=os.environ.get("OSC_METRICS_ADDR", "127.0.0.1:9090"),
+        metavar="HOST:PORT", help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
+    )  # fmt: skip
+    group.add_argument(
+        "--log-format", choices=("json", "text"), default="json",
+        help="log lines on stderr: one JSON object each (default), or text for a terminal",
+    )  # fmt: skip
+    group.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        help="least severe level logged (default info)",
+    )  # fmt: skip
+
+
+def start_service(args: argparse.Namespace) -> threading.Event:
+    """A long-running command's first steps: SIGTERM and SIGINT set the event it returns (a
+    clean exit 0, also while it is still connecting), then logging as ``--log-format`` and
+    ``--log-level`` say."""
+    import signal
+    import threading
+
+    from reconciler.engine.reporting.logs import setup_logging
+
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    setup_logging(args.log_format, args.log_level)
+    return stopping
+
+
+def serve_metrics(
+    args: argparse.Namespace,
+    metrics: Metrics,
+    health: Callable[[], tuple[bool, dict[str, Any]]],
+    ready: Callable[[], tuple[bool, dict[str, Any]]],
+    supervise: Callable[..., None] | None = None,
+) -> MetricsServer | None:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on ``--metrics-addr``, started (``None`` when
+    it is ``off``); an address it cannot listen on is a user error."""
+    if args.metrics_addr == "off":
+        return None
+    from reconciler.engine.reporting.metrics import MetricsServer
+
+    try:
+        server = MetricsServer(args.metrics_addr, metrics, health, ready, supervise=supervise)
+    except OSError as exc:
+        raise UserError(str(exc)) from exc
+    server.start()
+    print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
+          file=sys.stderr, flush=True)  # fmt: skip
+    return server
 
 
 def add_notify_args(parser: argparse.ArgumentParser) -> None:
@@ -340,18 +448,7 @@ def add_ovs_args(parser: argparse.ArgumentParser, *, required: bool) -> None:
         + ("; default unix:/var/run/openvswitch/db.sock)" if required else
            "): with --node, also bind this node's VNF NICs (the node binder)"),
     )  # fmt: skip
-    group.add_argument(
-        "--ovs-private-key", default=env("OSC_OVS_PRIVATE_KEY"), metavar="FILE",
-        help="client key for an ssl: --ovs-db (env OSC_OVS_PRIVATE_KEY)",
-    )  # fmt: skip
-    group.add_argument(
-        "--ovs-certificate", default=env("OSC_OVS_CERTIFICATE"), metavar="FILE",
-        help="client certificate for an ssl: --ovs-db (env OSC_OVS_CERTIFICATE)",
-    )  # fmt: skip
-    group.add_argument(
-        "--ovs-ca-cert", default=env("OSC_OVS_CA_CERT"), metavar="FILE",
-        help="CA of the Open_vSwitch DB's certificate (env OSC_OVS_CA_CERT)",
-    )  # fmt: skip
+    _add_tls_args(group, "ovs", "--ovs-db", "CA of the Open_vSwitch DB's certificate")
     group.add_argument(
         "--bind-resync", type=float, default=60.0, metavar="SECONDS",
         help="the binder lists the node's VMs and pods again and re-checks every interface at "
@@ -370,9 +467,7 @@ def ovs_db(args: argparse.Namespace) -> OvsDb:
 
     remote = str(args.ovs_db)
     if remote.startswith("ssl:"):
-        missing = [flag for attr, flag in (("ovs_private_key", "--ovs-private-key"),
-                   ("ovs_certificate", "--ovs-certificate"), ("ovs_ca_cert", "--ovs-ca-cert"))
-                   if not getattr(args, attr)]  # fmt: skip
+        missing = [flag for attr, flag, _ in _tls_flags("ovs") if not getattr(args, attr)]
         if missing:
             raise UserError(f"--ovs-db {remote} is a TLS remote: also give {', '.join(missing)}")
     elif not remote.startswith(("unix:", "tcp:")):
@@ -546,6 +641,8 @@ def connections(
     if not args.ovn_nb:
         raise UserError("no OVN Northbound given: pass --ovn-nb REMOTE or set OSC_OVN_NB")
     check_tls_flags(args)
+    if getattr(args, "ovn_sb", None):
+        check_tls_flags(args, "ovn_sb")
     kube = kube_connection(args)
     max_reply = float(args.ovn_max_reply_mib)
     if not 1 <= max_reply < 1 << 20:
@@ -571,27 +668,28 @@ def connections(
         ovn = OvnOneShot.connect(settings)
     else:
         ovn = OvnNorthbound.connect(settings)
+    if getattr(args, "ovn_sb", None):
+        from reconciler.adapters.ovn.southbound import WithSouthbound
+
+        ovn = WithSouthbound(ovn, replace(settings, remote=args.ovn_sb))
     try:
         yield kube, ovn
     finally:
         ovn.close()
 
 
-_TLS_FLAGS = (
-    ("ovn_private_key", "--ovn-private-key", "OSC_OVN_PRIVATE_KEY"),
-    ("ovn_certificate", "--ovn-certificate", "OSC_OVN_CERTIFICATE"),
-    ("ovn_ca_cert", "--ovn-ca-cert", "OSC_OVN_CA_CERT"),
-)
-
-
-def check_tls_flags(args: argparse.Namespace) -> None:
-    """An ``ssl:`` NB remote needs the three TLS files: say which flags are missing, before
-    anything connects."""
-    if not any(member.strip().startswith("ssl:") for member in args.ovn_nb.split(",")):
+def check_tls_flags(args: argparse.Namespace, remote: str = "ovn_nb") -> None:
+    """An ``ssl:`` NB (or, ``remote="ovn_sb"``, SB) remote needs the three TLS files: say which
+    flags are missing, before anything connects."""
+    value = str(getattr(args, remote))
+    if not any(member.strip().startswith("ssl:") for member in value.split(",")):
         return
-    missing = [f"{flag} (or {env})" for attr, flag, env in _TLS_FLAGS if not getattr(args, attr)]
+    missing = [
+        f"{flag} (or {env})" for attr, flag, env in _tls_flags("ovn") if not getattr(args, attr)
+    ]
     if missing:
-        raise UserError(f"--ovn-nb {args.ovn_nb} is a TLS remote: also give {', '.join(missing)}")
+        flag = "--" + remote.replace("_", "-")
+        raise UserError(f"{flag} {value} is a TLS remote: also give {', '.join(missing)}")
 
 
 def kube_connection(args: argparse.Namespace) -> KubeCluster:
@@ -803,3 +901,12 @@ def parse_snapshot(path: str, data: dict[str, Any]) -> Observed:
         raise UserError(f"snapshot {path}: {exc}") from None
     except (ValueError, TypeError, KeyError) as exc:
         raise UserError(f"{path} is not an osc-gitops snapshot: {exc}") from exc
+
+
+def add_verbose_arg(parser: argparse.ArgumentParser) -> None:
+    """``-v``/``--verbose`` of the commands that print a plan (plan, apply, show)."""
+    parser.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="list every row of the plan text (by default more than three rows of one kind, "
+        "action and origin are counted on one line)",
+    )  # fmt: skip

@@ -8,7 +8,6 @@ snapshot with ``--observed``), makes the same full plan as ``osc-gitops plan`` a
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -19,6 +18,7 @@ from reconciler.cli.common import (
     add_compile_args,
     add_connection_args,
     add_source_args,
+    add_status_namespace_arg,
     compile_options,
     connections,
     load_source,
@@ -47,13 +47,12 @@ def configure_explain(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="explain offline, against a snapshot written by `osc-gitops snapshot`",
     )
-    parser.add_argument(
-        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="where the node binders publish their state, Leases osc-gitops-binder-<node>: "
+    add_status_namespace_arg(
+        parser,
+        "where the node binders publish their state, Leases osc-gitops-binder-<node>: "
         "read to tell why a VNF port is unbound and whether traffic crossed the VNF "
         "(default osc-gitops-agents)",
-    )  # fmt: skip
+    )
     add_trace_args(parser)
 
 

@@ -63,6 +63,26 @@ def configure_sandbox(parser: argparse.ArgumentParser) -> None:
         epilog="exit codes: 0 stopped (or none was up), 1 error",
     )
     stop.add_argument("--dir", default=None, metavar="DIR", help=folder_help)
+    run = actions.add_parser(
+        "exec",
+        help="run a command in a pod's or a VNF guest's network namespace (--datapath, root)",
+        description=(
+            "Run CMD in the network namespace of pod NAMESPACE/NAME, or of the VNF guest of the "
+            "VirtualMachine NAMESPACE/NAME, of a sandbox started with --datapath (the sandbox "
+            "runs no containers: kubectl exec has nothing to enter)."
+        ),
+        epilog=(
+            "examples:\n"
+            "  osc-gitops sandbox exec shop-frontend/web-1 -- ping -c 3 10.244.1.9\n"
+            "  osc-gitops sandbox exec shop-frontend/web-1 -- ip addr\n"
+            "  osc-gitops sandbox exec osc-vnfs/firewall-node-1 -- ip -s link   # a VNF guest\n\n"
+            "exit codes: CMD's own; 1 error (no data path, no such pod or guest, not root)"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("target", metavar="NAMESPACE/NAME", help="a pod, or a VNF VirtualMachine")
+    run.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD", help="the command")
+    run.add_argument("--dir", default=None, metavar="DIR", help=folder_help)
 
 
 def run_sandbox(args: argparse.Namespace) -> int:
@@ -80,12 +100,18 @@ def run_sandbox(args: argparse.Namespace) -> int:
         if args.datapath:
             return int(action(folder, args.cluster, args.ovn, datapath=True))
         return int(action(folder, args.cluster, args.ovn))
+    if args.action == "exec":
+        cmd = list(args.cmd)
+        if cmd[:1] == ["--"]:
+            cmd = cmd[1:]
+        return int(action(folder, args.target, cmd))
     return int(action(folder))
 
 
 COMMAND = Command(
     name="sandbox",
-    help="start (up) or stop (down) a local OVN + Kubernetes API sandbox to try manifests on",
+    help="start (up) or stop (down) a local OVN + Kubernetes API sandbox to try manifests on, "
+    "or run a command in one of its pods or VNF guests (exec)",
     configure=configure_sandbox,
     run=run_sandbox,
     description=(

@@ -24,6 +24,7 @@ def configure_plan(parser: argparse.ArgumentParser) -> None:
         "--all-nodes: every zone of an interconnect cluster)",
     )  # fmt: skip
     add_base_arg(parser)
+    common.add_verbose_arg(parser)
     parser.add_argument(
         "-out", "--out", dest="out", default=None, metavar="FILE",
         help="also save the plan to FILE: `osc-gitops apply FILE` applies exactly it, and "
@@ -77,7 +78,7 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
 
     the_plan = review(args, the_plan, desired, observed)
     guard_empty(desired, the_plan, args.allow_empty)
-    code = print_plan(the_plan, args.output)
+    code = print_plan(the_plan, args.output, getattr(args, "verbose", False))
     if args.out:
         from reconciler.cli import saved
 
@@ -85,12 +86,13 @@ def finish_plan(args: argparse.Namespace, desired: Any, the_plan: Any, observed:
     return code
 
 
-def print_plan(the_plan: Any, output: str) -> int:
+def print_plan(the_plan: Any, output: str, verbose: bool = False) -> int:
     """Print the plan; the exit code says whether it has changes."""
     from reconciler.render import render
 
-    sys.stdout.write(render(the_plan, output))
-    return common.EXIT_CHANGES if the_plan.changes else common.EXIT_OK
+    sys.stdout.write(render(the_plan, output, verbose))
+    # pending (a template waiting for its rollout, held steering) is not converged either
+    return common.EXIT_OK if the_plan.converged else common.EXIT_CHANGES
 
 
 COMMAND = common.Command(

@@ -106,10 +106,13 @@ def annotate(
     see ``typo_warnings``), and the bindings of each changed group (for the pull-request
     diagram)."""
     from reconciler.core.model.facts import Finding, Protection, ProtectionBasis
-    from reconciler.core.views.protection import to_json
-    from reconciler.core.views.typos import typo_warnings
+    from reconciler.core.views.protection import to_json, with_pending
+    from reconciler.core.views.typos import route_warnings, typo_warnings, unused_vnfs
     from reconciler.render.mermaid import group_bindings
 
+    if changes is not None:  # steering the plan holds until the VNFs are healthy: pending
+        held = {(h.binding, h.node) for h in plan.held}
+        changes = with_pending(changes, desired, observed, held, before)
     warnings = typo_warnings(
         desired, observed, changes or (), all_pods=all_pods, all_nodes=all_nodes
     )
@@ -127,11 +130,17 @@ def annotate(
         ProtectionBasis(basis["source"], basis["detail"]),
     )
     typos = tuple(Finding("typo", "", None, text) for text in warnings)
+    routes = tuple(
+        Finding("route", f"Binding/{binding}", None, text)
+        for binding, text in route_warnings(changes or ())
+    )
+    unused = tuple(Finding("unused", f"VnfDeployment/{vnf}", None, text)
+                   for vnf, text in unused_vnfs(desired))  # fmt: skip
     return replace(
         plan,
-        findings=(*typos, *plan.findings),
+        findings=(*typos, *routes, *unused, *plan.findings),
         protection=protection,
-        group_bindings=group_bindings(desired, groups),
+        group_bindings=group_bindings(desired, groups, changes or (), before),
     )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from pathlib import Path
@@ -36,14 +35,12 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     common.add_reconcile_args(parser)
     common.add_ovs_args(parser, required=False)
     common.add_notify_args(parser)
-    env = os.environ.get
-    parser.add_argument(
-        "--status-namespace", default=env("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS",
-        help="with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
+    common.add_status_namespace_arg(
+        parser,
+        "with --node: where the agent publishes its status Lease osc-gitops-agent-<node> "
         "(default osc-gitops-agents; --kubernetes-only publishes osc-gitops-central in "
         "--lease-namespace)",
-    )  # fmt: skip
+    )
     _add_loop_args(parser.add_argument_group("loop"))
     _add_ha_args(parser.add_argument_group("high availability and observability"))
 
@@ -113,33 +110,14 @@ def _add_ha_args(ha: argparse._ArgumentGroup) -> None:
         "--lease-renew", type=float, default=2.0, metavar="SECONDS",
         help="how often the leader renews its Lease (default 2)",
     )  # fmt: skip
-    ha.add_argument(
-        "--metrics-addr", default=env("OSC_METRICS_ADDR", "127.0.0.1:9090"), metavar="HOST:PORT",
-        help="/metrics, /healthz, /readyz (port 0: any; 'off' to disable)",
-    )  # fmt: skip
-    ha.add_argument(
-        "--log-format", choices=("json", "text"), default="json",
-        help="log lines on stderr: one JSON object each (default), or text for a terminal",
-    )  # fmt: skip
-    ha.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
-        help="least severe level logged (default info)",
-    )  # fmt: skip
+    common.add_service_args(ha)
 
 
 def run_run(args: argparse.Namespace) -> int:
-    import signal
-    import threading
-
     from reconciler.engine.loop import Loop
-    from reconciler.engine.reporting.logs import setup_logging
     from reconciler.engine.reporting.metrics import Metrics, PrometheusReporter
 
-    # Installed first: a SIGTERM while connecting must also end in a clean exit 0.
-    stopping = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
-    setup_logging(args.log_format, args.log_level)
+    stopping = common.start_service(args)  # first: a SIGTERM while connecting exits 0 too
     scope = common.scope_of(args)
     source = _source(args)
     config = _loop_config(args, scope)
@@ -246,24 +224,13 @@ def _serve(
     node binder (if any) in a thread of its own, stopped with the loop."""
     import threading
 
-    from reconciler.engine.reporting.metrics import MetricsServer
-
     binder_thread = None
     if binder is not None:
         binder_thread = threading.Thread(
             target=binder.run, args=(stopping,), daemon=True, name="binder"
         )
         binder_thread.start()
-    server = None
-    if args.metrics_addr != "off":
-        try:
-            server = MetricsServer(args.metrics_addr, metrics, loop.health, loop.readiness,
-                                   supervise=loop.supervised)  # fmt: skip
-        except OSError as exc:
-            raise UserError(str(exc)) from exc
-        server.start()
-        print(json.dumps({"msg": "serving", "metrics_addr": server.address}),
-              file=sys.stderr, flush=True)  # fmt: skip
+    server = common.serve_metrics(args, metrics, loop.health, loop.readiness, loop.supervised)
     try:
         return loop.run(install_signals=True)
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reconciler.cli.common import EXIT_OK, Command
+from reconciler.cli.common import EXIT_OK, Command, add_verbose_arg
 from reconciler.errors import UserError
 
 
@@ -25,6 +25,7 @@ def configure_show(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", choices=("text", "json", "markdown"), default="text",
         help="text (default), json (the JSON plan contract) or markdown, as plan prints them",
     )  # fmt: skip
+    add_verbose_arg(parser)
 
 
 def describe(saved: object) -> str:
@@ -70,7 +71,8 @@ def run_show(args: argparse.Namespace) -> int:
     data = saved.body["plan"]
     plan = plan_from_dict(data)
     # The JSON as plan -o json prints it (the file keeps it with sorted keys, for its digest).
-    sys.stdout.write(render_json(plan) if args.output == "json" else render(plan, args.output))
+    text = render(plan, args.output, args.verbose)
+    sys.stdout.write(render_json(plan) if args.output == "json" else text)
     if data.get("changes"):
         print(
             f"To apply exactly this plan: osc-gitops apply {saved.path} (refused, nothing "

@@ -22,14 +22,9 @@ def add_trace_args(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "tracing (--trace)",
         "Run ovn-trace for the pod's traffic to and from a peer against the live Southbound DB "
-        "and show whether each packet reaches the VNF's port (or why not).",
+        "(--ovn-sb) and show whether each packet reaches the VNF's port (or why not).",
     )
     group.add_argument("--trace", action="store_true", help="trace packets with ovn-trace")
-    group.add_argument(
-        "--ovn-sb", default=env("OSC_OVN_SB"), metavar="REMOTE",
-        help="the Southbound DB northd writes for --ovn-nb (env OSC_OVN_SB); TLS files as for "
-        "the NB (--ovn-private-key, --ovn-certificate, --ovn-ca-cert)",
-    )  # fmt: skip
     group.add_argument(
         "--peer", default=None, metavar="NAMESPACE/POD",
         help="the other end of the traced traffic (default: a pod no group steers, on the same "

@@ -14,7 +14,7 @@ from typing import Any
 
 def add_all_nodes_args(parser: argparse.ArgumentParser) -> None:
     """``snapshot --all-nodes`` and where the agents publish."""
-    import os
+    from reconciler.cli.common import add_status_namespace_arg
 
     group = parser.add_argument_group(
         "interconnect clusters",
@@ -26,10 +26,9 @@ def add_all_nodes_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="one zoned snapshot of every node (for plan --observed in pull requests)",
     )
-    group.add_argument(
-        "--status-namespace", default=os.environ.get("OSC_STATUS_NAMESPACE", "osc-gitops-agents"),
-        metavar="NS", help="where the agents' status Leases are (default osc-gitops-agents)",
-    )  # fmt: skip
+    add_status_namespace_arg(
+        group, "where the agents' status Leases are (default osc-gitops-agents)"
+    )
 
 
 def snapshot_all_nodes(args: argparse.Namespace) -> Any:

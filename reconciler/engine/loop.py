@@ -74,6 +74,7 @@ from typing import Any
 
 from reconciler.core.compiling import diff as diff_mod
 from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model.desired import Desired
 from reconciler.core.model.observed import Observed, OvnRow
 from reconciler.core.model.ownership import MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER
 from reconciler.core.model.plan import Plan
@@ -115,13 +116,14 @@ class LoopConfig:
     """The loop's settings (``osc-gitops run``'s flags); times in seconds."""
 
     options: CompileOptions
-    interval: float = 60.0
-    jitter: float = 0.1
-    debounce: float = 0.2
-    debounce_max: float = 2.0
+    # The scheduler's settings (``timing``) default as :class:`Timing` has them.
+    interval: float = Timing.interval
+    jitter: float = Timing.jitter
+    debounce: float = Timing.debounce
+    debounce_max: float = Timing.debounce_max
     git_interval: float = 30.0
-    backoff_base: float = 1.0
-    backoff_max: float = 300.0
+    backoff_base: float = Timing.backoff_base
+    backoff_max: float = Timing.backoff_max
     allow_empty: bool = False
     watch: bool = True
     status_file: Path | None = None
@@ -261,8 +263,7 @@ class Loop:
         """What this replica owned at the end of its last pass, by kind (for its status)."""
         self.ovn_report = OvnHealthReport(self.reporter, self.status_book)
         self.ovn = ovn
-        self.transitions = _transitions(config.scope, kube, LoopGuard(self.stopping, lease),
-                                        wall_clock)  # fmt: skip
+        self.transitions = self._transitions(config, kube, lease, wall_clock)
         """Rolling updates' steps and held steering, after each pass (``engine.transitions``)."""
         self.last_transitions = TransitionReport()
         self._recheck: threading.Timer | None = None
@@ -278,6 +279,24 @@ class Loop:
         self.passes = 0
         self.applies = 0
         self.last: PassResult | None = None
+
+    def _transitions(
+        self, config: LoopConfig, kube: KubeProvider, lease: LeaseProvider | None, wall: Clock
+    ) -> Transitions:
+        """A rollout restarts a VM only after OVN saw the previous one healthy: a scope that
+        reads no NB (``--kubernetes-only``) cannot tell, so it reports rollouts but takes no
+        step; the steps it takes name this process (the loop's instance) as the owner."""
+        writes_kube = (
+            config.scope.writes_kubernetes
+            and config.scope.reads_ovn
+            and isinstance(kube, VmActions)
+        )
+        return Transitions(
+            kube if writes_kube else None,  # type: ignore[arg-type]
+            guard=LoopGuard(self.stopping, lease),
+            clock=wall,
+            instance=config.instance,
+        )
 
     # ---------------------------------------------------------------- triggering
 
@@ -373,7 +392,9 @@ class Loop:
                               cause="manifests")  # fmt: skip
         revision = current.revision
         outcome = self.pipeline.run(current.desired, revision, _PassEvents(self, revision, trigger))
-        self._after_transitions(outcome.report.plan, self.last_observed or outcome.observed)
+        self._after_transitions(
+            outcome.report.plan, self.last_observed or outcome.observed, current.desired
+        )
         if outcome.after is not None and not outcome.after.empty:
             self.request("ovn-health")  # northd reported held steering ready meanwhile
         if outcome.changed:
@@ -388,13 +409,15 @@ class Loop:
             )
         return result
 
-    def _after_transitions(self, plan: Plan, observed: Observed) -> None:
+    def _after_transitions(
+        self, plan: Plan, observed: Observed, desired: Desired | None = None
+    ) -> None:
         """The rollouts' steps and the held-steering books after a pass; a step written, or a
         time limit ahead, asks for the next pass (a change of health asks through the NB)."""
-        report = self.transitions.after_pass(plan, observed)
+        report = self.transitions.after_pass(plan, observed, desired)
         self.last_transitions = report
         self.reporter.transitions(report.held_instances(self.transitions.clock()),
-                                  report.rollouts)  # fmt: skip
+                                  report.rollouts, report.allowances)  # fmt: skip
         self.status_book.transitions(report.status_json())
         if report.steps:
             self.request("rollout")
@@ -638,9 +661,12 @@ class Loop:
             while (trigger := self._wait_for_work()) is not None:
                 self.reconcile_pass(trigger)
         finally:
-            self.stopping.set()
             if self._recheck is not None:
                 self._recheck.cancel()
+            # another process may go on with a rollout this one rolled, at once (before the
+            # stop flag: the write guard refuses every write after it)
+            self.transitions.release()
+            self.stopping.set()
             if self.lease is not None:
                 self.lease.release()
             for thread in self._threads:
@@ -696,11 +722,3 @@ class _PassEvents:
         self.loop.last_observed = observed
         self.loop.reporter.managed_objects(counts)
         self.loop.ovn_report.settled(observed)
-
-
-def _transitions(scope: Scope, kube: KubeProvider, guard: LoopGuard, clock: Clock) -> Transitions:
-    """The loop's rollout steps and held steering. A rollout restarts a VM only after OVN saw
-    the previous one healthy: a scope that reads no NB (``--kubernetes-only``) cannot tell, so
-    it reports rollouts but takes no step."""
-    writes_kube = scope.writes_kubernetes and scope.reads_ovn and isinstance(kube, VmActions)
-    return Transitions(kube if writes_kube else None, guard=guard, clock=clock)  # type: ignore[arg-type]

@@ -39,6 +39,13 @@ is empty: the watch lost its place and listed again)."""
 Notifier = Callable[[str, dict[str, Any]], None]
 """``notify(url, payload)``: POST a JSON event to a security manager; raises on failure."""
 
+InstanceSeconds = Mapping[tuple[str, str], float]
+"""Seconds by VNF instance ``(vnf, node)`` (:meth:`Reporter.transitions`: how long steering has
+waited for it, or its boot allowance)."""
+
+Rollouts = Sequence[Mapping[str, Any]]
+"""The rolling updates under way, one JSON object each (the plan's ``rollouts``)."""
+
 
 class NotificationSink(Protocol):
     """Where a pass hands the security managers' notifications (the outbox,
@@ -275,12 +282,13 @@ class Reporter(Protocol):
         ...
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
         """After a pass: every VNF instance steering waits for, by ``(vnf, node)``, with the
-        seconds it has waited (``reconciler.core.steering.network_function.gating``), and the
+        seconds it has waited (``reconciler.core.steering.network_function.gating``), the
         rolling updates under way (the plan's ``rollouts``,
-        ``reconciler.core.transitions.rollout``)."""
+        ``reconciler.core.transitions.rollout``), and each waited-for instance's boot allowance
+        (seconds; ``None``: not known)."""
         ...
 
     def worker(self, thread: str, up: bool) -> None:
@@ -326,7 +334,7 @@ class NoopReporter:
         pass
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
         pass
 

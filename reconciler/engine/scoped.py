@@ -98,6 +98,7 @@ def _observe(kube: KubeReader, ovn: OvnReader, instance: str, inputs: Observed |
         nb_global=state.nb_global,
         nf_active=state.nf_active,
         ports_up=state.ports_up,
+        ports_chassis=state.ports_chassis,
         ovn_kubernetes=state.ovn_kubernetes,
         observed_at=observed_at,
     )

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
@@ -29,6 +31,7 @@ from reconciler.core.model.observed import Observed
 from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.core.steering import HealthIndex
 from reconciler.core.transitions.rollout import why_unready
+from reconciler.core.views.protection import pod_names, unprotected
 from reconciler.engine.pipeline import PassListener, Pipeline, Reconciled, SilentListener
 from reconciler.engine.providers import KubeProvider, OvnProvider
 from reconciler.engine.transitions import TransitionReport, Transitions, VmActions
@@ -52,21 +55,52 @@ class WaitOutcome:
     """What is not ready, one line each (``firewall-node-2: probe failing ...``)."""
 
 
-def unready(report: TransitionReport, observed: Observed) -> list[str]:
-    """Everything that keeps an apply from being done, for humans: each VNF VM OVN does not
-    count healthy (and why: VM not running, probe failing), each data port OVN has not bound,
-    each held binding, each rollout."""
+def unready(
+    report: TransitionReport, observed: Observed, desired: Desired | None = None
+) -> list[str]:
+    """Everything that keeps an apply from being done, for humans, one line each: each VNF VM
+    OVN does not count healthy (why, what it does to traffic, what to check), each data port
+    OVN has not bound, each binding whose steering is held (on which nodes, until which VMs are
+    healthy, and with ``desired`` the pods NOT protected meanwhile: their traffic flows
+    unsteered), each rollout and what it waits for. A line's text before its first ``": "``
+    names what it is about (what a log of state changes keys on)."""
     lines: list[str] = []
     vms = {o.name: o for o in observed.kube_objects if o.kind == "VirtualMachine"}
+    explained: set[str] = set()
     health = HealthIndex(observed)
     for member in health.members.values():
         if member.checkable and member.health != HEALTHY:
             lines.append(f"{member.vm}: {why_unready(member, vms.get(member.vm))}")
+            explained.add(member.vm)
     for port in health.unbound:
-        lines.append(f"{port.vm.partition('/')[2]}: port {port.port} ({port.side}) not bound: "
+        lines.append(f"{port.vm.partition('/')[2]} port {port.port}: not bound ({port.side}): "
                      f"{port.cause}")  # fmt: skip
+    holds: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for hold in report.held:
-        lines.append(f"Binding/{hold['binding']} on {hold['node']}: held, {hold['reason']}")
+        holds[str(hold["binding"])].append(hold)
+    pods = (
+        unprotected(desired, observed, {(b, str(h["node"])) for b, hs in holds.items() for h in hs})
+        if desired is not None and holds
+        else {}
+    )
+    for binding, entries in sorted(holds.items()):
+        nodes = ", ".join(sorted({str(h["node"]) for h in entries}))
+        waits = sorted({str(vm) for h in entries for vm in h.get("waiting_for") or ()})
+        until = " and ".join(waits) or "its VNF instances"
+        verb = "is" if len(waits) == 1 else "are"
+        why = sorted({str(h.get("why")) for h in entries if h.get("why")})
+        unexplained = f" ({'; '.join(why)})" if why and not explained.issuperset(waits) else ""
+        who = pods.get(binding, ())
+        effect = (
+            f"{pod_names(who)} {'is' if len(who) == 1 else 'are'} NOT protected meanwhile "
+            "(their traffic flows unsteered)"
+            if who
+            else "its pods' traffic flows unsteered meanwhile"
+        )
+        lines.append(
+            f"Binding/{binding} held on {nodes}: steered once {until} {verb} "
+            f"healthy{unexplained}; {effect}"
+        )
     for rollout in report.rollouts:
         lines.append(str(rollout.get("summary")))
     lines.extend(f"  {line}" for line in report.waiting)
@@ -96,8 +130,8 @@ def wait_until_ready(
     wake = wake if wake is not None else threading.Event()
     outcome, live, passes = first, observed, 1
     while True:
-        report = transitions.after_pass(outcome.report.plan, live)
-        lines = unready(report, live)
+        report = transitions.after_pass(outcome.report.plan, live, desired)
+        lines = unready(report, live, desired)
         elapsed = clock() - started
         if progress is not None:
             progress(elapsed, lines)
@@ -164,8 +198,12 @@ def reconcile_until_ready(
     wake = health_wake(ovn)
     first = pipeline.run(desired, revision, settled)
     writes = isinstance(kube, VmActions)
-    outcome = wait_until_ready(
-        pipeline, desired, revision, Transitions(kube if writes else None),  # type: ignore[arg-type]
-        first, settled.last or first.observed, settled, timeout=timeout, wake=wake,
-    )  # fmt: skip
+    transitions = Transitions(kube if writes else None, instance=options.instance)  # type: ignore[arg-type]
+    try:
+        outcome = wait_until_ready(
+            pipeline, desired, revision, transitions,
+            first, settled.last or first.observed, settled, timeout=timeout, wake=wake,
+        )  # fmt: skip
+    finally:
+        transitions.release()
     return first, outcome

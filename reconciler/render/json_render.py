@@ -32,11 +32,24 @@ which pods start and stop being steered, per Binding, when the plan is applied
    "start": [{"namespace": "shop", "pod": "web-7", "node": "node-2", "label": "app=web",
               "vnfs": ["ids"]}],
    "stop": [...],
-   "steered_before": 37, "steered_after": 0}
+   "steered_before": 37, "steered_after": 0,
+   "route_changes": [
+     {"pods": [...], "lost": ["ids"], "gained": [], "order_changed": false,
+      "before": {"vnfs": ["fw", "ids"], "redirection": "both", "failure_policy": "fail-close"},
+      "after": {"vnfs": ["fw"], "redirection": "both", "failure_policy": "fail-close"},
+      "summary": "2 pods of shop lose ids (fw → ids becomes fw)"}],
+   "pending": [...]}
 ]
 ```
-Only bindings whose pods change are listed; ``[]`` means no pod starts or stops being steered;
-``null`` means the plan could not tell, and ``meta.protection_basis`` says why.
+Only bindings whose pods change are listed; ``[]`` means no pod starts or stops being steered
+and no route changes; ``null`` means the plan could not tell, and ``meta.protection_basis``
+says why. ``route_changes`` (issue 33): pods steered before and after whose route changes,
+grouped by (before, after): the VNFs in the order a packet crosses them, ``redirection``
+(``exit-lport``, ``entry-lport``, ``both``) and ``failure_policy`` (``null`` where the rows do
+not say: router policies), the hops ``lost`` and ``gained``, whether the kept hops'
+``order_changed``, and the sentence the text plan shows. ``pending``: pods the binding will
+steer once its VNF instances are healthy (the plan holds the steering, ``meta.held``): not
+steered now and not by this plan.
 ``meta.protection_basis`` is ``{"source": "live" | "base" | "nothing-applied" | "none",
 "detail": "..."}``: what the plan is compared with. ``live`` (the default whenever OVN rows are
 observed, a snapshot's too): the pods the owned OVN rows steer now against those they steer
@@ -49,7 +62,8 @@ A pod's ``label`` is the SecurityGroup label that selects it, ``null`` when none
 group's planned labels does (a pod that stops being steered because the group's labels
 changed); ``vnfs`` the binding's VNFs its traffic goes to on its node (in chain order).
 ``meta.group_bindings`` holds, per changed SecurityGroup, its bindings in evaluation order
-(what the pull-request comment draws).
+(what the pull-request comment draws; each with ``removed_vnfs``, the hops its pods stop
+crossing) and ``removed``, the bindings removed from it, both struck through in the diagram.
 
 ``meta.held`` (absent when nothing is held): steering that apply does not write yet because OVN
 has not reported its VNF instance healthy, one entry per (binding, node): ``{binding, node,
@@ -98,7 +112,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             for c in plan.changes
         ],
         "warnings": list(plan.warnings),
-        "summary": plan.summary(),
+        "summary": {**plan.summary(), "pending": len(plan.pending)},
     }
 
 

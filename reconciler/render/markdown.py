@@ -13,7 +13,7 @@ from reconciler.render import protection
 from reconciler.render.md import code, fence, text
 from reconciler.render.mermaid import markdown_diagrams
 from reconciler.render.text import SYMBOL, budget_line, render_text, summary_line
-from reconciler.render.transitions import held_lines, rollout_lines
+from reconciler.render.transitions import held_lines, not_converged, pending_lines, rollout_lines
 
 MARKER = "<!-- osc-gitops-plan -->"
 """Lets the PR workflow find and update its one sticky comment."""
@@ -21,7 +21,7 @@ _MAX_ROWS = 50
 _HEALTH_ICON = {"healthy": "✅", "not healthy": "❌", "unknown": "❔"}
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, verbose: bool = False) -> str:
     """The comment leads with the protection changes, then a diagram of each changed group's
     bindings, then the warnings (the typo guards among them), then the rows."""
     lines = [MARKER, "### osc-gitops plan", ""]
@@ -32,8 +32,10 @@ def render_markdown(plan: Plan) -> str:
         lines += [f"- ⚠️ {text(w)}" for w in plan.warnings]
         lines.append("")
     lines += ["#### Rows", ""]
-    if plan.empty:
+    if plan.converged:
         lines.append("**No changes.** The live state matches the manifests.")
+    elif plan.empty:
+        lines.append(f"**{not_converged(plan)}**")
     else:
         lines.append(f"**{summary_line(plan)}**")
         lines += ["", "| | kind | name | node | from |", "|---|---|---|---|---|"]
@@ -45,6 +47,10 @@ def render_markdown(plan: Plan) -> str:
         if len(plan.changes) > _MAX_ROWS:
             lines.append(f"| | … {len(plan.changes) - _MAX_ROWS} more | | | |")
     held, rollouts = held_lines(plan), rollout_lines(plan)
+    pending = pending_lines(plan)
+    if pending:
+        lines += ["", "**Pending** (not written by this plan: rolled node by node)", ""]
+        lines += [f"- ⏳ {text(line.removeprefix('~ '))}" for line in pending]
     if held:
         lines += ["", "**Held** until OVN reports the VNF instance healthy", ""]
         lines += [f"- ⏳ {text(line.removeprefix('~ held: '))}" for line in held]
@@ -72,6 +78,6 @@ def render_markdown(plan: Plan) -> str:
     if budget:
         lines += ["", f"**NF ids** in this Northbound DB after this plan: {text(budget)}"]
     lines += ["", "<details><summary>Full plan</summary>", ""]
-    lines += fence(render_text(plan), "diff")
+    lines += fence(render_text(plan, verbose), "diff")
     lines += ["", "</details>", ""]
     return "\n".join(lines)

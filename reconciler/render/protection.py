@@ -52,6 +52,15 @@ def headline(change: Mapping[str, Any]) -> str:
     if change["stop"]:
         one = len(change["stop"]) == 1
         effects.append(f"{_pods(change['stop'])} {'loses its' if one else 'lose their'} {through}")
+    effects += [str(route["summary"]) for route in change.get("route_changes") or ()]
+    pending = change.get("pending") or ()
+    if pending:
+        where = _namespaces_of(pending)
+        effects.append(
+            f"{_count(len(pending))}{where} will be steered once their VNFs are healthy"
+            if len(pending) > 1
+            else f"1 pod{where} will be steered once its VNFs are healthy"
+        )
     what = ", ".join(effects)
     target = f"(SecurityGroup {change['security_group']} → {vnfs})"
     if change["change"] == "added":
@@ -59,8 +68,29 @@ def headline(change: Mapping[str, Any]) -> str:
     if change["change"] == "removed":
         return f"Binding {change['binding']} removed {target}: {what}"
     before, after = change.get("steered_before"), change.get("steered_after")
-    counts = "" if before is None or after is None else f"; {before} → {_count(after)} steered"
+    counts = (
+        ""
+        if before is None or after is None or before == after
+        else f"; {before} → {_count(after)} steered"
+    )
     return f"Binding {change['binding']} {target}: {what}{counts}"
+
+
+def _namespaces_of(pods: Any) -> str:
+    """`` of shop-frontend`` when every pod is in one namespace."""
+    namespaces = {pod["namespace"] for pod in pods}
+    return f" of {next(iter(namespaces))}" if len(namespaces) == 1 else ""
+
+
+def binding_lines(change: Mapping[str, Any]) -> list[str]:
+    """The pods of one binding's entry: ``+`` start, ``-`` stop, ``~`` a changed route (per
+    route change), ``+`` with ``once healthy`` pending."""
+    lines = pod_lines(change["start"], "+")
+    lines += pod_lines(change["stop"], "-")
+    for route in change.get("route_changes") or ():
+        lines += pod_lines(route["pods"], "~")
+    lines += [f"{line}, once healthy" for line in pod_lines(change.get("pending") or [], "+")]
+    return lines
 
 
 def pod_lines(pods: Iterable[Mapping[str, Any]], sign: str) -> list[str]:
@@ -100,12 +130,11 @@ def text_section(protection: Protection | None) -> list[str]:
         return [f"Protection changes: unknown ({basis})", ""]
     head = "Protection changes" + (f", compared with {basis}" if basis else "") + ":"
     if not changes:
-        return [f"{head} no pod starts or stops being steered.", ""]
+        return [f"{head} no pod starts or stops being steered, and no route changes.", ""]
     lines = [head]
     for change in changes:
         lines.append(f"  {headline(change)}")
-        lines += [f"      {line}" for line in pod_lines(change["start"], "+")]
-        lines += [f"      {line}" for line in pod_lines(change["stop"], "-")]
+        lines += [f"      {line}" for line in binding_lines(change)]
     return [*lines, ""]
 
 
@@ -124,13 +153,22 @@ def markdown_section(protection: Protection | None) -> list[str]:
     if basis:
         lines += [f"_Compared with {text(basis)}._", ""]
     if not changes:
-        return [*lines, "No pod starts or stops being steered.", ""]
+        return [*lines, "No pod starts or stops being steered, and no route changes.", ""]
     for change in changes:
-        icon = "🔴" if change["stop"] else "🟢"
-        lines.append(f"- {icon} {text(headline(change))}")
+        lines.append(f"- {_icon(change)} {text(headline(change))}")
     block: list[str] = []
     for change in changes:
         block.append(f"# Binding {change['binding']}")
-        block += pod_lines(change["start"], "+")
-        block += pod_lines(change["stop"], "-")
+        block += binding_lines(change)
     return [*lines, "", *fence("\n".join(block), "diff"), ""]
+
+
+def _icon(change: Mapping[str, Any]) -> str:
+    """🔴 pods lose protection (stop, or a hop lost), 🟡 a changed route or pending steering,
+    🟢 pods gain it."""
+    routes = change.get("route_changes") or ()
+    if change["stop"] or any(r.get("lost") for r in routes):
+        return "🔴"
+    if routes or change.get("pending"):
+        return "🟡"
+    return "🟢"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping
 from itertools import groupby
 from typing import Any
 
 from reconciler.core.model.plan import Change, Plan
 from reconciler.render import protection
-from reconciler.render.transitions import transition_lines
+from reconciler.render.transitions import not_converged, transition_lines
 
 SYMBOL = {"create": "+", "update": "~", "delete": "-"}
 _MAX_LIST = 8
@@ -18,6 +19,13 @@ _MAX_LIST = 8
 def summary_line(plan: Plan) -> str:
     s = plan.summary()
     return f"Plan: {s['create']} to create, {s['update']} to change, {s['delete']} to delete."
+
+
+def pending_line(plan: Plan) -> str | None:
+    """``Pending: 8 (not written by this plan; not converged until they are).``"""
+    if not plan.pending:
+        return None
+    return f"Pending: {len(plan.pending)} (not written by this plan; not converged until they are)."
 
 
 def _short(value: Any) -> str:
@@ -111,33 +119,84 @@ def _how(ids: Mapping[str, Any]) -> str:
     return f" (ours: {ids['nodes']} nodes x up to {ids['per_node']})"
 
 
-def render_text(plan: Plan) -> str:
+GROUP_ROWS = 3
+"""Rows of one kind, action and origin listed one by one; above that, one line with a count
+(``-v``/``verbose``: every row)."""
+_SHOWN_KEYS = 3
+
+
+def _where(change: Change) -> str:
+    node = f"node {change.node}" if change.node else ""
+    return ", ".join(part for part in (change.origin, node) if part)
+
+
+def _row_lines(change: Change) -> list[str]:
+    where = _where(change)
+    suffix = f"    ({where})" if where else ""  # NB_Global comes from no manifest
+    detail = (
+        _update_lines(change)
+        if change.action == "update"
+        else _create_lines(change)
+        if change.action == "create"
+        else []
+    )
+    return [f"  {SYMBOL[change.action]} {change.key}{suffix}", *(f"      {d}" for d in detail)]
+
+
+def _group_lines(changes: list[Change]) -> list[str]:
+    """One line for many rows of one kind, action and origin: ``+ 12 rows (Binding/web-ips on
+    node-1: 6, node-2: 6): osc.web_ips.node_1.to, …``; for updates, the fields they change."""
+    first = changes[0]
+    nodes = Counter(c.node for c in changes if c.node)
+    on = ", ".join(f"{n}: {k}" for n, k in sorted(nodes.items()))
+    where = ", ".join(part for part in (first.origin, f"on {on}" if on else "") if part)
+    keys = ", ".join(c.key for c in changes[:_SHOWN_KEYS])
+    more = f", … {len(changes) - _SHOWN_KEYS} more" if len(changes) > _SHOWN_KEYS else ""
+    lines = [f"  {SYMBOL[first.action]} {len(changes)} rows ({where}): {keys}{more}"]
+    if first.action == "update":
+        fields = Counter(
+            path.replace("['", ".").replace("']", "").lstrip(".")
+            for c in changes
+            for path in c.changed
+        )
+        lines.append("      changed: " + ", ".join(f"{f} ({n})" for f, n in sorted(fields.items())))
+    return lines
+
+
+def change_lines(plan: Plan, verbose: bool = False) -> list[str]:
+    """The rows under each kind: one by one, or (not ``verbose``) more than :data:`GROUP_ROWS`
+    rows of one action and origin as one line with their count."""
+    out: list[str] = []
+    for kind, of_kind in groupby(plan.changes, key=lambda c: c.kind):
+        out += ["", kind]
+        groups: dict[tuple[str, str], list[Change]] = {}
+        for change in of_kind:
+            groups.setdefault((change.action, change.origin), []).append(change)
+        for rows in groups.values():
+            if verbose or len(rows) <= GROUP_ROWS:
+                for change in rows:
+                    out += _row_lines(change)
+            else:
+                out += _group_lines(rows)
+    return out
+
+
+def render_text(plan: Plan, verbose: bool = False) -> str:
     out: list[str] = []
     bits = [f"{key}: {value}" for key, value in plan.header()]
     if bits:
         out.append(" · ".join(bits))
         out.append("")
     out += protection.text_section(plan.protection)
-    if plan.empty:
+    if plan.converged:
         out.append("No changes. The live state matches the manifests.")
+    elif plan.empty:
+        out.append(not_converged(plan))
     else:
         out.append("osc-gitops will perform the following actions:")
-        for kind, changes in groupby(plan.changes, key=lambda c: c.kind):
-            out.append("")
-            out.append(kind)
-            for change in changes:
-                node = f"node {change.node}" if change.node else ""
-                where = ", ".join(part for part in (change.origin, node) if part)
-                suffix = f"    ({where})" if where else ""  # NB_Global comes from no manifest
-                out.append(f"  {SYMBOL[change.action]} {change.key}{suffix}")
-                detail = (
-                    _update_lines(change)
-                    if change.action == "update"
-                    else _create_lines(change)
-                    if change.action == "create"
-                    else []
-                )
-                out.extend(f"      {line}" for line in detail)
+        out += change_lines(plan, verbose)
+        if not verbose and any(line.startswith("  ") and " rows (" in line for line in out):
+            out += ["", "(rows of one kind and origin are counted; -v lists every row)"]
     if plan.warnings:
         out.append("")
         out.append("Warnings:")
@@ -158,4 +217,7 @@ def render_text(plan: Plan) -> str:
         out.append(f"NF ids in this Northbound DB after this plan: {budget}")
     out.append("")
     out.append(summary_line(plan))
+    pending = pending_line(plan)
+    if pending:
+        out.append(pending)
     return "\n".join(out) + "\n"

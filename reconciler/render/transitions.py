@@ -18,13 +18,35 @@ def rollout_lines(plan: Plan) -> list[str]:
     return [rollout.summary for rollout in plan.rollouts]
 
 
+def pending_lines(plan: Plan) -> list[str]:
+    """``~ VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1, rolled node by node
+    (…)`` per VM a rollout still has to restart (:attr:`Plan.pending`; held steering has lines
+    of its own, :func:`held_lines`)."""
+    return [f"~ {p.line}" for p in plan.pending if p.kind != "Binding"]
+
+
+PENDING_HEAD = (
+    "Pending (not written by this plan: the live state matches the manifests only once "
+    "later passes write them; apply --wait or the run loop do):"
+)
+
+
+def not_converged(plan: Plan) -> str:
+    """What a plan with nothing to write but something pending says instead of "No changes"."""
+    return (
+        f"No changes to write now, but the live state does not match the manifests yet: "
+        f"{len(plan.pending)} pending (below)."
+    )
+
+
 def transition_lines(plan: Plan) -> list[str]:
-    """Both sections, headed, for the text plan (empty when nothing waits)."""
+    """The pending section (rollout VMs, then held steering) and the rollouts, headed, for the
+    text plan (empty when nothing waits)."""
     lines: list[str] = []
-    held = held_lines(plan)
-    if held:
-        lines += ["", "Held until OVN reports the VNF instance healthy (not written yet):"]
-        lines += [f"  {line}" for line in held]
+    pending = [*pending_lines(plan), *held_lines(plan)]
+    if pending:
+        lines += ["", PENDING_HEAD]
+        lines += [f"  {line}" for line in pending]
     rollouts = rollout_lines(plan)
     if rollouts:
         lines += ["", "Rolling updates (one node at a time, each after OVN saw it healthy):"]

@@ -31,6 +31,7 @@ from reconciler.core.model.observed import (
 from reconciler.errors import ValidationFailed
 from reconciler.manifests.load import load_path
 from tests.reliability.harness import SET_A, SET_B, cli, record, skip_without_nf
+from tests.support.cli import nothing_to_write
 
 # --------------------------------------------------------------------------- TLS + secrets
 
@@ -92,7 +93,7 @@ def test_tls_to_nb_and_kubernetes_and_secrets_never_printed(tmp_path: Path) -> N
         applied = cli("apply", policies, *nb, "--kubeconfig", kubeconfig, "-o", "json")
         outputs += [applied.out, applied.err]
         assert applied.code == 0, applied.err
-        assert cli("plan", policies, *nb, "--kubeconfig", kubeconfig).code == 0
+        assert nothing_to_write(policies, *nb, "--kubeconfig", kubeconfig)
         # an NB whose certificate was signed by a CA we do not trust: refused, exit 1
         bad_nb = [*nb[:-1], rogue["ca.pem"]]
         refused = cli("plan", policies, *bad_nb, "--kubeconfig", kubeconfig, "--ovn-timeout", "2")

@@ -170,6 +170,61 @@ def test_the_quick_start_with_suricata_drops_an_attack_on_a_protected_pod(
     assert missing.returncode == 1 and "no pod shop/none is plugged" in missing.stderr
 
 
+def test_exec_into_pods_and_guests_and_the_forwarding_annotation(
+    session: tuple[Path, dict[str, str]], user_env: dict[str, str]
+) -> None:
+    """Issue 33 item 4: ``sandbox exec`` runs a command in a pod's or a VNF guest's network
+    namespace (kubectl exec says so instead of NotFound); ping is there; a VM annotated
+    ``sandbox.osc.io/forwarding=false`` makes its guest stop forwarding (OVN's health check
+    fails), and removing the annotation makes it forward again."""
+    folder, env = session
+    applied = cli("apply", POLICIES, "--auto-approve", "--wait", "--wait-timeout", "60s")
+    assert applied.code == 0, applied.err  # the firewall guests (an earlier test may differ)
+    script = Path(sys.executable).parent / "osc-gitops"
+
+    def sandbox_exec(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(script), "sandbox", "exec", "--dir", str(folder), *args],
+                              capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+    up = osc("sandbox", "up", "--datapath", "--dir", folder)  # its own eval line, and exec's
+    assert f'eval "$(osc-gitops sandbox up --datapath --dir {folder})"' in up.stderr
+    assert f"osc-gitops sandbox exec --dir {folder} shop-frontend/web-1 -- ping" in up.stderr
+    addr = sandbox_exec("shop-frontend/web-1", "--", "ip", "-br", "-4", "addr", "show", "eth0")
+    assert addr.returncode == 0 and "10.244." in addr.stdout, addr.stderr
+    cache = json.loads(kubectl(env, "get", "pod", "cache-1", "-n", "shop-backend", "-o", "json"))
+    ping = sandbox_exec("shop-frontend/web-1", "--", "ping", "-c", "1", "-W", "2",
+                        cache["status"]["podIP"])  # fmt: skip
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    assert sandbox_exec("shop-frontend/web-1", "--", "sh", "-c", "exit 7").returncode == 7
+    missing = sandbox_exec("shop-frontend/nope", "--", "true")
+    assert missing.returncode == 1 and "shop-frontend/nope: no pod or VNF guest" in missing.stderr
+    refused = subprocess.run(["kubectl", "exec", "-n", "shop-frontend", "web-1", "--", "true"],
+                             capture_output=True, text=True, timeout=60, check=False,
+                             env={**os.environ, **env})  # fmt: skip
+    assert "osc-gitops sandbox exec shop-frontend/web-1 -- CMD" in refused.stderr
+
+    def bridge(state: str) -> bool:
+        link = sandbox_exec("osc-vnfs/firewall-node-1", "--", "ip", "-br", "link", "show", "br0")
+        return link.returncode == 0 and link.stdout.split()[1] == state
+
+    assert bridge("UP")
+
+    def health(vnf: str, node: str) -> str:
+        data = json.loads(cli("plan", POLICIES, "-o", "json").out)
+        inst = data["meta"]["vnf_instances"]
+        return str(next(i["health"] for i in inst if (i["vnf"], i["node"]) == (vnf, node)))
+
+    kubectl(env, "annotate", "vm", "-n", "osc-vnfs", "firewall-node-1",
+            "sandbox.osc.io/forwarding=false")  # fmt: skip
+    wait_for(lambda: bridge("DOWN"))
+    wait_for(lambda: health("firewall", "node-1") == "not healthy")
+    assert health("firewall", "node-2") == "healthy"
+    kubectl(env, "annotate", "vm", "-n", "osc-vnfs", "firewall-node-1",
+            "sandbox.osc.io/forwarding-")  # fmt: skip
+    wait_for(lambda: bridge("UP"))
+    wait_for(lambda: health("firewall", "node-1") == "healthy")
+
+
 def test_down_removes_every_process_namespace_and_the_folder(
     session: tuple[Path, dict[str, str]],
 ) -> None:
@@ -197,6 +252,9 @@ def test_plain_up_says_vnfs_are_never_healthy_and_datapath_needs_root(
         assert "run as root: osc-gitops sandbox up --datapath" in up.stderr
         other = osc("sandbox", "up", "--dir", folder, "--datapath")
         assert other.returncode == 1 and "without --datapath" in other.stderr
+        no_netns = osc("sandbox", "exec", "--dir", folder, "shop-frontend/web-1", "--", "true")
+        assert no_netns.returncode == 1
+        assert "this sandbox runs without a data path" in no_netns.stderr
     finally:
         assert osc("sandbox", "down", "--dir", folder).returncode == 0
     monkeypatch.setattr(os, "geteuid", lambda: 1000)  # as a user without root

@@ -103,9 +103,12 @@ def test_a_tenants_look_alike_is_never_deleted_nor_believed(
     ])  # fmt: skip
 
     planned = cli("plan", policies, *conn(cluster), "-o", "json")
-    assert planned.code == 0, planned.out + planned.err  # main: exit 2, deletes of both
+    # before the fix: deletes of both. Exit 2 only for steering held until a VNF is healthy
+    # (nothing here answers OVN's probe, issue 33): the forged "draining" rollout is not believed
+    assert planned.code in (0, 2), planned.out + planned.err
     plan = json.loads(planned.out)
     assert plan["changes"] == []
+    assert all(p["kind"] == "Binding" for p in plan["meta"].get("pending") or ())
     (warning,) = [w for w in plan["warnings"] if "tenant-a" in w]
     assert warning.startswith(
         "2 object(s) in namespace tenant-a carry this instance's ownership labels "

@@ -39,10 +39,12 @@ from reconciler.core.model.observed import (
 )
 from reconciler.core.model.plan import Change
 from reconciler.engine.providers import (
+    InstanceSeconds,
     KubeProvider,
     LeaseProvider,
     OvnProvider,
     Reporter,
+    Rollouts,
 )
 from reconciler.engine.sources import ManifestSource, Snapshot
 from reconciler.errors import EndpointError
@@ -479,7 +481,7 @@ class RecordingReporter:
         self.events.append(("unbound_ports", dict(unbound)))
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
         self.events.append(("transitions", sorted(held), [dict(r) for r in rollouts]))
 

@@ -12,7 +12,11 @@ One ``coordination.k8s.io/v1`` Lease per publisher (the decision and the RBAC bu
 
 ``spec.renewTime`` is the heartbeat (``spec.leaseDurationSeconds`` says how old it may get
 before a reader calls the publisher silent), ``spec.holderIdentity`` the pod, and the state a
-JSON annotation, :data:`STATUS_ANNOTATION`. Only what this module writes is changed: other
+JSON annotation, :data:`STATUS_ANNOTATION`. A node's Leases also carry the full node name
+(annotation ``osc.io/node-name``, label ``osc.io/node`` as VMs have them): where
+``osc-gitops-agent-<node>`` or ``osc-gitops-binder-<node>`` would exceed 253 characters (node
+names over 235), the name is shortened as VM names are (``reconciler.core.model.naming.fit``)
+and readers take the node from the annotation. Only what this module writes is changed: other
 annotations and labels on the Lease stay.
 
 It uses its own ``ApiClient`` (as the leader Lease does), so a heartbeat never waits behind a
@@ -28,11 +32,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from reconciler.adapters.kube.client import KubeSettings
 from reconciler.adapters.kube.lease import LeaseError, api_client
+from reconciler.core.model import naming, ownership
 from reconciler.core.planning.zoned import OBSERVED_ANNOTATION
 from reconciler.errors import EndpointError
 
@@ -56,8 +62,10 @@ CENTRAL_LEASE = "osc-gitops-central"
 
 
 def agent_lease_name(node: str) -> str:
-    """``osc-gitops-agent-<node>`` (node names are DNS subdomains, so this is a valid name)."""
-    return f"{AGENT_LEASE_PREFIX}{node}"
+    """``osc-gitops-agent-<node>``, shortened as VM names are (``reconciler.core.model.naming.
+    fit``) where that exceeds 253 characters; the Lease keeps the full node name in its
+    ``osc.io/node-name`` annotation (:class:`StatusLease` ``owner_node``)."""
+    return naming.fit(f"{AGENT_LEASE_PREFIX}{node}", naming.MAX_OBJECT_NAME)
 
 
 class StatusLeaseError(LeaseError):
@@ -138,6 +146,11 @@ class StatusLease:
         stops reconciling."""
         text = json.dumps(dict(status), sort_keys=True, separators=(",", ":"))
         written = {STATUS_ANNOTATION: text}
+        labels: dict[str, str] = {}
+        if self.owner_node is not None:
+            # the full node name: a long one is shortened in the Lease's name
+            written[ownership.NODE_NAME_ANNOTATION] = self.owner_node
+            labels[ownership.NODE_LABEL] = ownership.node_label_value(self.owner_node)
         if observed is not None:
             written[OBSERVED_ANNOTATION] = observed
         for _ in range(3):
@@ -151,6 +164,7 @@ class StatusLease:
                         name=self.name,
                         namespace=self.namespace,
                         annotations=written,
+                        labels=labels or None,
                         owner_references=self._owner_reference(),
                     ),
                     spec=self._spec(None),
@@ -164,6 +178,8 @@ class StatusLease:
                     raise self._error(exc2, "create") from None
             meta = lease.metadata or client.V1ObjectMeta()
             meta.annotations = {**(meta.annotations or {}), **written}
+            if labels:
+                meta.labels = {**(meta.labels or {}), **labels}
             lease.metadata = meta
             lease.spec = self._spec(lease.spec)
             try:
@@ -247,17 +263,25 @@ class StatusReader:
         """Every agent's status Lease in ``namespace`` by node name (one ``list``); with
         ``prefix`` ``osc-gitops-binder-``: every node binder's."""
         try:
-            leases = self._leases.list_namespaced_lease(namespace)
+            leases = self._leases.list_namespaced_lease(namespace, _request_timeout=(10, 30))
         except ApiException as exc:
             raise EndpointError(
                 f"cannot list Leases in namespace {namespace}: {exc.status} {exc.reason}"
                 + (" (check the RBAC: leases list)" if exc.status == 403 else "")
             ) from None
+        except (OSError, urllib3.exceptions.HTTPError) as exc:
+            host = self._leases.api_client.configuration.host
+            raise EndpointError(
+                f"cannot list Leases in namespace {namespace} at {host}: {exc}"
+            ) from None
         out: dict[str, PublishedStatus] = {}
         for lease in leases.items or ():
-            name = (lease.metadata.name if lease.metadata else "") or ""
+            meta = lease.metadata or client.V1ObjectMeta()
+            name = meta.name or ""
             if name.startswith(prefix):
-                out[name.removeprefix(prefix)] = _published(lease)
+                # the full node name where the Lease's name had to shorten it
+                full = (meta.annotations or {}).get(ownership.NODE_NAME_ANNOTATION)
+                out[full or name.removeprefix(prefix)] = _published(lease)
         return out
 
     def one(self, namespace: str, name: str) -> PublishedStatus | None:

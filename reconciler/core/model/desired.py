@@ -257,6 +257,9 @@ class HealthCheck(_Strict):
 MAX_INSTANCES_PER_NODE = 2
 """A node's Network_Function_Group is active/standby (northd sends everything to one healthy
 member), so a second VM per node is a standby; a third would add nothing but ids and memory."""
+DEFAULT_BOOT_SECONDS = 120
+"""Seconds a VNF VM is expected to take to boot until its guest forwards (a real VM: tens of
+seconds; an appliance: a minute or two)."""
 DEFAULT_PROGRESS_DEADLINE = 600
 """Seconds a restarted VNF instance may take to be seen healthy before a rolling update halts
 (Kubernetes Deployments' ``progressDeadlineSeconds`` default)."""
@@ -336,6 +339,15 @@ class VnfDeploymentSpec(_Strict):
         default_factory=UpdateStrategy,
         description="How a change that needs a VM restart rolls out (node by node).",
     )
+    bootSeconds: int = Field(
+        default=DEFAULT_BOOT_SECONDS, ge=1, le=86400, strict=True,
+        description=(
+            "Seconds a VM of this VNF may take from its start until its guest forwards (its "
+            "boot allowance). Steering held for a new instance longer than this plus the health "
+            "check's detection time means pods stay unprotected for longer than a boot: "
+            "status and the OscGitopsVnfInstanceNotReady alert say so."
+        ),
+    )  # fmt: skip
 
     @field_validator("instancesPerNode")
     @classmethod

@@ -28,6 +28,7 @@ __all__ = [
     "Health",
     "Hold",
     "InstanceHealth",
+    "Pending",
     "Protection",
     "ProtectionBasis",
     "UnboundPort",
@@ -54,6 +55,8 @@ Code = Literal[
     "transition",  # held steering and rollouts that cannot keep the old path
     "scope",  # node agents, the central owner, zones
     "typo",  # the typo guards of a review
+    "route",  # a review: pods stay steered but stop crossing a VNF, or fail open
+    "unused",  # a VnfDeployment no Binding refers to (subject: VnfDeployment/name)
     "ownership",  # objects with our labels where no manifest puts ours (subject: Namespace/name)
     "note",  # a warning read back from a saved JSON plan (its kind is not recorded there)
 ]
@@ -237,10 +240,25 @@ class VmRollout:
     peer: str | None = None
     """The other function of its node (``instancesPerNode: 2``), which carries the traffic
     while this one is restarted."""
+    image: str = ""
+    """The image of the template it is being rolled to."""
+    change: str = ""
+    """What the new template changes, for people: ``image fw:1.0 → fw:1.1``, ``cpu 1 → 2``."""
+    owner: str | None = None
+    """The process rolling it (``rollout.osc.io/owner``: instance, host, pid), and since when
+    (``rollout.osc.io/owner-since``)."""
+    owner_since: str | None = None
 
     @property
     def name(self) -> str:
         return self.key.partition("/")[2]
+
+    @property
+    def retargeted(self) -> bool:
+        """Being rolled to another template than the manifests' (they changed mid-rollout):
+        the rollout goes on from its phase with the new one."""
+        return bool(self.phase and self.outdated and self.rolling_to and
+                    self.rolling_to != self.template)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,14 +284,30 @@ class VnfRollout:
         return next((vm.halted for vm in self.vms if vm.halted), None)
 
     @property
+    def owner(self) -> tuple[str, str | None] | None:
+        """The process rolling it and since when (the first VM being rolled that names one)."""
+        return next(((vm.owner, vm.owner_since) for vm in self.vms if vm.phase and vm.owner), None)
+
+    @property
     def summary(self) -> str:
-        """``VnfDeployment/firewall: 1 of 3 nodes updated`` and what happens now."""
+        """``VnfDeployment/firewall: 1 of 3 nodes updated`` and what happens now: the VM in
+        progress, who rolls it since when, a template changed mid-rollout."""
         text = f"VnfDeployment/{self.vnf}: {self.nodes_updated} of {self.nodes_total} nodes updated"
         halted = self.halted
         if halted:
             return f"{text}; halted: {halted}"
         busy = [f"{vm.name} {vm.phase}" for vm in self.vms if vm.phase]
-        return f"{text} ({', '.join(busy)})" if busy else text
+        owner = self.owner
+        if owner is not None:
+            busy.append(f"rolled by {owner[0]}" + (f" since {owner[1]}" if owner[1] else ""))
+        text = f"{text} ({', '.join(busy)})" if busy else text
+        moved = [vm.name for vm in self.vms if vm.retargeted]
+        if moved:
+            text += (
+                f"; the template changed during the rollout: it goes on from {', '.join(moved)} "
+                "with the new one (nodes already updated are rolled again after it)"
+            )
+        return text
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -288,6 +322,41 @@ class VnfRollout:
         fields = {k: data[k] for k in names if k in data and k != "vms"}
         vms = tuple(VmRollout(**vm) for vm in data.get("vms") or ())
         return cls(**fields, vms=vms)
+
+
+# ---------------------------------------------------------------------------------- pending
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A difference between the live state and the manifests that this plan does not write,
+    but later passes will (the plan's ``pending``): a template change waiting for its rollout,
+    a VM being rolled, steering held until a VNF instance is healthy. A plan with one is not
+    converged (``plan`` exits 2)."""
+
+    kind: str
+    """``VirtualMachine`` or ``Binding``."""
+    name: str
+    """``namespace/name`` of a VM, the Binding's name."""
+    node: str | None
+    change: str
+    """What differs: ``image fw:1.0 → fw:1.1, rolled node by node``."""
+    why: str = ""
+    """Why it is not written now, and what happens meanwhile."""
+
+    @property
+    def line(self) -> str:
+        """``VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1, rolled node by node``."""
+        where = f" on {self.node}" if self.kind == "Binding" and self.node else ""
+        why = f" ({self.why})" if self.why else ""
+        return f"{self.kind} {self.name}{where}: {self.change}{why}"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Pending:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 # ------------------------------------------------------------------------------ protection

@@ -93,15 +93,6 @@ def vnf_port(vnf: str, node: str, side: str, slot: Slot = "") -> str:
     return f"nf_{vnf}_{node}_{side}"
 
 
-BINDER_LEASE_PREFIX = "osc-gitops-binder-"
-"""Where the node binder of a node publishes its state: Lease ``osc-gitops-binder-<node>``."""
-
-
-def binder_lease(node: str) -> str:
-    """The node binder's status Lease of ``node`` (in the status namespace)."""
-    return f"{BINDER_LEASE_PREFIX}{node}"
-
-
 MAX_OBJECT_NAME = 253
 """A Kubernetes object name is a DNS subdomain: at most 253 characters."""
 LAUNCHER_ROOM = 20
@@ -116,6 +107,19 @@ def fit(name: str, limit: int) -> str:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:10]
     return f"{name[: limit - len(digest) - 1].rstrip('-.')}-{digest}"
+
+
+BINDER_LEASE_PREFIX = "osc-gitops-binder-"
+"""Where the node binder of a node publishes its state: Lease ``osc-gitops-binder-<node>``."""
+
+
+def binder_lease(node: str) -> str:
+    """The node binder's status Lease of ``node`` (in the status namespace):
+    ``osc-gitops-binder-<node>``, shortened by :func:`fit` as VM names are where that exceeds
+    253 characters (node names up to 235 characters fit). The Lease carries the full node name
+    in its ``osc.io/node-name`` annotation (``reconciler.core.model.ownership.
+    NODE_NAME_ANNOTATION``), which readers take over the name."""
+    return fit(f"{BINDER_LEASE_PREFIX}{node}", MAX_OBJECT_NAME)
 
 
 def vm_name(vnf: str, node: str, slot: Slot = "") -> str:

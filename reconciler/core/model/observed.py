@@ -20,7 +20,7 @@ from typing import Any
 from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
 
 SNAPSHOT_FORMAT_VERSION = 1
-REPORT_ONLY_FIELDS: frozenset[str] = frozenset({"ports_up"})
+REPORT_ONLY_FIELDS: frozenset[str] = frozenset({"ports_up", "ports_chassis"})
 """``Observed`` fields read for reports only, never by compile or the diff (none since a chain
 that may fail open reads its hops' health, ``nf_active``: the incremental planner compiles
 again only when a group compile read changes, ``TargetBuilder.health_read``)."""
@@ -208,6 +208,11 @@ class OvnState:
     """Our Logical_Switch_Ports by name -> whether northd reports them ``up`` (bound on a
     chassis whose ovn-controller installed them); a port northd has not judged (no northd, an
     NB without the column) is not in it."""
+    ports_chassis: dict[str, bool] = field(default_factory=dict)
+    """Our Logical_Switch_Ports by name -> whether their Southbound ``Port_Binding`` has a
+    ``chassis`` (an ovn-controller claimed the port); filled only where a Southbound DB is
+    configured (``--ovn-sb``: ``reconciler.adapters.ovn.southbound``), and only for ports that
+    have a Port_Binding row. Empty: the Southbound was not read."""
     ovn_kubernetes: OvnKubernetesRows = field(default_factory=OvnKubernetesRows)
     """What OVN-Kubernetes' own rows look like (its generation:
     ``reconciler.core.model.ovn_kubernetes``), read once per connection."""
@@ -242,6 +247,10 @@ class Observed:
     """What northd reports about our Logical_Switch_Ports (``OvnState.ports_up``): read for
     reports only (a VNF VM whose ports OVN has not bound, ``reconciler.core.steering.
     port_binding.unbound_ports``), never by compile or the diff."""
+    ports_chassis: dict[str, bool] = field(default_factory=dict)
+    """What the Southbound says of our Logical_Switch_Ports (``OvnState.ports_chassis``: a
+    chassis in their Port_Binding or not; empty when no Southbound was read): read for reports
+    only, as :attr:`ports_up`."""
     ovn_kubernetes: OvnKubernetesRows = field(default_factory=OvnKubernetesRows)
     """``OvnState.ovn_kubernetes``: compile refuses an NB whose OVN-Kubernetes would break
     beside our rows."""
@@ -290,6 +299,7 @@ class Observed:
             nb_global=NbGlobal(**data["nb_global"]) if "nb_global" in data else NbGlobal(),
             nf_active=dict(data.get("nf_active", {})),
             ports_up={str(k): bool(v) for k, v in data.get("ports_up", {}).items()},
+            ports_chassis={str(k): bool(v) for k, v in data.get("ports_chassis", {}).items()},
             ovn_kubernetes=_ovn_kubernetes(data.get("ovn_kubernetes") or {}),
             observed_at=data.get("observed_at"),
         )

@@ -17,6 +17,7 @@ from reconciler.core.model.facts import (
     Finding,
     Hold,
     InstanceHealth,
+    Pending,
     Protection,
     ProtectionBasis,
     UnboundPort,
@@ -113,6 +114,9 @@ class Plan:
     """A zoned plan: each zone's node and when its agent published its slice."""
     rollouts: tuple[VnfRollout, ...] = fact("rollout", VnfRollout, ())
     held: tuple[Hold, ...] = fact("held", Hold, ())
+    pending: tuple[Pending, ...] = fact("pending", Pending, ())
+    """What differs from the manifests that this plan does not write yet (a template change
+    waiting for its rollout, a VM being rolled, held steering): not converged."""
     node: str | None = fact("node")
     """A node agent's plan: its node."""
     vnf_instances: tuple[InstanceHealth, ...] = fact("vnf_instances", InstanceHealth, ())
@@ -138,6 +142,12 @@ class Plan:
     def summary(self) -> dict[str, int]:
         counts = Counter(c.action for c in self.changes)
         return {"create": counts["create"], "update": counts["update"], "delete": counts["delete"]}
+
+    @property
+    def converged(self) -> bool:
+        """Nothing to write and nothing pending: the live state is what the manifests say
+        (``plan`` exits 0 only then)."""
+        return not self.changes and not self.pending
 
     def ovn_changes(self) -> list[Change]:
         return [c for c in self.changes if c.is_ovn]

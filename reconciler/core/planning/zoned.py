@@ -68,7 +68,7 @@ in all); a bigger one is not published, and the zone is missing from snapshots."
 ZONED = "zoned"
 SLICE_FIELDS = (
     "pods", "pod_ports", "switches", "routers", "ovn_rows", "used_ids", "capabilities",
-    "nb_global", "nf_active", "ports_up",
+    "nb_global", "nf_active", "ports_up", "ports_chassis",
 )  # fmt: skip
 """What an agent publishes of its view: its zone as the agent saw it at one moment (its
 pods and their LSPs together). Nodes, NetworkPolicies and the central owner's objects are read

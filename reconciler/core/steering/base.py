@@ -201,6 +201,19 @@ class OwnedRows:
         }
 
 
+class Steered(NamedTuple):
+    """What one steering row does (:meth:`SteeringBackend.steered_by`)."""
+
+    vnfs: tuple[str, ...]
+    """The VNFs it sends traffic to, in chain order."""
+    groups: list[str]
+    """The Port_Groups it names (``pg`` or ``pg_ip4``)."""
+    direction: str = "exit"
+    """``exit`` (traffic to the group's pods) or ``entry`` (from them)."""
+    policy: str | None = None
+    """The failure policy it steers under (``fail-close``/``fail-open``; ``None``: none)."""
+
+
 class PortConfig(NamedTuple):
     """``addresses`` and ``options`` of a VNF data-port LSP."""
 
@@ -308,13 +321,12 @@ class SteeringBackend(Protocol):
     """The tables of what those rows send traffic to, in the order a packet meets them
     (function groups, functions, their health checks); :meth:`path_rows` finds them."""
 
-    def steered_by(
-        self, table: str, fields: Mapping[str, Any], rows: OwnedRows
-    ) -> tuple[tuple[str, ...], list[str]] | None:
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
         """When a row of ``table`` (owned by a Binding) is one of this backend's steering rows:
-        the VNFs it sends traffic to (in chain order) and the Port_Groups it names (``pg`` or
-        ``pg_ip4``); ``None`` when it is not (a twin ACL, a chain's ports: no steering of their
-        own). ``reconciler.core.views.protection`` reads what the rows steer through it."""
+        the VNFs it sends traffic to (in chain order), the Port_Groups it names (``pg`` or
+        ``pg_ip4``), its direction and failure policy; ``None`` when it is not (a twin ACL, a
+        chain's ports: no steering of their own). ``reconciler.core.views.protection`` reads
+        what the rows steer through it."""
         ...
 
     def path_rows(

@@ -38,6 +38,7 @@ could reach the other.)
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -55,6 +56,7 @@ from reconciler.core.steering.base import (
     PortConfig,
     PortGroupPods,
     Side,
+    Steered,
     TargetBuilder,
     VnfInstance,
     WithoutHealthChecks,
@@ -85,15 +87,16 @@ class RouterPolicy(PortGroupPods, WithoutHealthChecks):
     """A router policy sees only what crosses the cluster router: traffic between pods of one
     node's switch is not steered."""
 
-    def steered_by(
-        self, table: str, fields: Mapping[str, Any], rows: OwnedRows
-    ) -> tuple[tuple[str, ...], list[str]] | None:
-        """A reroute policy: the VNFs of its next hops."""
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
+        """A reroute policy: the VNFs of its next hops; towards the group's pods (``ip4.dst ==
+        $pg_ip4``) or from them; no failure policy (a router policy has no health)."""
         if table != "Logical_Router_Policy" or fields.get("action") != "reroute":
             return None
         hops = fields.get("nexthops") or ()
         vnfs = merge_vnfs(*(rows.next_hops.get(str(hop), ()) for hop in hops))
-        return vnfs, GROUP_REF.findall(str(fields.get("match") or ""))
+        match = str(fields.get("match") or "")
+        direction = "exit" if re.match(r"ip[46]\.dst == \$", match) else "entry"
+        return Steered(vnfs, GROUP_REF.findall(match), direction, None)
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True  # router policies exist in every OVN we support

@@ -18,20 +18,33 @@ through it again). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from reconciler.core.model.desired import Desired
+from reconciler.core.model.facts import Hold, Pending
 from reconciler.core.model.observed import Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.steering import HealthIndex, SteeringBackend
-from reconciler.core.transitions.rollout import hold_updates
+from reconciler.core.transitions.rollout import hold_updates, pending_of, restarts_pending
 
 __all__ = [
     "apply_transitions",
     "held_idents",
+    "held_pending",
     "only_progress",
     "with_health_of",
 ]
+
+
+def held_pending(held: Iterable[Hold]) -> list[Pending]:
+    """Steering held until a VNF instance is healthy, per binding and node: until then no ACL
+    steers the binding's pods there, their traffic flows unsteered."""
+    return [
+        Pending("Binding", hold.binding, hold.node, f"steering held, {hold.reason}",
+                "until then no ACL steers its pods there: their traffic flows unsteered")
+        for hold in held
+    ]  # fmt: skip
 
 
 def apply_transitions(
@@ -42,9 +55,13 @@ def apply_transitions(
     health: HealthIndex | None = None,
 ) -> Plan:
     """``plan`` as it may be applied now (see the module docstring), with ``health`` the
-    plan's health index (made here when the caller has none)."""
+    plan's health index (made here when the caller has none), and what it leaves pending: the
+    live state does not match the manifests until later passes write it."""
     index = health if health is not None else HealthIndex(observed)
-    return backend.hold_unready(hold_updates(plan, desired, observed, backend), observed, index)
+    ready = backend.hold_unready(hold_updates(plan, desired, observed, backend), observed, index)
+    unrolled = [] if observed.capabilities.network_function else restarts_pending(observed)
+    pending = (*pending_of(ready.rollouts), *unrolled, *held_pending(ready.held))
+    return replace(ready, pending=pending) if pending or ready.pending else ready
 
 
 def held_idents(plan: Plan) -> set[tuple[str, str]]:

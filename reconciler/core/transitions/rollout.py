@@ -32,6 +32,18 @@ The state lives in the cluster, in annotations on each VirtualMachine (``rollout
 ``osc.io/`` prefix of managed fields: an update of the VM never removes them and the diff never
 sees them.
 
+**One rollout at a time** (issue 33). A VM being rolled also names the process that rolls it
+(``/owner``: ``<instance> on <host> (pid N)``, ``/owner-since``), which renews ``/renewed``
+every :data:`RENEW` seconds while it runs and clears its name when it exits. Another process
+(a second ``apply --wait`` with a newer image, the ``run`` loop beside a human's apply) takes
+no step for a rollout whose owner is alive: it waits, naming the owner, instead of restarting
+the same VMs again and again with its own template. An owner silent for :data:`STALE` seconds
+(as the other process's own clock sees the ``/renewed`` value not change), or gone, is taken
+over from where its rollout is. A template changed while a rollout runs (the owner's new
+commit, the fix of a halted rollout) re-targets the VM being rolled, from its phase, and the
+rollout goes on from there: the nodes already updated are rolled again after it, and the plan
+says so.
+
 Two pure halves: :func:`hold_updates` turns a plan into the plan of this moment (held updates
 out, released ones in, drained functions out of their groups) and describes every rollout in
 :attr:`Plan.rollouts`; :func:`next_steps` decides, from that description, the live state and the
@@ -45,7 +57,7 @@ import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -53,7 +65,7 @@ from reconciler.core.compiling.diff import diff, live_state
 from reconciler.core.model import naming
 from reconciler.core.model import ownership as own
 from reconciler.core.model.desired import Desired, VnfDeployment
-from reconciler.core.model.facts import HEALTHY, Finding, VmRollout, VnfRollout
+from reconciler.core.model.facts import HEALTHY, Finding, Pending, VmRollout, VnfRollout
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Change, Plan
 from reconciler.core.model.target import Target
@@ -62,13 +74,24 @@ from reconciler.core.steering import HealthIndex, MemberHealth, SteeringBackend
 __all__ = [
     "BOOTING",
     "DRAINING",
+    "IMAGE",
+    "OWNER",
     "PHASE",
+    "RENEW",
     "RESTARTING",
+    "STALE",
+    "LiveRollout",
     "Step",
     "Steps",
+    "boot_allowance",
     "detection_window",
     "hold_updates",
+    "live_rollouts",
     "next_steps",
+    "owner_name",
+    "pending_of",
+    "restarts_pending",
+    "template_change",
     "template_hash",
     "why_unready",
 ]
@@ -81,6 +104,21 @@ TEMPLATE = f"{own.ROLLOUT_PREFIX}template"
 """The hash (:func:`template_hash`) of the template the VM is being rolled to."""
 HALTED = f"{own.ROLLOUT_PREFIX}halted"
 """Why the rollout halted at this VM (set past the deadline, cleared when it is upgraded)."""
+OWNER = f"{own.ROLLOUT_PREFIX}owner"
+"""The process rolling this VM: ``<instance> on <host> (pid N)`` (:func:`owner_name`)."""
+OWNER_SINCE = f"{own.ROLLOUT_PREFIX}owner-since"
+"""Since when that process owns the rollout (RFC 3339, UTC)."""
+IMAGE = f"{own.ROLLOUT_PREFIX}image"
+"""The image of the template the VM is being rolled to (for people: ``status`` reads the
+rollout from the cluster)."""
+RENEWED = f"{own.ROLLOUT_PREFIX}renewed"
+"""The owner's last sign of life (RFC 3339, UTC): renewed every :data:`RENEW` seconds."""
+RENEW = 10.0
+"""How often the owner of a rollout renews :data:`RENEWED`."""
+STALE = 30.0
+"""An owner whose :data:`RENEWED` has not changed for this long (on the observer's clock) is
+gone: its rollout is taken over."""
+_OWNERSHIP = (OWNER, OWNER_SINCE, RENEWED)
 DRAINING, RESTARTING, BOOTING = "draining", "restarting", "booting"
 Phase = Literal["draining", "restarting", "booting"]
 _DRAINED = (DRAINING, RESTARTING, BOOTING)
@@ -110,6 +148,17 @@ def parse_time(value: str | None) -> float | None:
 
 def format_time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def owner_name(instance: str, host: str, pid: int) -> str:
+    """``osc-gitops on box-1 (pid 4242)``: who rolls (instance, host, process)."""
+    return f"{instance} on {host} (pid {pid})"
+
+
+def boot_allowance(vnf: VnfDeployment) -> float:
+    """Seconds a new or restarted instance may take until OVN reports it healthy without
+    alarm: its boot (``bootSeconds``) plus the health check's detection time."""
+    return float(vnf.spec.bootSeconds) + detection_window(vnf)
 
 
 def detection_window(vnf: VnfDeployment) -> float:
@@ -187,31 +236,11 @@ def hold_updates(
         who = _vm_identity(_labels(body), key, _annotations(body))
         if who is None or who[0] not in desired.vnfs:
             continue
-        vnf, node, slot = who
-        state = obj.state if obj is not None else {}
-        target = template_hash(_template(pending.after)) if pending else state.get(TEMPLATE, "")
-        phase = state.get(PHASE)
-        released = pending is not None and phase in _RELEASED and state.get(TEMPLATE) == target
-        if pending is not None and not released:
+        vnf, node, _ = who
+        vm = _vm_rollout(key, who, obj, pending, owner, desired.vnfs[vnf])
+        phase = vm.phase
+        if pending is not None and not vm.released:
             dropped.add((_VM, key))
-        vm = VmRollout(
-            key=key,
-            node=node,
-            slot=slot,
-            function=naming.network_function(owner, vnf, node, slot),
-            outdated=pending is not None,
-            released=released,
-            template=target,
-            phase=phase,
-            since=state.get(SINCE),
-            rolling_to=state.get(TEMPLATE),
-            halted=state.get(HALTED),
-            peer=(
-                naming.network_function(owner, vnf, node, "" if slot else naming.SECOND)
-                if desired.vnfs[vnf].spec.instancesPerNode > 1
-                else None
-            ),
-        )
         vms[vnf].append(vm)
         if phase in _DRAINED and desired.vnfs[vnf].spec.instancesPerNode > 1:
             drained[(vnf, node)].add(vm.function)
@@ -230,6 +259,44 @@ def hold_updates(
     changes.sort(key=lambda c: c.sort_key)
     findings = (*plan.findings, *_chain_warnings(desired, vms))
     return replace(plan, changes=tuple(changes), rollouts=tuple(rollouts), findings=findings)
+
+
+def _vm_rollout(
+    key: str,
+    who: tuple[str, str, str],
+    obj: KubeObject | None,
+    pending: Change | None,
+    owner: str,
+    vnf: VnfDeployment,
+) -> VmRollout:
+    """One VM of a rollout: its template change (``pending``, ``None`` when its live template
+    is the manifests') and its rollout state (``obj``'s annotations)."""
+    name, node, slot = who
+    state = obj.state if obj is not None else {}
+    target = template_hash(_template(pending.after)) if pending else state.get(TEMPLATE, "")
+    phase = state.get(PHASE)
+    return VmRollout(
+        key=key,
+        node=node,
+        slot=slot,
+        function=naming.network_function(owner, name, node, slot),
+        outdated=pending is not None,
+        released=pending is not None and phase in _RELEASED and state.get(TEMPLATE) == target,
+        template=target,
+        image=vm_image(pending.after) if pending else state.get(IMAGE, ""),
+        change=template_change(pending.before, pending.after) if pending else "",
+        phase=phase,
+        since=state.get(SINCE),
+        rolling_to=state.get(TEMPLATE),
+        halted=state.get(HALTED),
+        peer=(
+            naming.network_function(owner, name, node, "" if slot else naming.SECOND)
+            if vnf.spec.instancesPerNode > 1
+            else None
+        ),
+        owner=state.get(OWNER) if phase else None,
+        owner_since=state.get(OWNER_SINCE) if phase else None,
+    )
 
 
 def _chain_warnings(desired: Desired, vms: Mapping[str, list[VmRollout]]) -> list[Finding]:
@@ -327,6 +394,35 @@ class Steps:
     change in the cluster or the NB can."""
     waiting: tuple[str, ...] = ()
     """What each rollout waits for now, for humans (``--wait`` progress, status)."""
+    owned_by: tuple[tuple[str, str, str | None], ...] = ()
+    """``(vnf, owner, since)`` of each rollout another live process owns: no step was taken
+    for it."""
+
+
+def owners_of(observed: Observed) -> dict[str, str]:
+    """The owner (``OWNER``) named on any VM -> its newest ``RENEWED`` value (what a process
+    watches to tell whether another owner is alive)."""
+    out: dict[str, str] = {}
+    for obj in observed.kube_objects:
+        if obj.kind == _VM and obj.state.get(OWNER):
+            renewed = obj.state.get(RENEWED) or ""
+            out[obj.state[OWNER]] = max(out.get(obj.state[OWNER], ""), renewed)
+    return out
+
+
+@dataclass
+class _Pass:
+    """What :func:`next_steps` reads once and writes as it goes, for every rollout."""
+
+    now: float
+    owner: str | None
+    index: HealthIndex
+    members: Mapping[str, MemberHealth]
+    live: Mapping[str, KubeObject]
+    active: set[str]
+    steps: list[Step] = field(default_factory=list)
+    waiting: list[str] = field(default_factory=list)
+    rechecks: list[float] = field(default_factory=list)
 
 
 def next_steps(
@@ -334,55 +430,154 @@ def next_steps(
     observed: Observed,
     now: float,
     health: HealthIndex | None = None,
+    owner: str | None = None,
+    alive: Iterable[str] = (),
 ) -> Steps:
     """What to write now for each rollout (module docstring, steps 2-5), from the plan's
     description of it, the live state after that plan was applied (``observed``: VM
     annotations, northd's ``network_function_active``) and the wall-clock time ``now`` (the
     ``SINCE`` annotations are wall-clock times: the state outlives the process; ``health``: its
-    health index, when the caller has one)."""
+    health index, when the caller has one).
+
+    ``owner``: who takes the steps (:func:`owner_name`; ``None``: nobody is named and nobody
+    is waited for). A rollout whose VMs name another owner in ``alive`` (the engine tells who
+    is alive, :data:`STALE`) gets no step: it is that process's. The owner's steps name it,
+    and renew ``RENEWED`` every :data:`RENEW` seconds; a rollout whose owner is gone is taken
+    over."""
     index = health if health is not None else HealthIndex(observed)
-    members = index.members
-    live = {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM}
-    active = set(index.active_functions)
-    steps: list[Step] = []
-    waiting: list[str] = []
-    rechecks: list[float] = []
+    run = _Pass(
+        now, owner, index, index.members,
+        {f"{o.namespace}/{o.name}": o for o in observed.kube_objects if o.kind == _VM},
+        set(index.active_functions),
+    )  # fmt: skip
+    living = set(alive) - {owner}
+    owned_by: list[tuple[str, str, str | None]] = []
     for rollout in rollouts:
-        busy: set[str] = set()
-        halted = False
-        for vm in rollout.vms:
-            obj = live.get(vm.key)
-            state = obj.state if obj is not None else {}
-            phase = state.get(PHASE)
-            if obj is None or not phase:
-                continue
-            busy.add(vm.node)
-            since = parse_time(state.get(SINCE)) or now
-            elapsed = now - since
-            member = members.get(vm.function)
-            step, wait = _advance(rollout, vm, phase, state, member, obj, index, now)
-            if step is not None:
-                steps.extend(step)
-                continue
-            waiting.append(f"{vm.name}: {wait}")
-            if phase == BOOTING and _up(member):
-                rechecks.append(since + rollout.window)
-            if elapsed > rollout.deadline:
-                halted = True
-                if not state.get(HALTED):
-                    message = (
-                        f"{vm.name} not healthy {rollout.deadline:.0f} s after its {phase} "
-                        f"began ({why_unready(member, obj)})"
-                    )
-                    steps.append(Step(vm.key, "annotate", {HALTED: message}, "deadline passed"))
-            else:
-                rechecks.append(since + rollout.deadline + 0.001)
-            halted = halted or bool(state.get(HALTED))
-        if halted:
-            waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
+        foreign = _foreign_owner(rollout, run.live, living) if owner is not None else None
+        if foreign is None:
+            _roll(run, rollout)
             continue
-        steps.extend(_select(rollout, busy, live, members, active, now, waiting))
-    return Steps(tuple(steps), min(rechecks) if rechecks else None, tuple(waiting))
+        who, who_since = foreign
+        owned_by.append((rollout.vnf, who, who_since))
+        run.waiting.append(
+            f"VnfDeployment/{rollout.vnf}: its rolling update is owned by {who}"
+            + (f" since {who_since}" if who_since else "")
+            + ": this process restarts none of its VMs; it waits until that one finishes "
+            f"(or is silent for {STALE:.0f} s, then takes it over from where it is)"
+        )
+    recheck = min(run.rechecks) if run.rechecks else None
+    return Steps(tuple(run.steps), recheck, tuple(run.waiting), tuple(owned_by))
+
+
+def _roll(run: _Pass, rollout: VnfRollout) -> None:
+    """One rollout's steps: each VM being rolled moved on (or why it waits, or the halt past
+    its deadline), then the next VMs selected, and the owner's name cleared once it is over."""
+    busy: set[str] = set()
+    finished: set[str] = set()
+    halted = False
+    for vm in rollout.vms:
+        obj = run.live.get(vm.key)
+        if obj is None or not obj.state.get(PHASE):
+            continue
+        busy.add(vm.node)
+        done, vm_halted = _roll_vm(run, rollout, vm, obj)
+        if done:
+            finished.add(vm.key)
+        halted = halted or vm_halted
+    if halted:
+        run.waiting.append(f"VnfDeployment/{rollout.vnf}: halted")
+        return
+    selected = _select(rollout, busy, run.live, run.members, run.active, run.now, run.waiting)
+    run.steps.extend(_owned(selected, run.owner, {}, run.now))
+    left = [vm for vm in rollout.vms if vm.key not in finished and (vm.outdated or vm.phase)]
+    if run.owner is not None and not selected and not left:
+        # the rollout is over: no VM names its owner any more
+        run.steps.extend(
+            Step(key, "annotate", dict.fromkeys(_OWNERSHIP), "rollout done")
+            for key, obj in sorted(run.live.items())
+            if _labels(obj.body).get(own.VNF_LABEL) == rollout.vnf and obj.state.get(OWNER)
+        )
+
+
+def _roll_vm(run: _Pass, rollout: VnfRollout, vm: VmRollout, obj: KubeObject) -> tuple[bool, bool]:
+    """One VM being rolled: its next phase (or why it waits), the owner's claim on it, the
+    halt past its deadline. Returns (it is upgraded now, its rollout is halted)."""
+    state, now = obj.state, run.now
+    phase = state[PHASE]
+    since = parse_time(state.get(SINCE)) or now
+    member = run.members.get(vm.function)
+    step, wait = _advance(rollout, vm, phase, state, member, obj, run.index, now)
+    if run.owner is not None:
+        claim, renew_at = _claim(vm, state, run.owner, now)
+        run.steps.extend(claim)
+        run.rechecks.append(renew_at)
+    if step is not None:
+        run.steps.extend(_owned(step, run.owner, state, now))
+        return any(s.annotations.get(PHASE, "") is None for s in step), False
+    run.waiting.append(f"{vm.name}: {wait}")
+    if phase == BOOTING and _up(member):
+        run.rechecks.append(since + rollout.window)
+    if now - since <= rollout.deadline:
+        run.rechecks.append(since + rollout.deadline + 0.001)
+        return False, bool(state.get(HALTED))
+    if not state.get(HALTED):
+        message = (
+            f"{vm.name} not healthy {rollout.deadline:.0f} s after its {phase} began "
+            f"({why_unready(member, obj)})"
+        )
+        run.steps.append(Step(vm.key, "annotate", {HALTED: message}, "deadline passed"))
+    return False, True
+
+
+def _foreign_owner(
+    rollout: VnfRollout, live: Mapping[str, KubeObject], alive: set[str]
+) -> tuple[str, str | None] | None:
+    """``(owner, since)`` when a VM of the VnfDeployment names another live process as the
+    owner of its rollout (a VM already upgraded keeps the name until the rollout is over)."""
+    for _, obj in sorted(live.items()):
+        who = obj.state.get(OWNER)
+        if who and who in alive and _labels(obj.body).get(own.VNF_LABEL) == rollout.vnf:
+            return who, obj.state.get(OWNER_SINCE)
+    return None
+
+
+def _claim(
+    vm: VmRollout, state: Mapping[str, str], owner: str, now: float
+) -> tuple[list[Step], float]:
+    """The owner's sign of life on a VM it rolls (renewed every :data:`RENEW` seconds), or
+    the take-over of a VM whose owner is gone or unnamed; and when to renew next."""
+    who = state.get(OWNER)
+    if who != owner:
+        why = f"took over from {who} (silent)" if who else "rolled by this process"
+        claim: dict[str, str | None] = {
+            OWNER: owner,
+            OWNER_SINCE: format_time(now),
+            RENEWED: format_time(now),
+        }
+        return [Step(vm.key, "annotate", claim, why)], now + RENEW
+    renewed = parse_time(state.get(RENEWED)) or 0.0
+    if now - renewed >= RENEW:
+        return [Step(vm.key, "annotate", {RENEWED: format_time(now)}, "renewed")], now + RENEW
+    return [], renewed + RENEW
+
+
+def _owned(
+    steps: Iterable[Step], owner: str | None, state: Mapping[str, str], now: float
+) -> list[Step]:
+    """``steps`` with the owner's name on every phase it enters (``SINCE`` of ownership kept
+    where it already owned the VM); a VM leaving the rollout loses every name."""
+    out: list[Step] = []
+    for step in steps:
+        if owner is None or step.action != "annotate" or PHASE not in step.annotations:
+            out.append(step)
+            continue
+        # a VM upgraded keeps the name too, until the rollout is over (next_steps clears it):
+        # the rollout always names its owner, also between one VM and the next
+        mine = state.get(OWNER) == owner
+        since = state.get(OWNER_SINCE) if mine and state.get(OWNER_SINCE) else format_time(now)
+        names: dict[str, str | None] = {OWNER: owner, OWNER_SINCE: since, RENEWED: format_time(now)}
+        out.append(replace(step, annotations={**step.annotations, **names}))
+    return out
 
 
 def _advance(
@@ -397,12 +592,15 @@ def _advance(
 ) -> tuple[list[Step] | None, str]:
     """The steps that move one VM being rolled to its next phase, or why it waits."""
     target = vm.template or state.get(TEMPLATE) or ""
+    image = vm.image or state.get(IMAGE) or ""
     if vm.outdated and state.get(TEMPLATE) != target and phase != DRAINING:
         # The manifests changed again while it rolled (e.g. the fix of a halted rollout).
-        return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "new template")], ""
+        restart = _phase(RESTARTING, now, target, image)
+        return [Step(vm.key, "annotate", restart, "new template: goes on from here")], ""
     if phase == DRAINING:
         if health.drained(vm.function, rollout.vnf, vm.node):
-            return [Step(vm.key, "annotate", _phase(RESTARTING, now, target), "drained")], ""
+            drained = _phase(RESTARTING, now, target, image)
+            return [Step(vm.key, "annotate", drained, "drained")], ""
         return None, "draining (northd has not moved its traffic to the other instance yet)"
     if phase == RESTARTING:
         if vm.outdated and not vm.released:
@@ -410,7 +608,7 @@ def _advance(
         need = restart_needed(obj)
         if need is None:
             return None, "restarting (KubeVirt has not seen its new template yet)"
-        booting = Step(vm.key, "annotate", _phase(BOOTING, now, target))
+        booting = Step(vm.key, "annotate", _phase(BOOTING, now, target, image))
         if need:
             return [Step(vm.key, "restart", why="its new template is written"), booting], ""
         return [booting], ""  # restarted already (before a crash of ours, or by someone)
@@ -436,11 +634,12 @@ def restart_needed(vm: KubeObject) -> bool | None:
     return int(status["observedGeneration"]) < int(status["desiredGeneration"])
 
 
-def _phase(phase: str | None, now: float, template: str) -> dict[str, str | None]:
+def _phase(phase: str | None, now: float, template: str, image: str = "") -> dict[str, str | None]:
     """The annotations of entering ``phase`` (``None``: done, every annotation removed)."""
     if phase is None:
-        return {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None}
-    return {PHASE: phase, SINCE: format_time(now), TEMPLATE: template, HALTED: None}
+        return {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None, IMAGE: None}
+    return {PHASE: phase, SINCE: format_time(now), TEMPLATE: template, HALTED: None,
+            IMAGE: image or None}  # fmt: skip
 
 
 def _up(member: MemberHealth | None) -> bool:
@@ -498,6 +697,213 @@ def _select(
                 waiting.append(f"{vm.name}: waits until the other instance on {node} is healthy")
                 continue
         phase = DRAINING if two else RESTARTING
-        steps.append(Step(vm.key, "annotate", _phase(phase, now, vm.template), f"node {node}"))
+        enter = _phase(phase, now, vm.template, vm.image)
+        steps.append(Step(vm.key, "annotate", enter, f"node {node}"))
         busy.add(node)
     return steps
+
+
+# ------------------------------------------------------------------------------ the live view
+
+
+def template_change(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) -> str:
+    """What a VM's new template changes, for people: ``image fw:1.0 → fw:1.1``, ``cpu 1 →
+    2``, ``memory 1Gi → 2Gi``; ``template`` when it is something else."""
+
+    def domain(body: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        return (((_template(body) or {}).get("spec") or {}).get("domain")) or {}
+
+    def cpu(body: Mapping[str, Any] | None) -> Any:
+        return (domain(body).get("cpu") or {}).get("cores")
+
+    def memory(body: Mapping[str, Any] | None) -> Any:
+        return ((domain(body).get("resources") or {}).get("requests") or {}).get("memory")
+
+    parts = [
+        f"{what} {old} → {new}"
+        for what, read in (("image", vm_image), ("cpu", cpu), ("memory", memory))
+        if (old := read(before)) != (new := read(after))
+    ]
+    return ", ".join(parts) or "template"
+
+
+def pending_of(rollouts: Iterable[VnfRollout]) -> list[Pending]:
+    """What every rollout still has to do, one entry per VM: a template change waiting for
+    its turn (``image fw:1.0 → fw:1.1, rolled node by node``), a VM being rolled now."""
+    out: list[Pending] = []
+    for rollout in rollouts:
+        for vm in rollout.vms:
+            if vm.phase:
+                what = f"{vm.change}, " if vm.outdated and vm.change else ""
+                why = f"halted: {vm.halted}" if vm.halted else ""
+                change = f"{what}{vm.phase} (rolled node by node)"
+                out.append(Pending(_VM, vm.key, vm.node, change, why))
+            elif vm.outdated:
+                why = "waits for its turn: KubeVirt applies a new template at a restart"
+                out.append(Pending(_VM, vm.key, vm.node, f"{vm.change}, rolled node by node", why))
+    return out
+
+
+def restarts_pending(observed: Observed) -> list[Pending]:
+    """Where osc-gitops does not roll (no health of each instance to wait for: router-policy
+    steering, ``--kubernetes-only``), a new template is written at once and KubeVirt applies it
+    at the VM's next start: until someone restarts it, the VM runs an older template than the
+    manifests', as its status says (``observedGeneration`` below ``desiredGeneration``)."""
+    out: list[Pending] = []
+    for obj in observed.kube_objects:
+        status = obj.status
+        if obj.kind != _VM or status.get("stateChangeRequests"):
+            continue
+        try:
+            lagging = int(status["observedGeneration"]) < int(status["desiredGeneration"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if lagging:
+            node = _labels(obj.body).get(own.NODE_LABEL)
+            out.append(Pending(
+                _VM, f"{obj.namespace}/{obj.name}", node if isinstance(node, str) else None,
+                "runs an older template than its spec: restart it (virtctl restart), one node "
+                "at a time", "osc-gitops rolls restarts only where it reads each instance's "
+                "health from OVN",
+            ))  # fmt: skip
+    return out
+
+
+def vm_image(body: Mapping[str, Any] | None) -> str:
+    """The (first) containerDisk image of a VM's template: what it runs after its next start."""
+    spec = ((_template(body) or {}).get("spec")) or {}
+    for volume in spec.get("volumes") or ():
+        image = (volume.get("containerDisk") or {}).get("image")
+        if image:
+            return str(image)
+    return "?"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveVm:
+    name: str
+    node: str
+    image: str
+    """Its template's image (what it runs once started from it)."""
+    runs_template: bool
+    """KubeVirt runs it from its current template (no restart pending)."""
+    phase: str | None = None
+    since: str | None = None
+    halted: str | None = None
+    rolling_to: str | None = None
+    """The image it is being rolled to (``IMAGE``)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveRollout:
+    """A VnfDeployment's rollout as its VirtualMachines say it (``osc-gitops status``): read
+    from the cluster, not from what a reconciler last wrote to a file."""
+
+    vnf: str
+    vms: tuple[LiveVm, ...]
+    owner: str | None = None
+    owner_since: str | None = None
+
+    @property
+    def target(self) -> str | None:
+        """The image being rolled to (a VM's ``IMAGE``), if a VM is being rolled."""
+        return next((vm.rolling_to for vm in self.vms if vm.phase and vm.rolling_to), None)
+
+    @property
+    def images(self) -> dict[str, list[str]]:
+        """Image -> nodes whose VM template has it."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for vm in self.vms:
+            out[vm.image].append(vm.node)
+        return {image: sorted(set(nodes)) for image, nodes in sorted(out.items())}
+
+    @property
+    def in_progress(self) -> bool:
+        """A VM is being rolled, the rollout still names an owner, the VMs differ in image,
+        or one waits for the restart that applies its template."""
+        return bool(
+            self.owner
+            or any(vm.phase for vm in self.vms)
+            or len({vm.image for vm in self.vms}) > 1
+            or any(not vm.runs_template for vm in self.vms)
+        )
+
+    @property
+    def halted(self) -> str | None:
+        return next((vm.halted for vm in self.vms if vm.halted), None)
+
+    @property
+    def summary(self) -> str:
+        """``VnfDeployment/firewall (live): 1 of 2 nodes on the new template; firewall-node-2
+        booting since …; images: fw:1.1 on node-1, fw:1.0 on node-2; rolled by …``."""
+        nodes = sorted({vm.node for vm in self.vms})
+        parts = []
+        target = self.target
+        if target:
+            done = {vm.node for vm in self.vms if vm.image == target and vm.runs_template}
+            done -= {vm.node for vm in self.vms if vm.phase}
+            parts.append(f"{len(done)} of {len(nodes)} nodes done, rolling to {target}")
+        for vm in self.vms:
+            if vm.phase:
+                parts.append(f"{vm.name} {vm.phase}" + (f" since {vm.since}" if vm.since else ""))
+        waiting = [vm.name for vm in self.vms if not vm.runs_template and not vm.phase]
+        if waiting:
+            parts.append(f"restart pending: {', '.join(waiting)}")
+        images = "; ".join(f"{image} on {', '.join(n)}" for image, n in self.images.items())
+        parts.append(f"images: {images}")
+        if self.owner:
+            since = f" since {self.owner_since}" if self.owner_since else ""
+            parts.append(f"rolled by {self.owner}{since}")
+        if self.halted:
+            parts.append(f"halted: {self.halted}")
+        return f"VnfDeployment/{self.vnf} (live): {'; '.join(parts)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vnf": self.vnf,
+            "in_progress": self.in_progress,
+            "halted": self.halted,
+            "owner": self.owner,
+            "owner_since": self.owner_since,
+            "images": self.images,
+            "vms": [vm.to_json() for vm in self.vms],
+            "summary": self.summary,
+        }
+
+
+def live_rollouts(objects: Iterable[KubeObject]) -> list[LiveRollout]:
+    """Per VnfDeployment with VirtualMachines, its rollout as they say it (from the cluster
+    alone: their templates, KubeVirt's status and the ``rollout.osc.io/*`` annotations)."""
+    by_vnf: dict[str, list[LiveVm]] = defaultdict(list)
+    owners: dict[str, tuple[str, str | None]] = {}
+    for obj in objects:
+        if obj.kind != _VM:
+            continue
+        labels = _labels(obj.body)
+        vnf, node = labels.get(own.VNF_LABEL), labels.get(own.NODE_LABEL)
+        if not isinstance(vnf, str) or not isinstance(node, str):
+            continue
+        state = obj.state
+        by_vnf[vnf].append(
+            LiveVm(
+                name=obj.name,
+                node=node,
+                image=vm_image(obj.body),
+                runs_template=restart_needed(obj) is not True or not obj.status,
+                phase=state.get(PHASE),
+                since=state.get(SINCE),
+                halted=state.get(HALTED),
+                rolling_to=state.get(IMAGE),
+            )
+        )
+        if state.get(OWNER) and vnf not in owners:
+            owners[vnf] = (state[OWNER], state.get(OWNER_SINCE))
+    return [
+        LiveRollout(
+            vnf, tuple(sorted(vms, key=lambda v: (v.node, v.name))), *owners.get(vnf, (None, None))
+        )
+        for vnf, vms in sorted(by_vnf.items())
+    ]

@@ -49,6 +49,7 @@ from reconciler.core.steering import (
     services,
 )
 from reconciler.core.steering.base import directions
+from reconciler.core.steering.port_binding import NO_CHASSIS
 from reconciler.core.transitions.hold import held_idents
 from reconciler.core.views.traffic import (
     SILENT,
@@ -348,6 +349,8 @@ class _Traffic:
         report = binders.get(node, BinderReport(node)) if binders is not None else None
         lines = tuple(
             f"port {u.port} ({u.side}) of VirtualMachine {u.vm} is not bound: "
+            # what the Southbound showed (``--ovn-sb``), then why, from the node's binder
+            + (f"{NO_CHASSIS}; " if u.cause.startswith(NO_CHASSIS) else "")
             + unbound_cause(u.port, node, u.vm, report)
             for u in self.unbound
             if u.vm == hop.instance

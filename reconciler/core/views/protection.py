@@ -31,8 +31,18 @@ policy's next hop. An ACL without a function group (the twin that lets crossed t
 steers nothing by itself.
 
 ``spec.vnf`` is read as a chain (a list of VNF names) as well as one name; with manifests, a pod
-counts as steered where at least one VNF of the chain runs on its node, and
-:attr:`SteeredPod.vnfs` says which.
+counts as steered where every VNF of the chain runs on its node (a chain missing a hop on a node
+does not steer there, as compile wires it), and :attr:`SteeredPod.vnfs` says which.
+
+**Per hop** (issue 33): a pod steered before and after can still change what its traffic
+crosses. Each side also says, per pod, its :class:`Route`: per direction (``exit``, to the pod;
+``entry``, from it) the VNFs crossed in order and the failure policy (the function group's
+``fallback``; the Binding's ``failurePolicy`` for manifests). Pods whose route changes are
+grouped by (before, after) into :class:`RouteChange` entries: hops lost or gained, the chain's
+order, the direction, the failure policy. And a pod the plan would steer but whose steering is
+held until its VNF instances are healthy (``reconciler.core.transitions.gating``) is *pending*
+(:func:`with_pending`), never "not steered": "2 pods will be steered once their VNFs are
+healthy".
 
 Pure: no I/O. The planners call :func:`live_changes` or :func:`protection_changes`;
 :func:`to_json` is the ``protection_changes`` array of the JSON plan.
@@ -43,7 +53,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from reconciler.core.model import ownership as own
@@ -55,16 +65,22 @@ from reconciler.core.steering.base import OwnedRows, merge_vnfs
 
 __all__ = [
     "BindingProtection",
+    "Route",
+    "RouteChange",
     "SteeredPod",
     "Steering",
+    "arrow",
     "by_namespace",
     "live_changes",
     "planned_rows",
+    "pod_names",
     "protection_changes",
     "steering_in_rows",
     "steering_of",
     "to_json",
+    "unprotected",
     "vnfs_of",
+    "with_pending",
 ]
 
 
@@ -81,6 +97,9 @@ class SteeredPod:
     (:func:`live_changes`) that the planned group no longer selects by any label."""
     vnfs: tuple[str, ...] = ()
     """The binding's VNFs that run on the pod's node (in chain order)."""
+    route: Route | None = field(default=None, compare=False)
+    """How its traffic is steered: VNFs in order, direction, failure policy (``None``: not
+    known, e.g. a pod of another binding)."""
 
     @property
     def ref(self) -> str:
@@ -94,6 +113,140 @@ class SteeredPod:
             "label": self.label,
             "vnfs": list(self.vnfs),
         }
+
+
+EXIT, ENTRY = "exit", "entry"
+"""A route's directions: ``exit`` is traffic to the pod (exit-lport, to-lport ACLs), ``entry``
+traffic from it (entry-lport, from-lport ACLs)."""
+_REDIRECTION = {(EXIT,): "exit-lport", (ENTRY,): "entry-lport", (ENTRY, EXIT): "both"}
+
+Leg = tuple[str, tuple[str, ...], str | None]
+"""``(direction, the VNFs crossed in order, failure policy or None)``."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Route:
+    """What one binding's traffic of one pod crosses: per direction, the VNFs in order and the
+    failure policy (``None`` where nothing says: a router policy has none)."""
+
+    legs: tuple[Leg, ...]
+    """Sorted by direction (``entry`` before ``exit``), one per direction."""
+
+    @classmethod
+    def of(cls, directions: Iterable[str], vnfs: Sequence[str], policy: str | None) -> Route:
+        return cls(tuple((d, tuple(vnfs), policy) for d in sorted(set(directions))))
+
+    def merged(self, other: Route) -> Route:
+        """Both routes' legs (a binding with one row per direction); a direction both have
+        keeps the VNFs of both, in order."""
+        legs = {d: (v, p) for d, v, p in self.legs}
+        for direction, vnfs, policy in other.legs:
+            had = legs.get(direction)
+            legs[direction] = (vnfs, policy) if had is None else (merge_vnfs(had[0], vnfs), had[1])
+        return Route(tuple((d, v, p) for d, (v, p) in sorted(legs.items())))
+
+    @property
+    def redirection(self) -> str:
+        """``exit-lport``, ``entry-lport`` or ``both`` (the Binding's words)."""
+        return _REDIRECTION.get(tuple(d for d, _, _ in self.legs), "none")
+
+    @property
+    def vnfs(self) -> tuple[str, ...]:
+        """The VNFs in the order a packet crosses them (the exit leg's first: a chain's order
+        is the same both ways)."""
+        legs = sorted(self.legs, key=lambda leg: leg[0] != EXIT)
+        return merge_vnfs(*(vnfs for _, vnfs, _ in legs))
+
+    @property
+    def failure_policy(self) -> str | None:
+        policies = {p for _, _, p in self.legs if p}
+        return next(iter(policies)) if len(policies) == 1 else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vnfs": list(self.vnfs),
+            "redirection": self.redirection,
+            "failure_policy": self.failure_policy,
+        }
+
+
+def arrow(vnfs: Sequence[str]) -> str:
+    """``firewall → ids`` (``nothing`` for none)."""
+    return " → ".join(vnfs) or "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteChange:
+    """Pods a binding steers before and after whose route changes the same way."""
+
+    pods: tuple[SteeredPod, ...]
+    """As they are after (``vnfs``: what they cross then)."""
+    before: Route
+    after: Route
+
+    @property
+    def lost(self) -> tuple[str, ...]:
+        return tuple(v for v in self.before.vnfs if v not in self.after.vnfs)
+
+    @property
+    def gained(self) -> tuple[str, ...]:
+        return tuple(v for v in self.after.vnfs if v not in self.before.vnfs)
+
+    @property
+    def order_changed(self) -> bool:
+        kept = [v for v in self.before.vnfs if v in self.after.vnfs]
+        return kept != [v for v in self.after.vnfs if v in self.before.vnfs]
+
+    def effects(self) -> list[str]:
+        """What changes, in a reviewer's words: ``lose ids (firewall → ids becomes
+        firewall)``, ``chain order changes: firewall → ids becomes ids → firewall``,
+        ``failure policy fail-close becomes fail-open``, ``direction exit-lport becomes
+        both``."""
+        old, new = self.before, self.after
+        out: list[str] = []
+        becomes = f"{arrow(old.vnfs)} becomes {arrow(new.vnfs)}"
+        if self.lost or self.gained:
+            verbs = []
+            if self.lost:
+                verbs.append(f"lose {' and '.join(self.lost)}")
+            if self.gained:
+                verbs.append(f"newly cross {' and '.join(self.gained)}")
+            out.append(f"{', '.join(verbs)} ({becomes})")
+        elif self.order_changed:
+            out.append(f"chain order changes: {becomes}")
+        if old.redirection != new.redirection:
+            out.append(f"direction {old.redirection} becomes {new.redirection}")
+        if old.failure_policy != new.failure_policy and old.failure_policy and new.failure_policy:
+            out.append(f"failure policy {old.failure_policy} becomes {new.failure_policy}")
+        elif old.legs != new.legs and not out:
+            out.append(f"steered differently per direction ({becomes})")
+        return out
+
+    @property
+    def summary(self) -> str:
+        """``2 pods of shop-frontend lose ids (firewall → ids becomes firewall)``, ``2 pods of
+        shop-frontend: chain order changes: firewall → ids becomes ids → firewall``."""
+        effects = self.effects()
+        verb = bool(effects) and effects[0].startswith(("lose ", "newly "))
+        return f"{_pods_of(self.pods)}{' ' if verb else ': '}{'; '.join(effects)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pods": [p.to_json() for p in self.pods],
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "lost": list(self.lost),
+            "gained": list(self.gained),
+            "order_changed": self.order_changed,
+            "summary": self.summary,
+        }
+
+
+def _pods_of(pods: Sequence[SteeredPod]) -> str:
+    """``2 pods of shop-frontend`` (``3 pods`` across namespaces, ``1 pod of shop``)."""
+    namespaces = {p.namespace for p in pods}
+    noun = f"{len(pods)} pod{'' if len(pods) == 1 else 's'}"
+    return f"{noun} of {next(iter(namespaces))}" if len(namespaces) == 1 else noun
 
 
 Steering = Mapping[str, Mapping[tuple[str, str], SteeredPod]]
@@ -153,13 +306,24 @@ def steering_of(
         if group.metadata.name not in members:
             members[group.metadata.name] = _members(group, index, ports)
         chain = vnfs_of(binding)
+        route = manifest_route(binding)
         steered: dict[tuple[str, str], SteeredPod] = {}
         for ident, (node, label) in members[group.metadata.name].items():
-            running = tuple(v for v in chain if node in placed.get(v, ()))
-            if running:
-                steered[ident] = SteeredPod(ident[0], ident[1], node, label, running)
+            # a chain steers only where every hop runs (as compile wires it)
+            if all(node in placed.get(v, ()) for v in chain):
+                steered[ident] = SteeredPod(ident[0], ident[1], node, label, chain, route)
         out[name] = steered
     return out
+
+
+def manifest_route(binding: Binding) -> Route:
+    """The route a Binding declares: its direction, its chain, its failure policy."""
+    spec = binding.spec
+    return Route.of(_directions_of(spec.redirection.value), spec.vnfs, spec.failurePolicy.value)
+
+
+def _directions_of(redirection: str) -> tuple[str, ...]:
+    return next((d for d, r in _REDIRECTION.items() if r == redirection), (EXIT,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +341,17 @@ class BindingProtection:
     """How many pods it steers after."""
     change: str
     """``added`` (the binding is new), ``removed`` (it is gone) or ``changed``."""
+    routes: tuple[RouteChange, ...] = ()
+    """Pods steered before and after whose route changes (hops lost or gained, the chain's
+    order, direction, failure policy), grouped by (before, after)."""
+    pending: tuple[SteeredPod, ...] = ()
+    """Pods it will steer once their VNF instances are healthy (the plan holds the steering
+    until OVN reports them so): not steered now, and not by this plan either."""
+
+    @property
+    def lost(self) -> tuple[str, ...]:
+        """VNFs some pod stops crossing (for the diagram's struck-through hops)."""
+        return merge_vnfs(*(r.lost for r in self.routes))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -188,7 +363,21 @@ class BindingProtection:
             "stop": [p.to_json() for p in self.stop],
             "steered_before": self.before,
             "steered_after": self.after,
+            "route_changes": [r.to_json() for r in self.routes],
+            "pending": [p.to_json() for p in self.pending],
         }
+
+
+def route_changes(
+    was: Mapping[tuple[str, str], SteeredPod], now: Mapping[tuple[str, str], SteeredPod]
+) -> tuple[RouteChange, ...]:
+    """The pods of both sides whose route differs, grouped by (before, after) route."""
+    grouped: dict[tuple[Route, Route], list[SteeredPod]] = defaultdict(list)
+    for ident in sorted(was.keys() & now.keys()):
+        old, new = was[ident].route, now[ident].route
+        if old is not None and new is not None and old != new:
+            grouped[(old, new)].append(now[ident])
+    return tuple(RouteChange(tuple(pods), old, new) for (old, new), pods in sorted(grouped.items()))
 
 
 def protection_changes(
@@ -215,7 +404,8 @@ def changes_between(
         was, now = old.get(name, {}), new.get(name, {})
         start = tuple(sorted(now[k] for k in now.keys() - was.keys()))
         stop = tuple(sorted(was[k] for k in was.keys() - now.keys()))
-        if not start and not stop:
+        routes = route_changes(was, now)
+        if not start and not stop and not routes:
             continue
         binding = after.bindings.get(name) or before.bindings[name]
         change = (
@@ -235,6 +425,7 @@ def changes_between(
                 len(was),
                 len(now),
                 change,
+                routes,
             )
         )
     return tuple(result)
@@ -288,10 +479,8 @@ def _origin(fields: Mapping[str, Any]) -> tuple[str, str]:
 class RowSteering:
     """What owned OVN rows steer (:func:`steering_in_rows`)."""
 
-    pods: dict[str, dict[tuple[str, str], tuple[str, tuple[str, ...]]]] = field(
-        default_factory=dict
-    )
-    """Binding -> ``(namespace, pod)`` -> ``(node, the VNFs its traffic goes to)``."""
+    pods: dict[str, dict[tuple[str, str], tuple[str, Route]]] = field(default_factory=dict)
+    """Binding -> ``(namespace, pod)`` -> ``(node, the route its traffic takes)``."""
     groups: dict[str, str] = field(default_factory=dict)
     """Binding -> the SecurityGroup of the Port_Groups it steers."""
     bindings: set[str] = field(default_factory=set)
@@ -321,7 +510,8 @@ def steering_in_rows(rows: Iterable[Row], pod_ports: Iterable[PodPort]) -> RowSt
         )
         if found is None:
             continue  # a twin ACL, a chain's ports and links: no steering of their own
-        vnfs, groups = found
+        groups = found.groups
+        route = Route.of((found.direction,), found.vnfs, found.policy)
         steered = out.pods.setdefault(binding, {})
         for name in {_ADDRESS_SET.sub("", g) for g in groups if g}:
             group = by_table["Port_Group"].get(name)
@@ -338,9 +528,10 @@ def steering_in_rows(rows: Iterable[Row], pod_ports: Iterable[PodPort]) -> RowSt
                 else:
                     namespace, _, pod = str(lsp).partition("_")
                     ident, where = (namespace, pod), node
-                seen = steered.get(ident)  # ``vnfs`` is already without repeats
-                merged = (seen[0], merge_vnfs(seen[1], vnfs)) if seen else (where, vnfs)
-                steered[ident] = merged
+                seen = steered.get(ident)
+                steered[ident] = (
+                    (where, route) if seen is None else (seen[0], seen[1].merged(route))
+                )
     return out
 
 
@@ -354,9 +545,10 @@ def live_changes(
     observed: Observed, changes: Iterable[RowChange], desired: Desired
 ) -> tuple[BindingProtection, ...]:
     """Per binding, the pods that start and stop being steered when ``changes`` (a plan of
-    ``desired`` against ``observed``) are applied: the owned rows of ``observed`` before, the
-    same rows with the plan's OVN changes after (:func:`planned_rows`). Labels and a binding's
-    group and VNFs come from ``desired`` where it still has them, else from the rows."""
+    ``desired`` against ``observed``) are applied, and those steered before and after whose
+    route changes: the owned rows of ``observed`` before, the same rows with the plan's OVN
+    changes after (:func:`planned_rows`). Labels and a binding's group and VNFs come from
+    ``desired`` where it still has them, else from the rows."""
     changes = list(changes)
     if not any(c.is_ovn for c in changes):
         # The rows stay as they are, so nothing starts or stops being steered: the common case
@@ -368,10 +560,6 @@ def live_changes(
     pods = {(p.namespace, p.name): p for p in observed.pods}
     result: list[BindingProtection] = []
     for name in sorted(set(old.pods) | set(new.pods)):
-        was, now = old.pods.get(name, {}), new.pods.get(name, {})
-        started, stopped = now.keys() - was.keys(), was.keys() - now.keys()
-        if not started and not stopped:
-            continue
         binding = desired.bindings.get(name)
         group_name = (
             binding.spec.securityGroup
@@ -379,40 +567,132 @@ def live_changes(
             else old.groups.get(name) or new.groups.get(name, "")
         )
         group = desired.security_groups.get(group_name)
+        was = _steered(old.pods.get(name, {}), pods, group)
+        now = _steered(new.pods.get(name, {}), pods, group)
+        start = tuple(sorted(now[k] for k in now.keys() - was.keys()))
+        stop = tuple(sorted(was[k] for k in was.keys() - now.keys()))
+        routes = route_changes(was, now)
+        if not start and not stop and not routes:
+            continue
         chain = (
-            vnfs_of(binding)
-            if binding is not None
-            else merge_vnfs(*(vnfs for _, vnfs in was.values()))
+            vnfs_of(binding) if binding is not None else merge_vnfs(*(p.vnfs for p in was.values()))
         )
         change = (
             "removed" if binding is None else "added" if name not in old.bindings else "changed"
         )
         result.append(
             BindingProtection(
-                name,
-                group_name,
-                chain,
-                _steered(sorted(started), now, pods, group),
-                _steered(sorted(stopped), was, pods, group),
-                len(was),
-                len(now),
-                change,
+                name, group_name, chain, start, stop, len(was), len(now), change, routes
             )
         )
     return tuple(result)
 
 
 def _steered(
-    idents: Iterable[tuple[str, str]],
-    side: Mapping[tuple[str, str], tuple[str, tuple[str, ...]]],
+    side: Mapping[tuple[str, str], tuple[str, Route]],
     pods: Mapping[tuple[str, str], Pod],
     group: SecurityGroup | None,
-) -> tuple[SteeredPod, ...]:
-    return tuple(
-        SteeredPod(ns, pod, side[(ns, pod)][0], _label(pods.get((ns, pod)), group),
-                   side[(ns, pod)][1])
-        for ns, pod in idents
-    )  # fmt: skip
+) -> dict[tuple[str, str], SteeredPod]:
+    return {
+        (ns, pod): SteeredPod(ns, pod, node, _label(pods.get((ns, pod)), group), route.vnfs, route)
+        for (ns, pod), (node, route) in side.items()
+    }
+
+
+def with_pending(
+    changes: Sequence[BindingProtection],
+    desired: Desired,
+    observed: Observed,
+    held: Iterable[tuple[str, str]],
+    before: Desired | None = None,
+) -> tuple[BindingProtection, ...]:
+    """``changes`` with the pods whose steering the plan holds (``held``: ``(binding, node)``
+    pairs waiting for their VNF instances to become healthy) as *pending*: the binding's
+    members on a held node that it does not steer now. They leave ``start`` (a ``--base``
+    comparison counts them as started: they are not, yet), and a binding with nothing else to
+    show gets an entry of its own ("2 pods will be steered once their VNFs are healthy"),
+    ``added`` when neither the live rows nor ``before`` (``--base``) know the binding."""
+    held_nodes: dict[str, set[str]] = defaultdict(set)
+    for name, node in held:
+        if name in desired.bindings:
+            held_nodes[name].add(node)
+    if not held_nodes:
+        return tuple(changes)
+    # only the held bindings: a hold must not cost a reading of every steered pod
+    only = desired.model_copy(
+        update={"bindings": {n: b for n, b in desired.bindings.items() if n in held_nodes}}
+    )
+    wanted = steering_of(only, observed)
+    rows = [
+        (r.table, r.fields)
+        for r in observed.ovn_rows
+        if _origin(r.fields)[0] != "Binding" or _origin(r.fields)[1] in held_nodes
+    ]
+    live = steering_in_rows(rows, observed.pod_ports)
+    pending: dict[str, tuple[SteeredPod, ...]] = {}
+    for name, nodes in held_nodes.items():
+        now = live.pods.get(name, {})
+        pending[name] = tuple(
+            sorted(
+                pod
+                for ident, pod in wanted.get(name, {}).items()
+                if pod.node in nodes and ident not in now
+            )
+        )
+    out: list[BindingProtection] = []
+    for change in changes:
+        waiting = pending.pop(change.binding, ())
+        if not waiting:
+            out.append(change)
+            continue
+        refs = {(p.namespace, p.pod) for p in waiting}
+        start = tuple(p for p in change.start if (p.namespace, p.pod) not in refs)
+        after = change.after - (len(change.start) - len(start))
+        out.append(replace(change, start=start, after=after, pending=waiting))
+    for name, waiting in sorted(pending.items()):
+        if not waiting:
+            continue
+        binding = desired.bindings[name]
+        steered = len(live.pods.get(name, {}))
+        out.append(
+            BindingProtection(
+                name,
+                binding.spec.securityGroup,
+                vnfs_of(binding),
+                (),
+                (),
+                steered,
+                steered,
+                "changed"
+                if name in live.bindings or (before is not None and name in before.bindings)
+                else "added",
+                pending=waiting,
+            )
+        )
+    return tuple(sorted(out, key=lambda c: c.binding))
+
+
+def pod_names(pods: Iterable[SteeredPod], shown: int = 4) -> str:
+    """``shop-backend/db-0 and db-1``; ``payments/api-0, api-1, api-2, … (37 pods)``; several
+    namespaces joined with ``;``."""
+    parts: list[str] = []
+    for namespace, members in by_namespace(pods).items():
+        names = [p.pod for p in members]
+        if len(names) <= shown:
+            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        else:
+            listed = f"{', '.join(names[: shown - 1])}, … ({len(names)} pods)"
+        parts.append(f"{namespace}/{listed}")
+    return "; ".join(parts)
+
+
+def unprotected(
+    desired: Desired, observed: Observed, held: Iterable[tuple[str, str]]
+) -> dict[str, tuple[SteeredPod, ...]]:
+    """Per binding with held steering (``(binding, node)`` pairs), the pods that are not
+    protected because of it: members on a held node the binding does not steer now (their
+    traffic flows unsteered until the VNF instances are healthy)."""
+    return {c.binding: c.pending for c in with_pending((), desired, observed, held) if c.pending}
 
 
 def by_namespace(pods: Iterable[SteeredPod]) -> dict[str, list[SteeredPod]]:

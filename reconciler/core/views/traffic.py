@@ -37,6 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from reconciler.core.model.naming import binder_lease, vm_name
+
 __all__ = [
     "COUNTERS",
     "CROSSED",
@@ -46,7 +48,10 @@ __all__ = [
     "WINDOW_SECONDS",
     "CounterHistory",
     "InstanceTraffic",
+    "NodeTraffic",
     "instance_traffic",
+    "node_traffic",
+    "uncounted",
     "verdict",
     "verdict_text",
 ]
@@ -250,3 +255,82 @@ def instance_traffic_line(
     pods_talked = sum(int(talking[p]) for p in who) if talking is not None else None
     kind = verdict(crossed, pods_talked)
     return kind, verdict_text(kind, crossed, pods_talked, who)
+
+
+@dataclass(frozen=True)
+class NodeTraffic:
+    """One VNF instance's traffic as its node's binder published it, judged without a plan
+    (``status``, ``status --all-nodes``): "its pods talked" is read as "pods on its node
+    talked", since only the plan knows which pods are steered through it (``explain`` does)."""
+
+    vnf: str
+    node: str
+    instance: str
+    verdict: str
+    crossed_last_minute: int | None
+    pods_talked: int | None
+    """Packets the node's pod interfaces sent and received in the same window (``None``:
+    not known yet)."""
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "vnf": self.vnf, "node": self.node, "instance": self.instance,
+            "verdict": self.verdict, "crossed_last_minute": self.crossed_last_minute,
+            "pods_talked": self.pods_talked, "text": self.text,
+        }  # fmt: skip
+
+
+def node_traffic(record: Mapping[str, Any] | None, node: str = "") -> list[NodeTraffic]:
+    """Per VNF instance a binder counts (its published ``record``, ``None``: no binder), the
+    verdict over the last minute, those that saw nothing while pods talked first."""
+    if not record:
+        return []
+    talking = record.get("pods_talking") or {}
+    sampled = record.get("traffic_sampled_at") is not None
+    pods_talked = sum(int(v) for v in talking.values()) if sampled else None
+    out = []
+    for entry in record.get("traffic") or ():
+        where = str(entry.get("node") or record.get("node") or node)
+        crossed = entry.get("crossed_last_minute")
+        crossed = int(crossed) if isinstance(crossed, int) else None
+        kind = verdict(crossed, pods_talked)
+        if kind == CROSSED:
+            text = verdict_text(kind, crossed, pods_talked)
+        elif kind == QUIET:
+            text = f"no traffic in the last minute, and no pod on {where} talked either"
+        elif kind == SILENT:
+            text = (
+                f"NOTHING crossed it in the last minute while {len(talking)} pod(s) on {where} "
+                f"sent and received {pods_talked} packets: is their traffic steered? "
+                "(osc-gitops explain a pod its Binding selects)"
+            )
+        else:
+            text = "traffic not known yet (less than a minute of samples)"
+        out.append(NodeTraffic(
+            str(entry.get("vnf", "")), where, str(entry.get("instance", "")), kind, crossed,
+            pods_talked, text,
+        ))  # fmt: skip
+    return sorted(out, key=lambda t: (t.verdict != SILENT, t.node, t.instance))
+
+
+def uncounted(
+    instances: Iterable[Mapping[str, Any]], counted: Sequence[NodeTraffic]
+) -> list[NodeTraffic]:
+    """An ``unknown`` entry for each VNF instance (``{vnf, node}``: a status's
+    ``vnf_instances``) whose node's binder counts nothing of that VNF (no fresh binder Lease
+    there, or its VM has no bound NIC yet): nothing can be said of its traffic, and an operator
+    should know that rather than see nothing."""
+    seen = {(t.vnf, t.node) for t in counted}
+    out = []
+    for inst in instances:
+        vnf, node = str(inst.get("vnf", "")), str(inst.get("node", ""))
+        if not vnf or not node or (vnf, node) in seen:
+            continue
+        seen.add((vnf, node))
+        out.append(NodeTraffic(
+            vnf, node, vm_name(vnf, node), UNKNOWN, None, None,
+            f"traffic unknown: no binder on {node} counts it (no fresh Lease "
+            f"{binder_lease(node)}, or its NICs are not bound yet)",
+        ))  # fmt: skip
+    return out

@@ -23,9 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from reconciler.core.model.desired import Desired, SecurityGroup, VnfDeployment
 from reconciler.core.model.observed import Observed, Pod
-from reconciler.core.views.protection import BindingProtection, by_namespace
+from reconciler.core.views.protection import BindingProtection, arrow, by_namespace
 
-__all__ = ["one_edit", "typo_warnings"]
+__all__ = ["one_edit", "route_warnings", "typo_warnings", "unused_vnfs"]
 
 
 def one_edit(a: str, b: str) -> bool:
@@ -195,3 +195,39 @@ def typo_warnings(
                 "and its bindings steer nothing"
             )
     return warnings
+
+
+def route_warnings(changes: Sequence[BindingProtection]) -> list[tuple[str, str]]:
+    """``(binding, warning)``: a binding whose pods stay steered but stop crossing a VNF, or
+    that fails open where it failed closed, weakens their protection as surely as one that
+    stops steering them: a reviewer must not approve it without seeing it."""
+    warnings: list[tuple[str, str]] = []
+    for change in changes:
+        for route in change.routes:
+            if route.lost:
+                warnings.append((change.binding,
+                    f"Binding {change.binding}: {_count(len(route.pods))} stop crossing "
+                    f"{' and '.join(route.lost)} ({arrow(route.before.vnfs)} becomes "
+                    f"{arrow(route.after.vnfs)})"
+                ))  # fmt: skip
+            old, new = route.before.failure_policy, route.after.failure_policy
+            if old == "fail-close" and new == "fail-open":
+                warnings.append((change.binding,
+                    f"Binding {change.binding}: {_count(len(route.pods))} fail open where they "
+                    f"failed closed: while {arrow(route.after.vnfs)} is unhealthy their traffic "
+                    "bypasses it instead of being dropped"
+                ))  # fmt: skip
+    return warnings
+
+
+def unused_vnfs(desired: Desired) -> list[tuple[str, str]]:
+    """``(vnf, warning)``: a VnfDeployment no Binding refers to runs a VM on every selected
+    node and protects nothing: most likely a binding was forgotten or names another VNF."""
+    used = {vnf for binding in desired.bindings.values() for vnf in binding.spec.vnfs}
+    return [
+        (name, f"VnfDeployment {name}: no Binding refers to it, so its VMs run on every "
+               f"selected node and steer no traffic (add a Binding with vnf: {name}, or "
+               "remove it)")
+        for name in sorted(desired.vnfs)
+        if name not in used
+    ]  # fmt: skip

@@ -10,13 +10,16 @@
      "attempted": "<newest commit seen>", "updated_at": "2026-11-20T10:00:00Z",
      "changes": {"create": 0, "update": 0, "delete": 0},
      "rows": {"ACL": 4, "Port_Group": 2, ...}, "vnf_instances": [{"vnf", "node", "health",
-     "detail"}]}
+     "detail"}], "held": [...], "rollouts": [...],
+     "unbound": [{"vnf", "node", "vm", "port", "side", "cause"}]}
 
 ``rows`` counts what the publisher owns (an agent: its node's OVN rows; the central owner: its
 VirtualMachines and NADs). Fields are added, never renamed, within a format version.
 
 **The judgement** (:func:`judge`): one line per node that runs OVN (a Node with a pod subnet),
-in one of these states, and the command exits 1 unless every node is ``ok``:
+in one of these states, and the command exits 1 unless every node is ``ok`` and no node
+published an unbound VNF port (``unbound``: a running VNF VM's data port OVN has not bound,
+listed before the table, as ``status`` lists and exits 1 for its own):
 
 - ``ok``: its last pass applied or found nothing to change, at the central revision;
 - ``failed``: its last pass did not succeed (the message says why, e.g. its NB is down);
@@ -27,6 +30,12 @@ in one of these states, and the command exits 1 unless every node is ``ok``:
 The central owner's revision is the one it published (``osc-gitops-central``); without it
 (no central owner yet, or a central-NB cluster) agents are compared with each other: every
 revision but the most common one lags.
+
+**Traffic per VNF instance.** Where a node's binder publishes (its Lease
+``osc-gitops-binder-<node>``, fresh), its line carries, per VNF instance it counts, whether pod
+traffic crossed it in the last minute (``reconciler.core.views.traffic.node_traffic``); the text
+lists the instances that saw nothing while pods on their node talked before the table. It does
+not change the exit code (a quiet VNF is no failure; ``explain`` tells which pods it steers).
 """
 
 from __future__ import annotations
@@ -34,10 +43,11 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from reconciler.core.model.target import OVN_TABLES
+from reconciler.core.views.traffic import SILENT, NodeTraffic, node_traffic, uncounted
 from reconciler.engine.reporting.status import Status, now_iso
 
 __all__ = [
@@ -87,6 +97,8 @@ def status_record(
         # steering held until a VNF instance is healthy (a node agent's), rollouts (central)
         "held": [{k: h.get(k) for k in ("binding", "node", "reason")} for h in status.held],
         "rollouts": list(status.rollouts),
+        # data ports of running VNF VMs OVN has not bound (an agent's: its zone's NB)
+        "unbound": list(status.unbound),
     }
 
 
@@ -111,6 +123,9 @@ class NodeLine:
     record: Mapping[str, Any] | None = None
     age: float | None = None
     """Seconds since the last heartbeat."""
+    traffic: tuple[NodeTraffic, ...] = ()
+    """Per VNF instance its binder counts: whether pod traffic crossed it in the last minute
+    (empty: no fresh binder Lease)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +134,7 @@ class NodeLine:
             "detail": self.detail,
             "heartbeat_age_seconds": None if self.age is None else round(self.age, 1),
             "status": dict(self.record) if self.record is not None else None,
+            "traffic": [t.to_json() for t in self.traffic],
         }
 
 
@@ -134,9 +150,22 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
 
     @property
+    def unbound(self) -> list[Mapping[str, Any]]:
+        """The unbound VNF ports the nodes published (their records' ``unbound``)."""
+        return [
+            port
+            for line in self.lines
+            if line.record is not None and line.state != "stale"
+            for port in line.record.get("unbound") or ()
+            if isinstance(port, Mapping)
+        ]
+
+    @property
     def ok(self) -> bool:
-        return all(line.state == "ok" for line in self.lines) and (
-            self.central is None or self.central.get("result") in OK_RESULTS
+        return (
+            all(line.state == "ok" for line in self.lines)
+            and (self.central is None or self.central.get("result") in OK_RESULTS)
+            and not self.unbound
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -148,6 +177,7 @@ class Verdict:
             "revision": self.reference,
             "summary": {state: counts[state] for state in sorted(counts)},
             "nodes": [line.to_json() for line in self.lines],
+            "unbound": [dict(port) for port in self.unbound],
             "notes": list(self.notes),
         }
 
@@ -170,8 +200,40 @@ def judge(
     heartbeats: Mapping[str, Heartbeat],
     central: Heartbeat | None,
     now: dt.datetime,
+    binders: Mapping[str, Heartbeat] | None = None,
 ) -> Verdict:
-    """Judge every node of ``nodes`` (the nodes that run OVN) from what was published."""
+    """Judge every node of ``nodes`` (the nodes that run OVN) from what was published;
+    ``binders``: what each node's binder published (its traffic per VNF instance)."""
+    verdict = _judge(nodes, heartbeats, central, now)
+    if binders:
+        verdict.lines[:] = [replace(line, traffic=_traffic(line, binders, now))
+                            for line in verdict.lines]  # fmt: skip
+    return verdict
+
+
+def _traffic(
+    line: NodeLine, binders: Mapping[str, Heartbeat], now: dt.datetime
+) -> tuple[NodeTraffic, ...]:
+    """What the node's binder counts, and ``unknown`` for its VNF instances it does not."""
+    counted = node_traffic(_fresh(binders.get(line.node), now), line.node)
+    instances = (line.record or {}).get("vnf_instances") or ()
+    return (*counted, *uncounted([i for i in instances if i.get("node") == line.node], counted))
+
+
+def _fresh(beat: Heartbeat | None, now: dt.datetime) -> Mapping[str, Any] | None:
+    """A binder's record while its heartbeat is fresh, else ``None`` (it says nothing)."""
+    if beat is None or beat.record is None or beat.renewed_at is None:
+        return None
+    age = (now - beat.renewed_at).total_seconds()
+    return beat.record if beat.duration is None or age <= beat.duration else None
+
+
+def _judge(
+    nodes: Iterable[str],
+    heartbeats: Mapping[str, Heartbeat],
+    central: Heartbeat | None,
+    now: dt.datetime,
+) -> Verdict:
     wanted = sorted(set(nodes))
     central_record = central.record if central is not None else None
     records = [hb.record for n, hb in heartbeats.items() if n in wanted and hb.record is not None]
@@ -261,6 +323,16 @@ def render_text(verdict: Verdict) -> str:
                 line.detail,
             )
         )
+    if verdict.unbound:
+        out.append("Unbound VNF ports (the VM runs, OVN has not bound its port; steering waits):")
+        out.extend(f"  ! {p.get('vm')} {p.get('side')} port {p.get('port')} on {p.get('node')}: "
+                   f"{p.get('cause')}" for p in verdict.unbound)  # fmt: skip
+        out.append("")
+    silent = [t for line in verdict.lines for t in line.traffic if t.verdict == SILENT]
+    if silent:
+        out.append("VNF instances that saw NOTHING while pods on their node talked:")
+        out.extend(f"  ! {t.instance} on {t.node}: {t.text}" for t in silent)
+        out.append("")
     widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row[:-1], widths, strict=True)]
@@ -268,6 +340,11 @@ def render_text(verdict: Verdict) -> str:
     counts = Counter(line.state for line in verdict.lines)
     summary = ", ".join(f"{counts[s]} {s}" for s in ("ok", "failed", "lagging", "stale", "missing")
                         if counts[s])  # fmt: skip
+    traffic = [t for line in verdict.lines for t in line.traffic if t.verdict != SILENT]
+    if traffic:
+        out.append("")
+        out.append("Traffic per VNF instance (the node binders' last minute):")
+        out.extend(f"  {t.instance} on {t.node}: {t.verdict}: {t.text}" for t in traffic)
     out.append("")
     out.append(f"{len(verdict.lines)} node(s): {summary or 'none'}")
     out.extend(f"note: {note}" for note in verdict.notes)

@@ -39,7 +39,7 @@ class OvnHealthReport:
         rest equal."""
         inputs = (
             observed.ovn_rows, observed.nf_active, observed.used_ids, observed.nb_global,
-            observed.ports_up, observed.kube_objects,
+            observed.ports_up, observed.ports_chassis, observed.kube_objects,
         )  # fmt: skip
         last = self._inputs
         if (

@@ -48,6 +48,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, Metric
 
 from reconciler.core.model.plan import Change
 from reconciler.core.steering.base import MAX_OVN_ID
+from reconciler.engine.providers import InstanceSeconds, Rollouts
 from reconciler.engine.reporting.logs import LOGGER
 
 PREFIX = "osc_gitops"
@@ -204,6 +205,14 @@ class Metrics:
             "process first saw it held). Absent when nothing waits for it.",
             ["vnf", "node"],
         )
+        self.held_allowance = self._metric(
+            Gauge,
+            "held_allowance_seconds",
+            "The boot allowance of a VNF instance steering waits for: its VnfDeployment's "
+            "bootSeconds plus the health check's detection time. Held longer, its pods stay "
+            "unprotected for longer than a boot (OscGitopsVnfInstanceNotReady).",
+            ["vnf", "node"],
+        )
         self.rollout_nodes_updated = self._metric(
             Gauge,
             "rollout_nodes_updated",
@@ -269,16 +278,20 @@ class Metrics:
         )
 
     def set_transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
         """Replace the held-steering and rollout gauges (instances and VNFs no longer waiting
         or rolling drop out)."""
         self.held_instances.set(len(held))
-        for labels in list(self.held_seconds._metrics):
-            if labels not in held:
-                self.held_seconds.remove(*labels)
+        allowed = {k: v for k, v in (allowances or {}).items() if k in held}
+        for gauge, present in ((self.held_seconds, set(held)), (self.held_allowance, set(allowed))):
+            for labels in list(gauge._metrics):
+                if labels not in present:
+                    gauge.remove(*labels)
         for (vnf, node), seconds in held.items():
             self.held_seconds.labels(vnf, node).set(round(seconds, 3))
+        for (vnf, node), seconds in allowed.items():
+            self.held_allowance.labels(vnf, node).set(round(seconds, 3))
         current = {str(r["vnf"]): r for r in rollouts}
         for gauge in (self.rollout_nodes_updated, self.rollout_nodes_total, self.rollout_halted):
             for labels in list(gauge._metrics):
@@ -494,9 +507,9 @@ class PrometheusReporter:
         self.metrics.set_unbound(unbound)
 
     def transitions(
-        self, held: Mapping[tuple[str, str], float], rollouts: Sequence[Mapping[str, Any]]
+        self, held: InstanceSeconds, rollouts: Rollouts, allowances: InstanceSeconds | None = None
     ) -> None:
-        self.metrics.set_transitions(held, rollouts)
+        self.metrics.set_transitions(held, rollouts, allowances)
 
     # the security managers' outbox (reconciler.engine.notifications.NotificationReporter)
     def notification_sent(self, manager: str, event: str, result: str) -> None:

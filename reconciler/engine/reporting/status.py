@@ -21,11 +21,13 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reconciler.core.model.plan import Plan
+from reconciler.core.views.traffic import SILENT, node_traffic
 from reconciler.engine.reporting.logs import LOGGER
 from reconciler.errors import UserError
 
@@ -69,13 +71,27 @@ class Status:
     """The node binder's last state when it runs in this process (``run --node --ovs-db``,
     ``bind``): what it bound and skipped, and the traffic per VNF instance
     (``reconciler.engine.binder``)."""
+    traffic: list[dict[str, Any]] = field(default_factory=list)
+    """Per VNF instance, whether pod traffic crossed it in the last minute, as the node binders
+    count it: ``{vnf, node, instance, verdict ("crossed" | "quiet" | "silent-while-pods-talked"
+    | "unknown"), crossed_last_minute, pods_talked, text}`` (``reconciler.core.views.traffic.
+    node_traffic``), those that saw nothing while pods talked first. Filled by ``status`` when
+    shown: from :attr:`binder`, else from the binders' Leases."""
+    traffic_problem: str = ""
+    """Why :attr:`traffic` could not be read (the binders' Leases), empty otherwise."""
     security_managers: list[dict[str, Any]] = field(default_factory=list)
     """Each security manager notified: ``{manager, pending, up, delivered, failed, rejected,
     failing_since, last_error, last_delivered_at, retry_in}`` (``reconciler.engine.
     notifications.Outbox.status``; ``up`` false: its last delivery failed and is retried)."""
+    live_rollouts: list[dict[str, Any]] | None = None
+    """The VnfDeployments' rollouts as their VirtualMachines say them now (``status`` reads
+    them from the cluster: ``LiveRollout.to_json``); ``None``: not read (never in the file)."""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.live_rollouts is None:
+            del data["live_rollouts"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Status:
@@ -144,6 +160,7 @@ def render_text(status: Status) -> str:
         lines.append(f"last changes:    {summary}")
     lines.append(f"updated at:      {status.updated_at or '(unknown)'}")
     lines.extend(f"  {e}" for e in status.errors[:50])
+    lines.extend(traffic_lines(status))
     if status.vnf_instances:
         lines.append("VNF instances (health as OVN reported it):")
         for inst in status.vnf_instances:
@@ -181,21 +198,23 @@ def binder_lines(status: Status) -> list[str]:
                  "interface yet" for w in record.get("waiting") or [])  # fmt: skip
     lines.extend(f"  skipped ({s['reason']}) {s['subject']}: {s['detail']}"
                  for s in record.get("skipped") or [])  # fmt: skip
-    talking = record.get("pods_talking") or {}
-    for inst in record.get("traffic") or []:
-        crossed = inst.get("crossed_last_minute")
-        if crossed:
-            text = f"{crossed} pod packets crossed it in the last minute"
-        elif crossed is None:
-            text = "traffic not known yet (less than a minute of samples)"
-        elif talking:
-            text = (
-                f"NOTHING crossed it in the last minute, while {len(talking)} pod(s) on "
-                f"{inst['node']} talked (osc-gitops explain a steered pod: is it steered?)"
-            )
-        else:
-            text = "no traffic in the last minute (no pod on the node talked either)"
-        lines.append(f"  traffic {inst['instance']}: {text}")
+    return lines
+
+
+def traffic_lines(status: Status) -> list[str]:
+    """Per VNF instance, whether traffic crossed it in the last minute (:attr:`Status.traffic`,
+    else what this process's binder counted), those that saw nothing while pods talked first:
+    what an operator must look at before anything else."""
+    traffic = status.traffic or [t.to_json() for t in node_traffic(status.binder)]
+    if not traffic and not status.traffic_problem:
+        return []
+    lines = ["Traffic per VNF instance (the node binders' last minute):"]
+    for t in traffic:
+        mark = "!" if t.get("verdict") == SILENT else " "
+        lines.append(f"  {mark} {t.get('instance')} on {t.get('node')}: {t.get('verdict')}: "
+                     f"{t.get('text')}")  # fmt: skip
+    if status.traffic_problem:
+        lines.append(f"    not known: {status.traffic_problem}")
     return lines
 
 
@@ -225,22 +244,95 @@ def transition_lines(status: Status) -> list[str]:
     """``status``'s held steering and rolling updates, for humans."""
     lines: list[str] = []
     if status.held:
-        lines.append("Held steering (switched on once OVN reports the VNF instance healthy):")
+        lines.append(
+            "Held steering (switched on once OVN reports the VNF instance healthy; until then "
+            "no ACL steers these pods: their traffic flows unsteered):"
+        )
         now = time.time()
         for hold in status.held:
-            since = hold.get("since")
+            since, allowance = hold.get("since"), hold.get("allowance")
             age = f", for {now - float(since):.0f} s" if since else ""
+            if since and allowance:
+                past = now - float(since) > float(allowance)
+                age += (f", past its boot allowance of {float(allowance):.0f} s" if past
+                        else f" of a {float(allowance):.0f} s boot allowance")  # fmt: skip
             lines.append(f"  ~ held: Binding/{hold['binding']} on {hold['node']}: "
                          f"{hold['reason']}{age}")  # fmt: skip
-    if status.rollouts:
-        lines.append("Rolling updates:")
+            pods = hold.get("unprotected") or []
+            if pods:
+                lines.append(f"      NOT protected: {', '.join(pods)}")
+    if status.live_rollouts is not None:
+        live = [r for r in status.live_rollouts if r.get("in_progress") or r.get("halted")]
+        if live:
+            lines.append("Rolling updates (live, from the cluster's VirtualMachines):")
+            lines.extend(f"  {rollout['summary']}" for rollout in live)
+    elif status.rollouts:
+        lines.append(f"Rolling updates (as of the last pass, {status.updated_at}):")
         lines.extend(f"  {rollout['summary']}" for rollout in status.rollouts)
     return lines
 
 
 def halted(status: Status) -> list[str]:
     """Why each halted rolling update stopped (``osc-gitops status`` exits 1 for them)."""
-    return [str(r["halted"]) for r in status.rollouts if r.get("halted")]
+    rollouts = status.rollouts if status.live_rollouts is None else status.live_rollouts
+    return [str(r["halted"]) for r in rollouts if r.get("halted")]
+
+
+def _held(status: Status) -> list[str]:
+    """Steering held until a VNF instance is healthy: its pods are not protected."""
+    out = []
+    for hold in status.held:
+        pods = hold.get("unprotected") or []
+        who = f": {', '.join(pods)} NOT protected" if pods else ""
+        out.append(f"Binding/{hold['binding']} on {hold['node']} held ({hold['reason']}){who}")
+    return out
+
+
+def _rolling(status: Status) -> list[str]:
+    """A rolling update under way (halted ones are failures, :func:`failures`)."""
+    if status.live_rollouts is not None:
+        rollouts = [r for r in status.live_rollouts if r.get("in_progress")]
+    else:
+        rollouts = list(status.rollouts)
+    return [f"mid-rollout: {r['summary']}" for r in rollouts if not r.get("halted")]
+
+
+PENDING: tuple[Callable[[Status], list[str]], ...] = (_held, _rolling)
+"""What keeps the live state from being what the manifests say although the last pass
+succeeded, one check per cause, each one line per case (held steering, a rollout under way;
+a cause more is one more function here)."""
+
+
+def pending(status: Status) -> list[str]:
+    """Every case of :data:`PENDING` (``osc-gitops status`` exits 3 while there is one)."""
+    return [line for check in PENDING for line in check(status)]
+
+
+def _last_run(status: Status) -> list[str]:
+    ok = status.result in ("applied", "unchanged", "bound")
+    return [] if ok else [f"last run: {status.result}"]
+
+
+def _halted(status: Status) -> list[str]:
+    return [f"rolling update halted: {why}" for why in halted(status)]
+
+
+def _unbound(status: Status) -> list[str]:
+    """A running VNF VM's data port OVN has not bound: its steering waits, and it will not bind
+    by itself (the node binder, ovs-cni): a failure."""
+    return [f"unbound: {p['vm']} {p['side']} port {p['port']} on {p['node']}: {p['cause']}"
+            for p in status.unbound]  # fmt: skip
+
+
+FAILING: tuple[Callable[[Status], list[str]], ...] = (_last_run, _halted, _unbound)
+"""What makes the status a failure (``osc-gitops status`` exits 1), one check per cause, each
+one line per case: the last pass did not succeed, a rolling update is halted, a VNF port is
+unbound."""
+
+
+def failures(status: Status) -> list[str]:
+    """Every case of :data:`FAILING`."""
+    return [line for check in FAILING for line in check(status)]
 
 
 def record_apply(

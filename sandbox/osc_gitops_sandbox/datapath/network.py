@@ -99,6 +99,7 @@ from osc_gitops_sandbox.datapath.netns import (
 from osc_gitops_sandbox.lifecycle import Lifecycle
 from osc_gitops_sandbox.ovn import distributions, ovs_cni, ovsdb_rpc
 from osc_gitops_sandbox.ovn.distributions import HOST, Distribution
+from osc_gitops_sandbox.ovn.processes import seconds_until
 from osc_gitops_sandbox.ovn.stack import (
     OvnSandbox,
     OvnSandboxError,
@@ -717,18 +718,19 @@ class Datapath(Lifecycle):
         """Poll with single pings, each a new ICMP connection, until one comes back *and*
         ``vnf`` forwarded packets; returns the seconds it took. Used to measure
         label-change-to-steered latency."""
-        start = time.monotonic()
-        while True:
+
+        def passed() -> bool:
             before = vnf.forwarded
             src.new_flow()
             reply = src.ping(dst.ip, min(0.2, max(timeout, 0.01)))
-            if reply.ok and vnf.forwarded > before:
-                return time.monotonic() - start
-            if time.monotonic() - start > timeout:
-                raise DatapathError(
-                    f"traffic {src.lsp} -> {dst.lsp} did not pass VNF {vnf.vm} within {timeout} s"
-                )
-            time.sleep(interval)
+            return reply.ok and vnf.forwarded > before
+
+        return seconds_until(
+            passed, timeout, interval=interval,
+            late=lambda: DatapathError(
+                f"traffic {src.lsp} -> {dst.lsp} did not pass VNF {vnf.vm} within {timeout} s"
+            ),
+        )  # fmt: skip
 
     def set_forwarding(self, vnf: Vnf, enabled: bool) -> None:
         """Let the guest pass traffic on or not (off = a dead VNF that swallows packets): IP

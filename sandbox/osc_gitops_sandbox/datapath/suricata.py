@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import Any
 
 from osc_gitops_sandbox.datapath.netns import DatapathError
-from osc_gitops_sandbox.ovn.processes import Daemon, tail
+from osc_gitops_sandbox.ovn.processes import Daemon, seconds_until, tail
 
 __all__ = [
     "DEFAULT_RULES",
@@ -501,24 +501,24 @@ class SuricataProgram:
     def wait_ready(self, timeout: float = 20.0) -> float:
         """Until Suricata forwards; the seconds it took. Raises :class:`SuricataError` when it
         exits or is not ready in time."""
-        start = time.monotonic()
-        while not self.ready():
-            if not self.running:
-                # the process is gone but its watcher may not have recorded why yet: wait
-                # for it, so the error and :attr:`failure` both say it
-                if self._watcher is not None:
-                    self._watcher.join(timeout=5.0)
-                raise SuricataError(
-                    f"Suricata of VNF {self.vnf} on {self.node} does not run: "
-                    f"{self.failure or 'stopped'}"
-                )
-            if time.monotonic() - start > timeout:
-                raise SuricataError(
-                    f"Suricata of VNF {self.vnf} on {self.node} not ready after {timeout} s; "
-                    f"log {self.log}:\n{tail(self.log)}"
-                )
-            time.sleep(0.02)
-        return time.monotonic() - start
+        return seconds_until(
+            self.ready, timeout, check=self._check_running,
+            late=lambda: SuricataError(
+                f"Suricata of VNF {self.vnf} on {self.node} not ready after {timeout} s; "
+                f"log {self.log}:\n{tail(self.log)}"
+            ),
+        )  # fmt: skip
+
+    def _check_running(self) -> None:
+        if self.running:
+            return
+        # the process is gone but its watcher may not have recorded why yet: wait for it, so
+        # the error and :attr:`failure` both say it
+        if self._watcher is not None:
+            self._watcher.join(timeout=5.0)
+        raise SuricataError(
+            f"Suricata of VNF {self.vnf} on {self.node} does not run: {self.failure or 'stopped'}"
+        )
 
     # -- the unix socket -------------------------------------------------------------------
     def command(self, name: str, timeout: float = 20.0) -> Any:

@@ -22,7 +22,6 @@ import contextlib
 import io
 import json
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any, Protocol
 
 from osc_gitops_sandbox.ovn import ovsdb_rpc
 from osc_gitops_sandbox.ovn.distributions import HOST, SID
+from osc_gitops_sandbox.ovn.processes import seconds_until
 from reconciler.cli.common import DEMO_OVN_VERSIONS
 from reconciler.errors import UserError
 
@@ -312,16 +312,21 @@ class ZoneApply:
             outputs.append(out)
         return "\n".join(outputs)
 
-    def run_once(self, manifests: Path, node: str | None, revision: str) -> tuple[int, str, str]:
+    def run_once(
+        self, manifests: Path, node: str | None, revision: str, *extra: str
+    ) -> tuple[int, str, str]:
         """One pass of the deployed loop (``osc-gitops run --once``) of ``node``'s agent (the
-        central owner for ``None``), publishing its status Lease in ``osc-gitops``."""
+        central owner for ``None``), publishing its status Lease in ``osc-gitops``; ``extra``:
+        more arguments of an agent's (e.g. ``--ovn-sb``)."""
         args = ["run", str(manifests), "--once", "--revision", revision,
                 "--lease-namespace", "osc-gitops", "--log-format", "text",
                 "--kubeconfig", self.kubeconfig]  # fmt: skip
         if node is None:
             return run_cli([*args, "--kubernetes-only"])
         steering = ["--steering", self.steering] if self.steering else []
-        return run_cli([*args, "--node", node, "--ovn-nb", self.nb_remotes[node], *steering])
+        return run_cli(
+            [*args, "--node", node, "--ovn-nb", self.nb_remotes[node], *steering, *extra]
+        )
 
     def status(self) -> tuple[int, dict[str, Any]]:
         """``osc-gitops status --all-nodes -o json``: (exit code, report)."""
@@ -488,15 +493,13 @@ class World:
     def wait_all_active(self, timeout: float = 30.0) -> float:
         """Until every Network_Function_Group has an active function (health checks passed);
         returns the seconds it took."""
-        start = time.monotonic()
-        while any(v is None for v in self.active_functions().values()):
-            if time.monotonic() - start > timeout:
-                raise UserError(
-                    f"Network_Function_Groups without an active function after {timeout} s: "
-                    f"{self.active_functions()}"
-                )
-            time.sleep(0.02)
-        return time.monotonic() - start
+        return seconds_until(
+            lambda: all(v is not None for v in self.active_functions().values()), timeout,
+            late=lambda: UserError(
+                f"Network_Function_Groups without an active function after {timeout} s: "
+                f"{self.active_functions()}"
+            ),
+        )  # fmt: skip
 
     def reset(self) -> None:
         """Baseline: the default manifests, nobody labelled, every VNF guest running and

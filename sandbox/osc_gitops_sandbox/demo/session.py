@@ -139,11 +139,39 @@ def command(action: str, folder: Path) -> str:
     return f"osc-gitops sandbox {action} --dir {shlex.quote(str(folder))}"
 
 
+def up_command(state: Mapping[str, Any], folder: Path) -> str:
+    """The ``up`` that reports this very sandbox again (its own options: ``up`` with others
+    is refused while it runs), for the ``eval`` line it prints."""
+    from osc_gitops_sandbox.datapath.world import DEFAULT_OVN
+
+    options = []
+    try:
+        default: str | None = str(_cluster_dir(None))
+    except UserError:
+        default = None
+    if state["cluster"] != default:
+        options.append(f"--cluster {shlex.quote(str(state['cluster']))}")
+    if state.get("ovn") and state["ovn"] != DEFAULT_OVN:
+        options.append(f"--ovn {state['ovn']}")
+    if state.get("datapath"):
+        options.append("--datapath")
+    return command(" ".join(["up", *options]), folder)
+
+
 NO_DATAPATH_HINT = (
     "No data path: no packet crosses a VNF here; the session plays every VNF VM answering OVN's "
     "health probe (annotate one sandbox.osc.io/forwarding=false to play it dead), so steering "
     "is switched on and explain --trace follows the logical flows. For packets through the "
     "VNFs, run as root: osc-gitops sandbox up --datapath\n"
+)
+
+
+DATAPATH_HINT = (
+    "Every pod and VNF guest is a network namespace: run a command in one with\n"
+    "  {exec} shop-frontend/web-1 -- ping -c 3 10.244.1.9\n"
+    "  {exec} osc-vnfs/firewall-node-1 -- ip -s link      # a VNF guest (by its VM)\n"
+    "Make a guest stop forwarding (and OVN's health check fail): kubectl annotate vm -n "
+    "osc-vnfs firewall-node-1 sandbox.osc.io/forwarding=false (remove it to resume)\n"
 )
 
 
@@ -155,20 +183,21 @@ def _summary(state: Mapping[str, Any], folder: Path) -> str:
            else "")
         + f" and a Kubernetes API emulator at {state['api']}, seeded from {state['cluster']} "
         f"({state['nodes']} nodes, {state['pods']} pods).\n"
-        f'Set the variables in your shell with: eval "$({command("up", folder)})"; then\n'
+        f'Set the variables in your shell with: eval "$({up_command(state, folder)})"; then\n'
         "  kubectl get pods -A\n"
         "  osc-gitops plan examples/policies        # or your own manifests\n"
         f"OVN tools of this sandbox: {state['bin']} (ovn-nbctl, ovn-sbctl, ovn-trace)\n"
         f"Stop it with: {command('down', folder)}\n"
     )  # fmt: skip
-    if datapath and state.get("security_manager"):
+    if not datapath:
+        return parts + NO_DATAPATH_HINT
+    if state.get("security_manager"):
         parts += (
             f"Security manager (Suricata guests' address groups): {state['security_manager']}"
             " (GET /status); try: osc-gitops apply examples/suricata --wait\n"
-            f"Every pod serves HTTP on port 80; a command in a pod: {state['bin']}/in-pod "
-            "NAMESPACE/POD curl -sm1 http://ADDRESS/\n"
+            "Every pod serves HTTP on port 80.\n"
         )  # fmt: skip
-    return parts if datapath else parts + NO_DATAPATH_HINT
+    return parts + DATAPATH_HINT.format(exec=command("exec", folder))
 
 
 def up(
@@ -270,6 +299,57 @@ def down(state_dir: str | None) -> int:
     _remove(folder)
     print(f"sandbox stopped (pid {pid}) and {folder} removed", file=sys.stderr)
     return 0
+
+
+def exec_in(state_dir: str | None, target: str, cmd: list[str]) -> int:
+    """``osc-gitops sandbox exec NS/NAME -- CMD``: run ``CMD`` in the network namespace of pod
+    ``NS/NAME``, or of the VNF guest of VirtualMachine ``NS/NAME`` (a data path only: without
+    one, pods and guests are no namespaces). Replaces this process: its exit code is CMD's."""
+    import shutil
+
+    from osc_gitops_sandbox.demo.session_player import GUESTS_FILE
+
+    folder = Path(state_dir) if state_dir else default_dir()
+    state = read_state(folder)
+    if state is None:
+        raise UserError(f"no sandbox is up in {folder}: `osc-gitops sandbox up --datapath` first")
+    if not state.get("datapath"):
+        raise UserError(
+            "this sandbox runs without a data path: its pods and VNF guests are no network "
+            f"namespaces to run a command in; start it with `{command('down', folder)}` and "
+            f"`{command('up --datapath', folder)}` (root)"
+        )
+    namespace, _, name = target.partition("/")
+    if not namespace or not name or "/" in name:
+        raise UserError(f"{target!r}: name a pod or a VNF VirtualMachine as NAMESPACE/NAME")
+    if not cmd:
+        raise UserError("no command: osc-gitops sandbox exec NAMESPACE/NAME -- CMD [ARG...]")
+    pods, guests = _read_map(folder / PODS_FILE), _read_map(folder / "dp" / GUESTS_FILE)
+    netns = pods.get(target) or guests.get(target)
+    if netns is None:
+        known = sorted([*pods, *guests])
+        shown = ", ".join(known[:8]) + (f", … {len(known) - 8} more" if len(known) > 8 else "")
+        raise UserError(
+            f"{target}: no pod or VNF guest of that name in the sandbox's data path"
+            + (f" (there are: {shown})" if known else " (none yet)")
+        )
+    if os.geteuid() != 0:
+        raise UserError("sandbox exec enters a network namespace: run it as root (like up)")
+    if shutil.which(cmd[0]) is None:
+        hint = " (apt-get install iputils-ping; make setup installs it)" if cmd[0] == "ping" else ""
+        raise UserError(f"{cmd[0]}: not installed on this machine{hint}")
+    sys.stdout.flush()
+    os.execvp("ip", ["ip", "netns", "exec", netns, *cmd])
+    return 1  # not reached
+
+
+def _read_map(path: Path) -> dict[str, str]:
+    """A ``NAMESPACE/NAME`` -> network namespace file the session keeps (none yet: empty)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def _clean_leftovers(folder: Path, state: Mapping[str, Any] | None) -> None:

@@ -13,7 +13,11 @@ kubelet starts it and reports it. :class:`ClusterPlayer` does the same for the s
   namespace on the node's chassis, bound by ``ovn-controller``; a deleted pod is unplugged.
   The VNF guests follow the VirtualMachines on their own
   (:mod:`osc_gitops_sandbox.datapath.guests`); KubeVirt's virt-launcher pods are left alone
-  (their default network is not played).
+  (their default network is not played). The player only makes a guest stop forwarding while
+  its VM is annotated ``sandbox.osc.io/forwarding: "false"`` (and resume when the annotation
+  goes), as the sandbox plays it without a data path, and keeps :data:`GUESTS_FILE` (which
+  namespace is which guest's: what ``osc-gitops sandbox exec`` reads beside the session's
+  ``pods.json``).
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["KUBELET_VERSION", "ClusterPlayer"]
+__all__ = ["GUESTS_FILE", "KUBELET_VERSION", "ClusterPlayer"]
+
+GUESTS_FILE = "guests.json"
+"""In the data path's folder: ``{"ns/vm": netns}`` of every running VNF guest (``sandbox exec``
+reads it; the pods' are in the session's ``pods.json``)."""
 
 KUBELET_VERSION = "v1.32.0-osc-sandbox"
 """What the played kubelets report (the emulator's ``/version`` says the same)."""
@@ -58,6 +66,9 @@ class ClusterPlayer:
         self.wired: set[tuple[str, str]] = set()
         """Pods with an LSP (on a node of the sandbox)."""
         self._turn = 0
+        self._forwarding: dict[str, tuple[str, bool]] = {}
+        """VM (``ns/name``) -> (the guest's VMI uid, whether the player stopped it)."""
+        self._netns: dict[str, str] | None = None
         for pod in cluster.kube.objects("Pod"):
             self._adopt(pod)
         self._report_nodes()
@@ -175,6 +186,47 @@ class ClusterPlayer:
         for ident in set(self.known) - set(current):
             self._unwire(ident)
             del self.known[ident]
+        if self.datapath is not None:
+            self._follow_forwarding()
+            self._write_netns_map()
+
+    def _follow_forwarding(self) -> None:
+        """A guest stops forwarding while its VM is annotated ``sandbox.osc.io/forwarding:
+        "false"``, and forwards again when the annotation goes (a new guest of a restarted VM
+        too). A guest never stopped here is left alone (it may still be booting)."""
+        from osc_gitops_sandbox.ovn.vnf_health import FORWARDING_ANNOTATION
+
+        annotations = {
+            f"{vm['metadata']['namespace']}/{vm['metadata']['name']}":
+                vm["metadata"].get("annotations") or {}
+            for vm in self.cluster.kube.objects("VirtualMachine")
+        }  # fmt: skip
+        vnfs = self.datapath.vnfs
+        for key, vnf in vnfs.items():
+            off = annotations.get(key, {}).get(FORWARDING_ANNOTATION) == "false"
+            seen = self._forwarding.get(key)
+            was_off = seen is not None and seen[0] == vnf.vmi_uid and seen[1]
+            if off != was_off:
+                self.datapath.set_forwarding(vnf, not off)
+                print(f"VNF guest {key}: forwarding {'off' if off else 'on'} "
+                      f"({FORWARDING_ANNOTATION})", flush=True)  # fmt: skip
+            self._forwarding[key] = (vnf.vmi_uid, off)
+        self._forwarding = {k: v for k, v in self._forwarding.items() if k in vnfs}
+
+    def _write_netns_map(self) -> None:
+        """Which network namespace is which VNF guest's (when it changed)."""
+        import json
+        import os
+        from pathlib import Path
+
+        guests = {key: vnf.endpoint.netns for key, vnf in sorted(self.datapath.vnfs.items())}
+        if guests == self._netns:
+            return
+        path = Path(self.datapath.workdir) / GUESTS_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(guests, indent=1))
+        os.replace(tmp, path)
+        self._netns = guests
 
     def _unwire(self, ident: tuple[str, str]) -> None:
         from osc_gitops_sandbox.ovn.cluster import delete_lsp

@@ -109,6 +109,14 @@ class ApiHTTPServer(ThreadingHTTPServer):
         super().__init__(address, ApiHandler)
 
 
+NO_CONTAINERS = (
+    "the osc-gitops sandbox runs no containers, so there is nothing to exec into; run a command "
+    "in the pod's network namespace instead: osc-gitops sandbox exec {pod} -- CMD (the sandbox "
+    "must be up with --datapath)"
+)
+"""What ``kubectl exec`` and ``kubectl attach`` get (instead of a bare NotFound)."""
+
+
 class ApiHandler(BaseHTTPRequestHandler):
     """HTTP/1.1 keep-alive handler; routing and encoding only, logic lives in the server."""
 
@@ -294,6 +302,8 @@ class ApiHandler(BaseHTTPRequestHandler):
             raise ApiError(404, f"the server could not find the requested resource ({path})")
         name = rest[1] if len(rest) >= 2 else None
         sub = rest[2] if len(rest) == 3 else None
+        if sub in ("exec", "attach") and rt.plural == "pods":
+            raise ApiError(400, NO_CONTAINERS.format(pod=f"{namespace}/{name}"))
         if sub not in (None, "status"):
             raise ApiError(404, f"the server could not find the requested resource ({path})")
         if rt.namespaced and name is not None and namespace is None:

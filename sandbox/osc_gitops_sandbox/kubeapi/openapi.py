@@ -92,8 +92,7 @@ def _kind_schema(rt: ResourceType) -> dict[str, Any]:
             "kind": STRING,
             "metadata": {"allOf": [{"$ref": f"#/components/schemas/{OBJECT_META}"}],
                          "default": {}},
-            "spec": OPAQUE,
-            "status": OPAQUE,
+            **dict.fromkeys(rt.body, OPAQUE),
         },
         "x-kubernetes-group-version-kind": [
             {"group": rt.group, "kind": rt.kind, "version": rt.version}
@@ -190,11 +189,12 @@ def index(types: Sequence[ResourceType]) -> dict[str, Any]:
     return {"paths": paths}
 
 
-def unknown_fields(obj: Mapping[str, Any]) -> list[str]:
+def unknown_fields(obj: Mapping[str, Any], rt: ResourceType | None = None) -> list[str]:
     """The fields of ``obj`` its schema does not declare, as the real server names them
-    (``metadata.labelz``): top-level fields and ``metadata``'s (``spec`` and ``status`` are
-    not checked, see the module docstring)."""
-    unknown = [key for key in obj if key not in TOP_LEVEL]
+    (``metadata.labelz``): top-level fields (``rt.body``, default ``spec`` and ``status``) and
+    ``metadata``'s (what is inside the body fields is not checked, see the module docstring)."""
+    top = (*TOP_LEVEL[:3], *(rt.body if rt is not None else TOP_LEVEL[3:]))
+    unknown = [key for key in obj if key not in top]
     meta = obj.get("metadata")
     if isinstance(meta, Mapping):
         known = SCHEMAS[OBJECT_META]["properties"]
@@ -218,7 +218,7 @@ def check_fields(rt: ResourceType, obj: Mapping[str, Any], directive: str | None
             f"fieldValidation: Invalid value: {directive!r}: fieldValidation must be one of "
             '"Ignore", "Warn", or "Strict"',
         )
-    unknown = unknown_fields(obj)
+    unknown = unknown_fields(obj, rt)
     if unknown and directive == "Strict":
         fields = ", ".join(f'unknown field "{f}"' for f in unknown)
         raise ApiError(

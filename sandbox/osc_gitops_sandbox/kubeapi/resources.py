@@ -23,6 +23,9 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     fields: frozenset[str] = frozenset()
     """Extra field-selector fields beyond ``metadata.name``/``metadata.namespace``."""
+    body: tuple[str, ...] = ("spec", "status")
+    """Its top-level fields besides ``apiVersion``, ``kind`` and ``metadata`` (a ConfigMap has
+    ``data``, a Role ``rules``): what its schema declares, unchecked inside."""
 
     @property
     def api_version(self) -> str:
@@ -65,6 +68,72 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy", True, ("netpol",)),
+    # What `kubectl apply -k deploy/...` creates (stored, never run: no controller plays them),
+    # so an install can be tried on the emulator as on an empty cluster.
+    ResourceType(
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        True,
+        ("cm",),
+        body=("data", "binaryData", "immutable"),
+    ),
+    ResourceType(
+        "", "v1", "secrets", "Secret", True, body=("data", "stringData", "type", "immutable")
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        True,
+        ("sa",),
+        body=("automountServiceAccountToken", "secrets", "imagePullSecrets"),
+    ),
+    ResourceType("apps", "v1", "deployments", "Deployment", True, ("deploy",)),
+    ResourceType("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",)),
+    ResourceType("batch", "v1", "cronjobs", "CronJob", True, ("cj",)),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",)),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        False,
+        body=("rules", "aggregationRule"),
+    ),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        False,
+        body=("roleRef", "subjects"),
+    ),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, body=("rules",)),
+    ResourceType(
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        True,
+        body=("roleRef", "subjects"),
+    ),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicy",
+        False,
+    ),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        False,
+    ),
 )
 
 

@@ -415,16 +415,26 @@ class ObjectStore:
                     reason="AlreadyExists",
                     details={"name": meta["name"], "group": rt.group, "kind": rt.plural},
                 )
-            obj = self._new_metadata(rt, body, 0)
-            obj["metadata"]["managedFields"] = managed_fields.update_entries(
-                None, obj, manager, now()
-            )
-            obj = self._admit(rt, "CREATE", obj, None)
-            if dry_run:
-                obj["metadata"].pop("resourceVersion")
-                return obj
-            obj["metadata"]["resourceVersion"] = str(self._next_rv())
-            return self._store_obj(rt, obj, "ADDED").obj
+            return self._insert(rt, body, dry_run=dry_run, manager=manager)
+
+    def _insert(
+        self, rt: ResourceType, body: dict[str, Any], *, dry_run: bool,
+        manager: str = DEFAULT_MANAGER, entries: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Store a new object (the lock held, its metadata valid, its namespace there): the
+        server's metadata, ``managedFields`` (``entries``, else ``manager`` owning all of it),
+        admission, then a resourceVersion and an ADDED event unless ``dry_run``."""
+        obj = self._new_metadata(rt, body, 0)
+        obj["metadata"]["managedFields"] = (
+            entries if entries is not None
+            else managed_fields.update_entries(None, obj, manager, now())
+        )  # fmt: skip
+        obj = self._admit(rt, "CREATE", obj, None)
+        if dry_run:
+            obj["metadata"].pop("resourceVersion")
+            return obj
+        obj["metadata"]["resourceVersion"] = str(self._next_rv())
+        return self._store_obj(rt, obj, "ADDED").obj
 
     def _current(self, rt: ResourceType, namespace: str, name: str) -> Stored:
         stored = self._store[rt.kind].get((namespace if rt.namespaced else "", name))
@@ -481,14 +491,7 @@ class ObjectStore:
         body = {**body, "metadata": meta}
         validate_metadata(rt, body)
         self._check_namespace(rt, namespace)
-        obj = self._new_metadata(rt, body, 0)
-        obj["metadata"]["managedFields"] = entries
-        obj = self._admit(rt, "CREATE", obj, None)
-        if dry_run:
-            obj["metadata"].pop("resourceVersion")
-            return obj
-        obj["metadata"]["resourceVersion"] = str(self._next_rv())
-        return self._store_obj(rt, obj, "ADDED").obj
+        return self._insert(rt, body, dry_run=dry_run, entries=entries)
 
     def _replace(
         self, rt: ResourceType, current: Stored, body: dict[str, Any], *, dry_run: bool = False,

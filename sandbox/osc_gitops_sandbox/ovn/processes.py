@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ __all__ = [
     "run_command",
     "run_tool",
     "schema_has_network_function",
+    "seconds_until",
     "tail",
     "wait_until",
 ]
@@ -266,6 +267,23 @@ def wait_until(
                 f"log {daemon.log}:\n{tail(daemon.log)}"
             )
         time.sleep(interval)
+
+
+def seconds_until(
+    done: Callable[[], bool], timeout: float, late: Callable[[], Exception], *,
+    check: Callable[[], None] | None = None, interval: float = 0.02,
+) -> float:  # fmt: skip
+    """Poll ``done()`` every ``interval`` seconds until it is true; the seconds it took.
+    Between tries ``check()`` (if given) raises when waiting on is pointless (what should get
+    ready has exited); past ``timeout``, raises ``late()``."""
+    start = time.monotonic()
+    while not done():
+        if check is not None:
+            check()
+        if time.monotonic() - start > timeout:
+            raise late()
+        time.sleep(interval)
+    return time.monotonic() - start
 
 
 def listening_ports(log: Path) -> list[int]:

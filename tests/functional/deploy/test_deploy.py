@@ -373,6 +373,7 @@ def test_interconnect_agents_mount_the_zone_socket_where_ovn_kubernetes_puts_it(
     # connect() needs write permission on the socket, not a writable mount (see the next test)
     assert mount["readOnly"] is True
     assert f"--ovn-nb=unix:{OVNK_POD_RUN_DIR}/{OVNK_NB_SOCKET}" in container["args"]
+    assert f"--ovn-sb=unix:{OVNK_POD_RUN_DIR}/ovnsb_db.sock" in container["args"]  # beside it
     # the node binder: OVS' db.sock sits in the same host directory (ovs-cni mounts it too)
     assert f"--ovs-db=unix:{OVNK_POD_RUN_DIR}/db.sock" in container["args"]
 
@@ -413,6 +414,10 @@ def test_the_bind_only_daemonset_mounts_the_ovs_socket_as_ovs_cni_does_and_reads
     policy = next(d for d in docs if d["kind"] == "ValidatingAdmissionPolicy")
     expressions = " ".join(v["expression"] for v in policy["spec"]["validations"])
     assert "object.metadata.name == 'osc-gitops-binder-' + variables.nodeName" in expressions
+    # a node name over 235 characters: the shortened name (naming.binder_lease) and the full
+    # node name it carries
+    assert "variables.nodeName.substring(0, 200)" in expressions
+    assert "object.metadata.annotations['osc.io/node-name'] == variables.nodeName" in expressions
 
 
 def test_interconnect_rbac_is_least_privilege_per_role() -> None:
@@ -657,6 +662,9 @@ def test_interconnect_agents_can_write_only_their_own_nodes_status_lease() -> No
     assert "authentication.kubernetes.io/node-name" in expressions
     assert "object.metadata.name == 'osc-gitops-agent-' + variables.nodeName" in expressions
     assert "object.metadata.name == 'osc-gitops-binder-' + variables.nodeName" in expressions
+    long_name = "startsWith('osc-gitops-agent-' + variables.nodeName.substring(0, 200))"
+    assert long_name in expressions
+    assert "object.metadata.annotations['osc.io/node-name'] == variables.nodeName" in expressions
 
 
 @pytest.mark.ovn

@@ -63,8 +63,11 @@ def test_apply_then_plan_is_empty_with_northd_running(
     cluster.ovn.wait_northd_sync()  # northd has seen (and written) everything
 
     again = cli("plan", policies, *conn(cluster), "-o", "json")
-    assert again.code == 0, again.out
     plan = json.loads(again.out)
+    # nothing to write (northd's verdicts are no drift), but the held steering is pending:
+    # the live state is not what the manifests say, so not converged (issue 33)
+    assert again.code == 2 and plan["changes"] == [], again.out
+    assert plan["summary"]["pending"] == len(plan["meta"]["held"]) > 0
 
     # every function holds its check, with the documented defaults
     checks = {c["_uuid"]: c for c in rows(cluster, "Network_Function_Health_Check")}

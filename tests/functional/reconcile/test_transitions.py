@@ -45,13 +45,22 @@ def test_without_healthy_vnfs_the_wait_times_out_naming_each_instance_and_why(
     report = waited.err.split("error: not ready after 2 s (--wait-timeout):\n", 1)[1]
     assert "firewall-node-1: probe failing" in report
     assert "ips-node-1: probe failing" in report
+    # held is not the failure policy acting: nothing steers yet, the pods talk unsteered
+    assert "the failure policy acts" not in report
+    assert "no traffic is steered to it yet (its steering is held" in report
+    assert "next: check that the guest forwards between its two data NICs" in report
     assert (
-        "Binding/web-firewall on node-1: held, waiting for firewall-node-1 to become healthy"
-        in report
-    )
-    # the plan says so, and holding is no change: exit 0
+        "Binding/db-firewall held on node-1, node-2: steered once firewall-node-1 and "
+        "firewall-node-2 are healthy; shop-backend/db-0 and db-1 are NOT protected meanwhile "
+        "(their traffic flows unsteered)"
+    ) in report
+    # the plan says so: nothing to write, but held steering is pending, not converged (exit 2)
     planned = cli("plan", policies, *conn(cluster))
-    assert planned.code == 0
+    assert planned.code == 2, planned.out
+    assert "No changes to write now, but the live state does not match the manifests yet: " \
+           "8 pending (below)." in planned.out  # fmt: skip
+    assert "No changes. The live state matches the manifests." not in planned.out
+    assert "\nPending: 8 (not written by this plan; not converged until they are).\n" in planned.out
     assert (
         "~ held: Binding/web-firewall on node-2: waiting for firewall-node-2 to become healthy"
         in planned.out
@@ -67,9 +76,16 @@ def test_without_healthy_vnfs_the_wait_times_out_naming_each_instance_and_why(
     assert explained.code == 3
     assert "its steering is held until OVN reports the VNF instance healthy" in explained.out
     assert "~ held: waiting for ips-node-1 to become healthy" in explained.out
-    # status: the held bindings, with how long
-    shown = cli("status", *cache)
+    # status: the held bindings, with how long and the pods NOT protected; not converged
+    shown = cli("status", *cache, "--kubeconfig", cluster.kubeconfig)
+    # no VNF answers here, so OVN has not bound their ports either (the sandbox plays a VNF
+    # that does not forward with its ports down): unbound is a failure (1), held is pending
+    assert shown.code == 1, shown.out
+    assert "\n  unbound: osc-vnfs/firewall-node-1 in port nf_firewall_node-1_in" in shown.out
     assert "~ held: Binding/web-firewall on node-1: waiting for firewall-node-1" in shown.out
+    assert "no ACL steers these pods: their traffic flows unsteered" in shown.out
+    assert "      NOT protected: shop-backend/db-0\n" in shown.out
+    assert "\n  Binding/db-firewall on node-1 held (waiting for firewall-node-1" in shown.out
 
 
 def test_an_image_change_rolls_out_node_by_node_through_kubevirt_restarts(
@@ -89,6 +105,20 @@ def test_an_image_change_rolls_out_node_by_node_through_kubevirt_restarts(
     planned = cli("plan", policies, *conn(cluster))
     assert "VnfDeployment/firewall: 0 of 2 nodes updated" in planned.out
     assert "VirtualMachine" not in planned.out.split("Warnings:")[0]  # no VM changes at once
+    # an image bump is no "No changes": each VM's new image is pending, rolled node by node
+    assert planned.code == 2, planned.out
+    for node in ("node-1", "node-2"):
+        assert (
+            f"  ~ VirtualMachine osc-vnfs/firewall-{node}: image "
+            "quay.io/example/vnf-firewall:1.4.2 → quay.io/example/vnf-firewall:1.5.0, rolled "
+            "node by node"
+        ) in planned.out
+    data = json.loads(cli("plan", policies, *conn(cluster), "-o", "json").out)
+    assert data["summary"] == {"create": 0, "update": 0, "delete": 0, "pending": 2}
+    assert data["meta"]["pending"][0]["change"] == (
+        "image quay.io/example/vnf-firewall:1.4.2 → quay.io/example/vnf-firewall:1.5.0, "
+        "rolled node by node"
+    )
     rolled = cli("apply", policies, *conn(cluster), "--wait", "--wait-timeout", "60s")
     assert rolled.code == 0, rolled.err
     vms = {o["metadata"]["name"]: o for o in cluster.kube.objects("VirtualMachine")}
@@ -104,3 +134,29 @@ def test_an_image_change_rolls_out_node_by_node_through_kubevirt_restarts(
         assert not [k for k in annotations if k.startswith("rollout.osc.io/")]
     assert after["ips-node-1"] == uids["ips-node-1"]  # the IPS did not change: not restarted
     assert cli("plan", policies, *conn(cluster)).code == 0
+
+
+def test_without_rollouts_a_vm_on_an_older_template_is_pending_until_restarted(
+    rp_cluster: SandboxCluster, policies: Path
+) -> None:
+    """Router-policy steering has no health checks, so no rollout: the new template is written
+    at once and KubeVirt applies it at the next start. Until then the VM runs an older
+    template than the manifests say: pending, plan exits 2 (issue 33), and says what to do."""
+    cluster = rp_cluster
+    rp = ("--steering", "router-policy")
+    assert cli("apply", policies, *conn(cluster), *rp).code == 0
+    assert cli("plan", policies, *conn(cluster), *rp).code == 0
+    vnfs = policies / "vnfs.yaml"
+    vnfs.write_text(vnfs.read_text().replace("vnf-firewall:1.4.2", "vnf-firewall:1.5.0"))
+    applied = cli("apply", policies, *conn(cluster), *rp)
+    assert applied.code == 0, applied.err
+    assert "Not converged yet: 2 pending" in applied.err
+    planned = cli("plan", policies, *conn(cluster), *rp)
+    assert planned.code == 2, planned.out
+    assert (
+        "  ~ VirtualMachine osc-vnfs/firewall-node-1: runs an older template than its spec: "
+        "restart it (virtctl restart), one node at a time"
+    ) in planned.out
+    for node in ("node-1", "node-2"):
+        cluster.restart_vm("osc-vnfs", f"firewall-{node}")
+    assert cli("plan", policies, *conn(cluster), *rp).code == 0

@@ -197,7 +197,7 @@ def test_the_protection_headline_reads_like_the_rest_of_the_plan(
         "firewall; 2 → 0 pods steered\n"
     ) in on(world, "plan", one).out
     same = on(world, "plan", POLICIES).out
-    assert "steer now: no pod starts or stops being steered.\n" in same
+    assert "steer now: no pod starts or stops being steered, and no route changes.\n" in same
 
 
 def test_every_git_flag_has_help() -> None:

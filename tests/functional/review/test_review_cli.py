@@ -169,7 +169,7 @@ def test_a_plan_from_another_machine_compares_with_the_live_rows(
     base = cli("plan", policies, *elsewhere, "--base", policies)
     assert (
         f"Protection changes, compared with the manifests in {policies}: no pod starts or stops "
-        "being steered."
+        "being steered, and no route changes."
     ) in base.out
     central = cli("plan", policies, "--kubeconfig", other, "--kubernetes-only")
     assert central.code == 0, central.err

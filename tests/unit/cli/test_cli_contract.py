@@ -175,6 +175,16 @@ def test_an_ssl_remote_without_its_files_names_the_flags(tmp_path: Path) -> None
     )
 
 
+def test_an_ssl_southbound_without_its_files_names_the_flags_before_connecting() -> None:
+    result = cli("plan", POLICIES, "--ovn-nb", "unix:/nowhere.sock", "--ovn-sb",
+                 "ssl:127.0.0.1:6642", "--ovn-certificate", "c.pem")  # fmt: skip
+    assert result.code == 1
+    assert result.err == (
+        "error: --ovn-sb ssl:127.0.0.1:6642 is a TLS remote: also give --ovn-private-key "
+        "(or OSC_OVN_PRIVATE_KEY), --ovn-ca-cert (or OSC_OVN_CA_CERT)\n"
+    )
+
+
 def test_an_endpoint_is_named_once() -> None:
     assert in_our_voice("cannot connect to OVN NB at tcp:h:1: tcp:h:1: Connection refused") == (
         "cannot connect to OVN NB at tcp:h:1: Connection refused"

@@ -266,7 +266,15 @@ def test_health_as_northd_reports_it() -> None:
         ("fw", "node-1"): ("healthy", True),
         ("fw", "node-2"): ("not healthy", False),
     }
-    assert "the failure policy acts" in health[("fw", "node-2")].detail
+    # an ACL steers to it (applied whole here): its bindings' failure policy is in force
+    assert "its bindings' failure policy acts" in health[("fw", "node-2")].detail
+    # no ACL steers to it yet (its steering held, issue 22): the pods talk unsteered (issue 33)
+    held = dataclasses.replace(observed, ovn_rows=tuple(r for r in observed.ovn_rows
+                                                        if r.table != "ACL"))  # fmt: skip
+    detail = vnf_health(held)[("fw", "node-2")].detail
+    assert "failure policy" not in detail
+    assert "no traffic is steered to it yet (its steering is held: the pods' traffic flows " \
+           "unsteered); next: check that the guest forwards" in detail  # fmt: skip
     # without the NB_Global options OVN never probes: the detail says why
     bare = dataclasses.replace(observed, nb_global=NbGlobal())
     assert "never probes" in vnf_health(bare)[("fw", "node-2")].detail

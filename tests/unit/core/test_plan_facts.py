@@ -11,6 +11,7 @@ from reconciler.core.model.facts import (
     Finding,
     Hold,
     InstanceHealth,
+    Pending,
     Protection,
     ProtectionBasis,
     UnboundPort,
@@ -36,6 +37,8 @@ EVERY_FACT = Plan(
     zones={"node-1": "2026-11-27T10:00:00Z"},
     rollouts=(ROLLOUT,),
     held=(HOLD,),
+    pending=(Pending("VirtualMachine", "osc-vnfs/fw-node-1", "node-1",
+                     "image fw:1.0 → fw:1.1, rolled node by node", "waits for its turn"),),
     node="node-1",
     vnf_instances=(InstanceHealth("fw", "node-1", "unknown", "no health check"),),
     unbound=(UnboundPort("fw", "node-1", "vnfs/fw-node-1", "nf_fw_node-1_in", "in", "no iface"),),
@@ -55,8 +58,9 @@ def test_every_fact_survives_the_json_plan() -> None:
 def test_meta_follows_the_declaration_order_and_leaves_out_what_says_nothing() -> None:
     data = plan_to_dict(EVERY_FACT)
     assert list(data["meta"]) == [
-        "instance", "steering", "nb_schema", "scope", "zones", "rollout", "held", "node",
-        "vnf_instances", "unbound", "nf_ids", "revision", "protection_basis", "group_bindings",
+        "instance", "steering", "nb_schema", "scope", "zones", "rollout", "held", "pending",
+        "node", "vnf_instances", "unbound", "nf_ids", "revision", "protection_basis",
+        "group_bindings",
     ]  # fmt: skip
     assert data["protection_changes"] == [{"binding": "web-fw", "start": [], "stop": []}]
     assert data["meta"]["held"][0]["reason"] == "waiting for fw-node-1 to become healthy (new)"

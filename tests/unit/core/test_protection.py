@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.model.desired import Binding, BindingSpec, Metadata
 from reconciler.core.views.protection import protection_changes, steering_of, vnfs_of
 from reconciler.core.views.typos import one_edit, typo_warnings
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -99,17 +98,24 @@ def test_new_and_removed_bindings_and_relabelled_pods() -> None:
     assert [p.ref for p in change.stop] == ["shop/web-2"]
 
 
-def test_a_chain_is_steered_where_one_of_its_vnfs_runs() -> None:
-    # spec.vnf as a list (the chains of issue #21), built without validation until it lands.
-    spec = BindingSpec.model_construct(securityGroup="web", vnf=["fw", "ids"], order=10)
-    chain = Binding.model_construct(metadata=Metadata(name="web-chain"), spec=spec)
-    state = desired(sg("web", "app=web"), vnf("fw"), vnf("ids", nodeSelector={"zone": "a"}))
-    state = state.model_copy(update={"bindings": {"web-chain": chain}})
+def test_a_chain_is_steered_only_where_every_hop_runs_as_the_rows_say() -> None:
+    """A chain is wired on a node only where every hop runs (compile's ``chain_nodes``): the
+    manifests' reading agrees with what the applied rows steer, route included."""
+    from reconciler.core.views.protection import steering_in_rows
+
+    chain = binding("web-chain", "web", ["fw", "ids"], 10)
+    state = desired(sg("web", "app=web"), vnf("fw"), vnf("ids", nodeSelector={"zone": "a"}),
+                    chain)  # fmt: skip
     assert vnfs_of(chain) == ("fw", "ids")
     labelled = cluster(SHOP, node_labels={"node-1": {"zone": "a"}})
     steering = steering_of(state, labelled)["web-chain"]
     assert steering[("shop", "web-1")].vnfs == ("fw", "ids")
-    assert steering[("shop", "web-2")].vnfs == ("fw",)
+    assert ("shop", "web-2") not in steering
+    live, _ = applied(state, labelled)
+    rows = steering_in_rows([(r.table, r.fields) for r in live.ovn_rows], live.pod_ports)
+    assert rows.pods["web-chain"] == {
+        ("shop", "web-1"): ("node-1", steering[("shop", "web-1")].route)
+    }
 
 
 def test_one_edit() -> None:
@@ -155,9 +161,15 @@ def test_the_rows_say_what_the_manifests_say_on_a_converged_cluster(steering: st
     live, _ = applied(state, observed, steering)
     rows = steering_in_rows([(r.table, r.fields) for r in live.ovn_rows], live.pod_ports)
     expected = steering_of(state, observed)
-    by_manifests = {b: {i: (p.node, p.vnfs) for i, p in pods.items()}
-                    for b, pods in expected.items()}  # fmt: skip
-    assert rows.pods == by_manifests
+    by_manifests = {b: {i: (p.node, p.vnfs, p.route and p.route.redirection)
+                        for i, p in pods.items()} for b, pods in expected.items()}  # fmt: skip
+    by_rows = {b: {i: (node, route.vnfs, route.redirection) for i, (node, route) in pods.items()}
+               for b, pods in rows.pods.items()}  # fmt: skip
+    assert by_rows == by_manifests
+    if steering is None:  # the function groups say the failure policy too (routers have none)
+        assert {b: {i: r for i, (_, r) in pods.items()} for b, pods in rows.pods.items()} == {
+            b: {i: p.route for i, p in pods.items()} for b, pods in expected.items()
+        }
     assert rows.groups == {"payments-ids": "payments", "web-fw": "web"}
     assert len(rows.pods["payments-ids"]) == 18 and set(rows.pods["web-fw"]) == {("shop", "web-1")}
 
@@ -216,3 +228,102 @@ def test_live_a_removed_binding_names_its_group_and_vnfs_from_the_rows() -> None
     gone = desired(sg("web", "app=web"))
     (removed,), _ = live_of(before, gone, OBSERVED)
     assert (removed.security_group, removed.vnfs) == ("web", ("ids",))
+
+
+# --- per hop (issue 33): chain order, hops lost and gained, direction, failure policy, pending
+
+CHAIN = desired(sg("web", "app=web"), vnf("fw"), vnf("ids"),
+                binding("web-chain", "web", ["fw", "ids"], 10))  # fmt: skip
+
+
+def chain_of(*hops: str, **spec: object):  # type: ignore[no-untyped-def]
+    return desired(sg("web", "app=web"), vnf("fw"), vnf("ids"),
+                   binding("web-chain", "web", list(hops) if len(hops) > 1 else hops[0], 10,
+                           **spec))  # fmt: skip
+
+
+@pytest.mark.parametrize("basis", ["live", "base"])
+def test_a_chain_reorder_is_a_route_change_of_every_pod(basis: str) -> None:
+    before, after = chain_of("fw", "ids"), chain_of("ids", "fw")
+    if basis == "live":
+        (change,), _ = live_of(before, after, cluster(SHOP))
+    else:
+        (change,) = protection_changes(before, cluster(SHOP), after)
+    assert (change.start, change.stop, change.change) == ((), (), "changed")
+    (route,) = change.routes
+    assert [p.ref for p in route.pods] == ["shop/web-1", "shop/web-2"]
+    assert route.effects() == ["chain order changes: fw → ids becomes ids → fw"]
+    assert route.summary == "2 pods of shop: chain order changes: fw → ids becomes ids → fw"
+    data = change.to_json()["route_changes"][0]
+    assert (data["before"], data["after"], data["lost"], data["order_changed"]) == (
+        {"vnfs": ["fw", "ids"], "redirection": "exit-lport", "failure_policy": "fail-close"},
+        {"vnfs": ["ids", "fw"], "redirection": "exit-lport", "failure_policy": "fail-close"},
+        [], True)  # fmt: skip
+
+
+@pytest.mark.parametrize("basis", ["live", "base"])
+def test_a_removed_hop_is_lost_by_each_pod_and_named(basis: str) -> None:
+    before, after = chain_of("fw", "ids"), chain_of("fw")
+    if basis == "live":
+        (change,), _ = live_of(before, after, cluster(SHOP))
+    else:
+        (change,) = protection_changes(before, cluster(SHOP), after)
+    (route,) = change.routes
+    assert route.lost == ("ids",) and change.lost == ("ids",)
+    assert route.summary == "2 pods of shop lose ids (fw → ids becomes fw)"
+    assert (change.before, change.after) == (2, 2)
+
+
+@pytest.mark.parametrize("basis", ["live", "base"])
+def test_direction_and_failure_policy_changes_are_named(basis: str) -> None:
+    before = chain_of("fw")
+    after = chain_of("fw", redirection="both", failurePolicy="fail-open")
+    if basis == "live":
+        (change,), _ = live_of(before, after, cluster(SHOP))
+    else:
+        (change,) = protection_changes(before, cluster(SHOP), after)
+    (route,) = change.routes
+    assert route.effects() == ["direction exit-lport becomes both",
+                               "failure policy fail-close becomes fail-open"]  # fmt: skip
+
+
+def test_a_new_binding_held_until_its_vnf_is_healthy_is_pending_not_unsteered() -> None:
+    """The plan holds the new binding's steering (its VNF was never probed): its pods are
+    pending, "will be steered once their VNFs are healthy", and not among those started."""
+    from reconciler.core.compiling.compile import CompileOptions
+    from reconciler.core.planning.full import make_plan
+    from reconciler.core.views.protection import live_changes, with_pending
+
+    observed = cluster(SHOP)
+    plan = make_plan(CHAIN, observed, CompileOptions())
+    held = {(h.binding, h.node) for h in plan.held}
+    assert held == {("web-chain", "node-1"), ("web-chain", "node-2")}
+    changes = live_changes(observed, plan.changes, CHAIN)
+    assert changes == ()  # nothing is steered by this plan: the ACLs wait
+    (change,) = with_pending(changes, CHAIN, observed, held)
+    assert (change.change, change.start, [p.ref for p in change.pending]) == (
+        "added", (), ["shop/web-1", "shop/web-2"])  # fmt: skip
+    # --base counts them as started from the manifests: they move to pending
+    (based,) = with_pending(protection_changes(desired(), observed, CHAIN), CHAIN, observed, held)
+    assert (based.start, len(based.pending), based.after) == ((), 2, 0)
+
+
+def test_a_vnf_deployment_no_binding_uses_is_a_warning_and_a_used_one_is_not() -> None:
+    from reconciler.core.views.typos import unused_vnfs
+
+    state = desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), vnf("spare"),
+                    binding("web-chain", "web", ["fw", "ids"], 10))  # fmt: skip
+    assert unused_vnfs(state) == [(
+        "spare",
+        "VnfDeployment spare: no Binding refers to it, so its VMs run on every selected node "
+        "and steer no traffic (add a Binding with vnf: spare, or remove it)",
+    )]  # fmt: skip
+    # the review words it as a finding of its own kind
+    from reconciler.cli.review import annotate
+    from reconciler.core.compiling.compile import CompileOptions
+    from reconciler.core.planning.full import make_plan
+
+    plan = annotate(make_plan(state, OBSERVED, CompileOptions()), state, OBSERVED, (),
+                    {"source": "live", "detail": "now"})  # fmt: skip
+    (unused,) = [f for f in plan.findings if f.code == "unused"]
+    assert (unused.subject, unused.text) == ("VnfDeployment/spare", unused_vnfs(state)[0][1])

@@ -16,6 +16,7 @@ from reconciler.core.transitions.rollout import (
     BOOTING,
     DRAINING,
     HALTED,
+    IMAGE,
     PHASE,
     RESTARTING,
     SINCE,
@@ -148,7 +149,10 @@ def test_one_node_at_a_time_each_after_ovn_saw_it_healthy_past_the_detection_win
     assert not steps.steps and steps.recheck_at == T0 + 1 + WINDOW
     steps = w.step(T0 + 1 + WINDOW)
     assert [(s.vm, s.annotations) for s in steps.steps] == [
-        ("security/fw-node-1", {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None})
+        (
+            "security/fw-node-1",
+            {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None, IMAGE: None},
+        )
     ]
     assert w.plan().meta["rollout"][0]["summary"].startswith("VnfDeployment/fw: 1 of 3 nodes")
     steps = w.step(T0 + 10)
@@ -282,3 +286,35 @@ def test_a_chain_through_a_two_instance_vnf_is_said_to_be_interrupted() -> None:
         "VnfDeployment fw: its rolling update interrupts Binding web-chain's chain fw -> ids on "
         "each node while the first instance there restarts"
     )
+
+
+def test_an_image_bump_is_pending_not_converged_until_every_node_is_rolled() -> None:
+    """Issue 33 item 2: a template change the rollout holds is a pending change of each VM
+    (``image fw:1.0 → fw:1.1, rolled node by node``), a VM being rolled is pending while it
+    is, and only a plan with neither is converged."""
+    w = World(manifests())
+    assert w.plan().converged
+    w.want = manifests("fw:1.1", cpu=2)
+    plan = w.plan()
+    assert plan.empty and not plan.converged
+    bump = "image fw:1.0 → fw:1.1, cpu 1 → 2"
+    assert [(p.kind, p.name, p.change) for p in plan.pending] == [
+        ("VirtualMachine", f"security/fw-{n}", f"{bump}, rolled node by node") for n in NODES
+    ]
+    w.step(T0)  # node-1 selected: its template is written by the next pass
+    pending = {p.name: p.change for p in w.plan().pending}
+    assert (
+        pending["security/fw-node-1"]
+        == "image fw:1.0 → fw:1.1, cpu 1 → 2, restarting (rolled node by node)"
+    )
+    w.step(T0 + 1)  # written and restarted: still pending while it boots
+    assert {p.name: p.change for p in w.plan().pending}["security/fw-node-1"] == (
+        "booting (rolled node by node)"
+    )
+    for i, vm in enumerate(f"security/fw-{n}" for n in NODES):
+        w.boot(vm)
+        for s in range(4):
+            w.step(T0 + 100 * (i + 1) + 10 * s)
+            for restarted in w.restarts:
+                w.boot(restarted)
+    assert w.plan().converged and w.plan().pending == ()

@@ -46,6 +46,28 @@ def test_nothing_is_said_without_a_verdict_or_a_running_vm() -> None:
     assert unbound_ports(observed({IN: False}, printable="Starting")) == []
 
 
+def test_where_the_southbound_was_read_a_port_without_a_chassis_is_unbound() -> None:
+    """The Southbound's Port_Binding.chassis (``--ovn-sb``) is read beside the NB's ``up``."""
+    seen = observed({IN: True, OUT: True})
+    chassis = dataclasses.replace(seen, ports_chassis={IN: False, OUT: True})
+    (found,) = unbound_ports(chassis)
+    assert (found.port, found.side) == (IN, "in")
+    assert found.cause.startswith("its Southbound Port_Binding has no chassis although northd")
+    # not up in the NB and no chassis in the SB: both said, the NB's cause after the SB's
+    both = dataclasses.replace(observed({IN: False, OUT: True}), ports_chassis={IN: False})
+    (found,) = unbound_ports(both)
+    assert found.cause.startswith("its Southbound Port_Binding has no chassis; OVN has not")
+    # an NB without the up column: the Southbound alone decides
+    sb_only = dataclasses.replace(observed({}), ports_chassis={IN: True, OUT: False})
+    assert [u.port for u in unbound_ports(sb_only)] == [OUT]
+    # a chassis in the SB does not hide what the NB says (northd not caught up the other way)
+    bound_sb = dataclasses.replace(observed({IN: False}), ports_chassis={IN: True})
+    assert [u.port for u in unbound_ports(bound_sb)] == [IN]
+    # no Southbound read (empty), or a port without a Port_Binding row: the NB alone decides
+    assert unbound_ports(dataclasses.replace(seen, ports_chassis={})) == []
+    assert unbound_ports(dataclasses.replace(seen, ports_chassis={"nf_other_in": False})) == []
+
+
 def test_the_cause_says_what_the_binder_reports() -> None:
     no_binder = unbound_cause(IN, "node-1", VM, BinderReport("node-1"))
     assert no_binder.startswith("the CNI did not set iface-id: ovs-cni older than commit 42291151")

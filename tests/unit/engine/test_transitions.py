@@ -254,3 +254,152 @@ def test_a_verdict_northd_changes_during_an_apply_is_new_input_not_divergence() 
     ovn.apply = loses_a_row  # type: ignore[method-assign]
     with pytest.raises(NotConverged):
         pipeline.run(want)
+
+
+# --- one rollout at a time (issue 33 item 3) ------------------------------------------------
+
+V3 = POLICIES.replace("vnf-firewall:1.4.2", "vnf-firewall:3.0")
+
+
+def second_process(w: World, tmp: Path, text: str, owner: str) -> tuple[Loop, FakeClock]:
+    """Another reconciler of the same instance (a second ``apply --wait``, the ``run`` loop
+    beside a human) on the same cluster, with its own manifests and its own clock."""
+    source = FakeSource()
+    source.publish("other", write_policies(tmp / "other", text))
+    loop = Loop(LoopConfig(options=CompileOptions(), status_file=tmp / "other.json",
+                           watch=False, lag_retries=()),
+                source, w.kube, w.ovn, reporter=RecordingReporter(), clock=FakeClock(),
+                rng=random.Random(8), settle=lambda: None, wall_clock=w.wall)  # fmt: skip
+    loop.refresh_source()
+    local = FakeClock()
+    loop.transitions.owner, loop.transitions.local_clock = owner, local
+    return loop, local
+
+
+def annotations(w: World, vm: str) -> dict[str, str]:
+    return dict(w.kube.objects("VirtualMachine")[vm]["metadata"].get("annotations") or {})
+
+
+def test_a_second_process_restarts_no_vm_of_a_rollout_it_does_not_own_and_names_the_owner(
+    tmp_path: Path,
+) -> None:
+    from reconciler.core.transitions.rollout import OWNER, OWNER_SINCE
+
+    w = World(tmp_path)
+    w.loop.transitions.owner = "osc-gitops on host-a (pid 1)"
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes(2)
+    w.publish("c2", V2)
+    w.passes(2)  # A: node-1 selected, its 2.0 template written, restarted
+    node1 = "osc-vnfs/firewall-node-1"
+    assert annotations(w, node1)[OWNER] == "osc-gitops on host-a (pid 1)"
+    since = annotations(w, node1)[OWNER_SINCE]
+    b, _ = second_process(w, tmp_path, V3, "osc-gitops on host-b (pid 2)")
+    for _ in range(5):  # B wants 3.0 and runs its passes meanwhile
+        w.wall.advance(1)
+        assert b.reconcile_pass("test").ok
+    assert w.restarts() == [node1]  # B restarted nothing
+    assert w.image(node1).endswith(":2.0")  # nor wrote its template over A's
+    report = b.last_transitions
+    assert report.owned_by == (("firewall", "osc-gitops on host-a (pid 1)", since),)
+    assert any(
+        f"VnfDeployment/firewall: its rolling update is owned by osc-gitops on host-a (pid 1) "
+        f"since {since}: this process restarts none of its VMs" in line
+        for line in report.waiting
+    )
+    assert "rolled by osc-gitops on host-a (pid 1)" in report.rollouts[0]["summary"]
+    # A finishes its rollout undisturbed (B passing in between), each node restarted once
+    for node in ("node-1", "node-2"):
+        w.boot(node)
+        for _ in range(3):
+            w.passes(1, seconds=5)
+            assert b.reconcile_pass("test").ok
+    assert w.restarts()[:2] == [node1, "osc-vnfs/firewall-node-2"]
+    assert w.image("osc-vnfs/firewall-node-2").endswith(":2.0")
+    # then, A's rollout over, B's own (3.0) starts, owned by B
+    w.wall.advance(1)
+    assert b.reconcile_pass("test").ok
+    assert w.restarts() == [node1, "osc-vnfs/firewall-node-2", node1]
+    assert annotations(w, node1)[OWNER] == "osc-gitops on host-b (pid 2)"
+
+
+def test_a_silent_owner_is_taken_over_and_a_released_one_at_once(tmp_path: Path) -> None:
+    from reconciler.core.transitions.rollout import OWNER, PHASE, STALE
+
+    w = World(tmp_path)
+    w.loop.transitions.owner = "A"
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes(2)
+    w.publish("c2", V2)
+    w.passes(2)
+    node1 = "osc-vnfs/firewall-node-1"
+    b, local = second_process(w, tmp_path, V2, "B")  # same manifests: the same rollout
+    assert b.reconcile_pass("test").ok
+    assert annotations(w, node1)[OWNER] == "A"
+    local.advance(STALE + 1)  # A is silent (it stopped without a word): B goes on
+    w.wall.advance(1)
+    assert b.reconcile_pass("test").ok
+    assert annotations(w, node1)[OWNER] == "B" and annotations(w, node1)[PHASE] == "booting"
+    assert w.restarts() == [node1]  # from where it was: not restarted again
+    # B stops cleanly (apply --wait ends): its name leaves the VM, A takes over at once
+    b.transitions.release()
+    assert OWNER not in annotations(w, node1) and annotations(w, node1)[PHASE] == "booting"
+    w.passes(1, seconds=1)
+    assert annotations(w, node1)[OWNER] == "A"
+
+
+def test_a_template_changed_mid_rollout_goes_on_from_the_vm_in_progress_and_says_so(
+    tmp_path: Path,
+) -> None:
+    w = World(tmp_path)
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes(2)
+    w.publish("c2", V2)
+    w.passes(2)  # node-1 restarted to 2.0, booting
+    node1, node2 = "osc-vnfs/firewall-node-1", "osc-vnfs/firewall-node-2"
+    w.publish("c3", V3)  # a newer image before the rollout is done
+    w.passes(1, seconds=1)
+    summary = w.status().rollouts[0]["summary"]
+    assert "0 of 2 nodes updated" in summary
+    assert (
+        "the template changed during the rollout: it goes on from firewall-node-1 with the new "
+        "one" in summary
+    )
+    w.passes(2, seconds=1)
+    assert w.image(node1).endswith(":3.0") and w.image(node2).endswith(":1.4.2")
+    assert w.restarts() == [node1, node1]  # node-1 again, with 3.0; node-2 not yet
+    w.boot("node-1")
+    w.passes(2, seconds=10)
+    w.passes(2)
+    assert w.restarts() == [node1, node1, node2]  # node-2 straight to 3.0
+    w.boot("node-2")
+    w.passes(2, seconds=10)
+    assert w.image(node2).endswith(":3.0") and w.status().rollouts == []
+
+
+def test_held_steering_reports_the_boot_allowance_and_the_pods_it_leaves_unprotected(
+    tmp_path: Path,
+) -> None:
+    """Issue 33 item 2: the alert compares how long steering is held with the instance's boot
+    allowance (bootSeconds + the health check's detection time), not with a fixed 10 minutes;
+    status names the pods held steering leaves NOT protected and exits 3."""
+    metrics = Metrics()
+    w = World(tmp_path, reporter=PrometheusReporter(metrics))
+    w.passes()
+    text = metrics.exposition().decode()
+    assert 'osc_gitops_held_allowance_seconds{node="node-1",vnf="firewall"} 125.0' in text
+    held = {h["node"]: h for h in w.status().held}
+    assert held["node-1"]["allowance"] == 125.0
+    assert held["node-1"]["unprotected"] == ["shop/web-1"]
+    assert held["node-2"]["unprotected"] == ["shop/web-2"]
+    assert status.pending(w.status()) == [
+        "Binding/web-firewall on node-1 held (" + held["node-1"]["reason"] + "): shop/web-1 NOT "
+        "protected",
+        "Binding/web-firewall on node-2 held (" + held["node-2"]["reason"] + "): shop/web-2 NOT "
+        "protected",
+    ]
+    assert "boot allowance" in status.render_text(w.status())
+    w.ovn.set_healthy(FUNCTIONS)
+    w.passes()
+    assert "osc_gitops_held_allowance_seconds{" not in metrics.exposition().decode()
+    assert status.pending(w.status()) == [] and status.failures(w.status()) == []

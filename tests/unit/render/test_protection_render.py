@@ -75,7 +75,11 @@ def test_markdown_leads_with_protection_then_diagrams_then_warnings_then_rows() 
     assert "- 🔴 Binding payments-ids (SecurityGroup payments → ids): 8 payments pods lose " \
            "their ids; 8 → 0 pods steered" in md  # fmt: skip
     assert "- payments: 8 pods (api-0, api-1, api-2, …" in md
-    assert "SecurityGroup `payments`:" in md and "SecurityGroup `web`:" not in md
+    assert "SecurityGroup `payments`:" in md
+    # web-ids' steering is held (its VNF was never probed): pending, so its group is drawn
+    assert "- 🟡 Binding web-ids (SecurityGroup web → ids): 1 pod of shop will be steered once " \
+           "its VNFs are healthy" in md  # fmt: skip
+    assert "SecurityGroup `web`:" in md
 
 
 def test_the_mermaid_diagram_shows_order_direction_filters_policy_and_chain() -> None:
@@ -98,7 +102,12 @@ def test_the_mermaid_diagram_shows_order_direction_filters_policy_and_chain() ->
 def test_json_has_protection_changes_before_the_changes() -> None:
     data = json.loads(render(reviewed_plan(), "json"))
     assert list(data)[:4] == ["format_version", "meta", "protection_changes", "changes"]
-    (change,) = data["protection_changes"]
+    change, pending = data["protection_changes"]
+    assert (pending["binding"], pending["change"], len(pending["pending"])) == (
+        "web-ids",
+        "changed",
+        1,
+    )
     assert change["binding"] == "payments-ids" and change["change"] == "changed"
     assert change["steered_before"] == 8 and change["steered_after"] == 0 and not change["start"]
     assert change["stop"][0] == {"namespace": "payments", "pod": "api-0", "node": "node-1",

@@ -52,7 +52,7 @@ def test_json_contract():
     _, mixed = plans()
     data = json.loads(render(mixed, "json"))
     assert data["format_version"] == "1"
-    assert data["summary"] == {"create": 1, "update": 1, "delete": 1}
+    assert data["summary"] == {"create": 1, "update": 1, "delete": 1, "pending": 0}
     update = next(c for c in data["changes"] if c["action"] == "update")
     assert update["resource"] == {
         "kind": "Port_Group",
@@ -107,3 +107,61 @@ def test_health_and_id_budget_beside_the_changes():
     md = render(plan, "markdown")
     assert "| fw | node-1 | ❔ unknown | not in the Northbound DB yet |" in md
     assert "**NF ids** in this Northbound DB after this plan: Network_Function 2/255" in md
+
+
+def test_many_rows_of_one_kind_and_origin_read_as_one_line_with_counts_and_v_lists_them():
+    """Issue 33 item 6: a binding's rows read as a few lines with counts; ``-v`` every row."""
+    many = [("shop", f"web-{i}", f"node-{i % 3 + 1}", {"app": "web"}) for i in range(9)]
+    observed = cluster(many, nodes=("node-1", "node-2", "node-3"))
+    both = desired(sg("web", "app=web"), vnf("fw"),
+                   binding("web-fw", "web", "fw", 10, redirection="both"))  # fmt: skip
+    first = diff(compile_target(both, observed), {}, {"steering": "network-function"})
+    text = render(first, "text")
+    acls = [c for c in first.changes if c.kind == "ACL"]
+    assert len(acls) > 3
+    assert (
+        f"  + {len(acls)} rows (Binding/web-fw, on node-1: {len(acls) // 3}, node-2: "
+        f"{len(acls) // 3}, node-3: {len(acls) // 3}): {acls[0].key}, {acls[1].key}, "
+        f"{acls[2].key}, … {len(acls) - 3} more\n"
+    ) in text
+    assert f"  + {acls[3].key}    (Binding/web-fw" not in text
+    assert "(rows of one kind and origin are counted; -v lists every row)" in text
+    verbose = render(first, "text", verbose=True)
+    assert all(f"  + {a.key}    (Binding/web-fw, node {a.node})" in verbose for a in acls)
+    assert "-v lists every row" not in verbose
+    # updates say which fields they change, and how often
+    live = apply_to({}, first)
+    for key in [a.key for a in acls]:
+        live[("ACL", key)]["priority"] = 1
+    updated = render(diff(compile_target(both, observed), live), "text")
+    assert f"  ~ {len(acls)} rows (Binding/web-fw" in updated
+    assert f"      changed: priority ({len(acls)})\n" in updated
+
+
+def test_pending_is_not_converged_in_text_markdown_and_json():
+    """Issue 33 item 2: a plan with nothing to write but something pending never reads "No
+    changes": it lists what waits, and the JSON counts it."""
+    import dataclasses
+
+    from reconciler.core.model.facts import Pending
+
+    first, _ = plans()
+    empty = dataclasses.replace(first, changes=())
+    assert "No changes. The live state matches the manifests." in render(empty, "text")
+    bump = Pending("VirtualMachine", "osc-vnfs/fw-node-1", "node-1",
+                   "image fw:1.0 → fw:1.1, rolled node by node", "waits for its turn")  # fmt: skip
+    pending = dataclasses.replace(empty, pending=(bump,))
+    text = render(pending, "text")
+    assert "No changes. The live state" not in text
+    assert "No changes to write now, but the live state does not match the manifests yet: " \
+           "1 pending (below)." in text  # fmt: skip
+    assert "  ~ VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1, rolled node by node " \
+           "(waits for its turn)\n" in text  # fmt: skip
+    assert text.rstrip().endswith(
+        "Pending: 1 (not written by this plan; not converged until they are)."
+    )
+    markdown = render(pending, "markdown")
+    assert "**No changes to write now, but the live state does not match" in markdown
+    assert "- ⏳ VirtualMachine osc-vnfs/fw-node-1: image fw:1.0 → fw:1.1" in markdown
+    data = json.loads(render(pending, "json"))
+    assert data["summary"]["pending"] == 1 and data["meta"]["pending"][0]["name"] == bump.name

@@ -73,6 +73,7 @@ from reconciler.core.steering.base import (
     PortConfig,
     PortGroupPods,
     Side,
+    Steered,
     TargetBuilder,
     VnfInstance,
     allocate_ids,
@@ -118,10 +119,9 @@ class NetworkFunction(PortGroupPods):
     steering_tables: tuple[str, ...] = ("ACL",)
     function_tables: tuple[str, ...] = ("Network_Function_Group", "Network_Function", HEALTH_CHECK)
 
-    def steered_by(
-        self, table: str, fields: Mapping[str, Any], rows: OwnedRows
-    ) -> tuple[tuple[str, ...], list[str]] | None:
-        """An ACL with a function group: the group's VNFs (its chain, or its functions')."""
+    def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
+        """An ACL with a function group: the group's VNFs (its chain, or its functions'), its
+        direction (a from-lport ACL steers traffic from the pods) and the group's fallback."""
         group = fields.get("network_function_group")
         if table != "ACL" or not group:
             return None
@@ -131,7 +131,10 @@ class NetworkFunction(PortGroupPods):
         ]
         vnfs = merge_vnfs(vnfs_of_row(nfg), *(vnfs_of_row(f) for f in functions))
         match = str(fields.get("match") or "")
-        return vnfs, [str(fields.get("port_group") or ""), *GROUP_REF.findall(match)]
+        groups = [str(fields.get("port_group") or ""), *GROUP_REF.findall(match)]
+        direction = "entry" if fields.get("direction") == "from-lport" else "exit"
+        policy = str(nfg["fallback"]) if nfg.get("fallback") else None
+        return Steered(vnfs, groups, direction, policy)
 
     def path_rows(
         self, rows: Mapping[tuple[str, str], Mapping[str, Any]], steering: Iterable[tuple[str, str]]

@@ -88,17 +88,31 @@ def slot_of(name: str, owner: str, vnf: str, node: str) -> str:
     return ""
 
 
-def why_not_healthy(observed: Observed) -> str:
-    """Why OVN does not count a checked function healthy, for humans."""
+def why_not_healthy(observed: Observed, in_service: bool | None = None) -> str:
+    """Why OVN does not count a checked function healthy, what that does to traffic and what
+    to look at next, for humans. ``in_service``: whether some ACL steers traffic to it now
+    (:attr:`HealthIndex.in_service`); only then does its bindings' failure policy act. While
+    its steering is held (a new instance) no ACL names it: the pods' traffic flows unsteered,
+    neither dropped nor inspected. ``None``: not known (say neither)."""
     missing = [k for k in SVC_MONITOR_OPTIONS if k not in observed.nb_global.options]
     if missing:
         return (
             f"NB_Global options:{' and '.join(missing)} not set: OVN never probes, so it "
-            "never counts the function healthy"
+            "never counts the function healthy; next: set them (--svc-monitor-ip, "
+            "--svc-monitor-ip-dst)"
         )
+    effect = (
+        "; its bindings' failure policy acts (fail-close drops, fail-open bypasses the VNF)"
+        if in_service
+        else "; no traffic is steered to it yet (its steering is held: the pods' traffic "
+        "flows unsteered)"
+        if in_service is False
+        else ""
+    )
     return (
-        "probe failing: OVN's probe gets no answer, or northd has not judged it yet; the "
-        "failure policy acts"
+        f"probe failing: OVN's probe gets no answer, or northd has not judged it yet{effect}; "
+        "next: check that the guest forwards between its two data NICs, that svc_monitor_ip "
+        "is reachable from the node, and that the VM's ports are bound"
     )
 
 
@@ -147,6 +161,10 @@ class _Rows:
     functions: list[_Function] = field(default_factory=list)
     checked: set[str] = field(default_factory=set)
     groups: list[_Group] = field(default_factory=list)
+    steered_to: set[str] = field(default_factory=set)
+    """The function groups some owned ACL sends traffic to (in service now)."""
+    chains: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    """A chain's function group -> (its node, its hops)."""
 
     @classmethod
     def of(cls, observed: Observed) -> _Rows:
@@ -166,6 +184,12 @@ class _Rows:
                 members = tuple(str(nf) for nf in row.fields.get("network_function") or ())
                 name = str(row.fields.get("name", row.key))
                 rows.groups.append(_Group(name, members, vnf_node(row.fields)))
+                ids = external_ids(row.fields)
+                node = ids.get(own.NODE)
+                if ids.get(own.CHAIN) and isinstance(node, str):
+                    rows.chains[name] = (node, tuple(str(ids[own.CHAIN]).split(",")))
+            elif row.table == "ACL" and row.fields.get("network_function_group"):
+                rows.steered_to.add(str(row.fields["network_function_group"]))
         return rows
 
 
@@ -188,6 +212,24 @@ class HealthIndex:
             for nf in group.members:
                 out[nf].append(group)
         return out
+
+    @cached_property
+    def in_service(self) -> frozenset[tuple[str, str]]:
+        """``(vnf, node)`` of every VNF instance some owned ACL steers traffic to now: through
+        a function group holding one of its functions, or a chain's group that crosses it.
+        Only these are under their bindings' failure policy when unhealthy; an instance whose
+        steering is still held has no ACL: its pods' traffic flows unsteered."""
+        rows = self._rows
+        where = {nf.name: (nf.vnf, nf.node) for nf in rows.functions}
+        out: set[tuple[str, str]] = set()
+        for group in rows.groups:
+            if group.name not in rows.steered_to:
+                continue
+            out.update(where[nf] for nf in group.members if nf in where)
+            if group.name in rows.chains:
+                node, hops = rows.chains[group.name]
+                out.update((hop, node) for hop in hops)
+        return frozenset(out)
 
     def active(self, group: str) -> str | None:
         """The function northd made active in ``group`` (``None``: none healthy, or not
@@ -225,7 +267,7 @@ class HealthIndex:
             else:
                 detail = "standby: northd names only the active function of a group"
             if health == NOT_HEALTHY:
-                detail = why_not_healthy(self.observed)
+                detail = why_not_healthy(self.observed, (nf.vnf, nf.node) in self.in_service)
             out[name] = MemberHealth(nf.vnf, nf.node, nf.slot, name, health, detail, checkable)
         return out
 
@@ -262,7 +304,7 @@ class HealthIndex:
             elif all(self.active(g) in nfs for g in steering):
                 out[where] = InstanceHealth(vnf, node, HEALTHY)
             else:
-                detail = why_not_healthy(self.observed)
+                detail = why_not_healthy(self.observed, where in self.in_service)
                 out[where] = InstanceHealth(vnf, node, NOT_HEALTHY, detail)
         return out
 
