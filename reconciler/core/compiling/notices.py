@@ -103,9 +103,9 @@ def member_notices(
     if not groups:
         return {}
     # Not mutated (equivalent): ``groups`` only narrows the look-up to the groups read below
-    members = members_by_group_and_node(  # pragma: no mutate block
-        desired, observed.pods, observed.pod_ports, groups
-    )
+    members = members_by_group_and_node(
+        desired, observed.pods, observed.pod_ports, groups  # pragma: no mutate
+    )  # fmt: skip
     by_group: dict[str, dict[str, tuple[Member, ...]]] = {
         group: {
             node: tuple(  # an LSP's addresses are bare IPs ("<mac> <ip>...")
