@@ -427,10 +427,14 @@ def test_a_namespaced_network_name_and_a_mac_written_otherwise_still_match() -> 
 def test_only_data_nics_on_a_multus_network_with_a_port_are_read() -> None:
     def odd(body: dict[str, Any]) -> None:
         spec = body["spec"]["template"]["spec"]
-        body["metadata"]["annotations"]["osc.io/ports"] = f"in={IN},side=nf_x_node-1_side"
+        # data-out on the pod network, side not a data NIC, data-pod without a port
+        body["metadata"]["annotations"]["osc.io/ports"] = f"in={IN},out={OUT},side=nf_x_node-1_in"
         spec["domain"]["devices"]["interfaces"] += [{"name": "side"}, {"name": "data-pod"}]
-        spec["networks"] += [{"name": "side", "multus": {"networkName": "side-net"}},
-                             {"name": "data-pod", "pod": {}}]  # fmt: skip
+        spec["networks"] = [n for n in spec["networks"] if n["name"] != "data-out"] + [
+            {"name": "data-out", "pod": {}},
+            {"name": "side", "multus": {"networkName": "side-net"}},
+            {"name": "data-pod", "multus": {"networkName": "pod-net"}},
+        ]
 
     vms = edited(world(), "firewall-node-1", odd)
     assert [n.nic for n in plan_bindings(NODE, vms, [], []).nics] == ["data-in"]
