@@ -10,6 +10,7 @@ from reconciler.core.compiling.compile import compile_target
 from reconciler.core.model.facts import UnboundPort
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.steering import HealthIndex
+from reconciler.core.transitions.health import plan_report
 from reconciler.core.views.traffic import BinderReport, unbound_cause
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
@@ -147,3 +148,13 @@ def test_a_vm_that_does_not_run_does_not_hide_the_next_ones_ports() -> None:
     assert [(u.vm, u.port) for u in found] == [
         ("security/firewall-node-2", "nf_firewall_node-2_in")
     ]
+
+
+def test_the_plan_report_lists_the_unbound_ports_and_only_when_there_are() -> None:
+    seen = observed({IN: False, OUT: True})
+    target = compile_target(
+        desired(sg("web", "app=web"), vnf("firewall"), binding("b", "web", "firewall", 10)), seen
+    )
+    assert plan_report(target, seen)["unbound"] == HealthIndex(seen).unbound
+    assert [u.port for u in plan_report(target, seen)["unbound"]] == [IN]
+    assert "unbound" not in plan_report(target, observed({IN: True, OUT: True}))
