@@ -63,6 +63,11 @@ def test_the_second_instance_has_stable_names_and_joins_the_nodes_groups() -> No
         "Network_Function": (4, 255),
         "Network_Function_Group": (6, 255),
     }
+    # how ours add up: two functions and three groups on each of two nodes
+    assert {t: (b["ours"], b["nodes"], b["per_node"]) for t, b in budget.items()} == {
+        "Network_Function": (4, 2, 2),
+        "Network_Function_Group": (6, 2, 3),
+    }
 
 
 def test_one_instance_per_node_keeps_todays_rows() -> None:
