@@ -123,3 +123,13 @@ def test_traffic_from_the_pods_leaves_out_the_node_as_its_destination() -> None:
         "(ip4.dst != {10.244.1.2, 100.64.0.0/16, 100.88.0.0/16} || ip6.dst != "
         in (acl.fields["match"])
     )
+
+
+def test_nothing_to_leave_out_adds_no_term_and_host_bits_are_tolerated() -> None:
+    obs = cluster(PODS)
+    none = CompileOptions(join_subnets=(), transit_subnets=())
+    match, _ = to_match(with_subnets(obs, (), ""), options=none)
+    assert match == "outport == @osc.web.node_1 && ip"
+    match, warnings = to_match(with_subnets(obs, ("10.9.0.5/24",)), options=none)
+    assert match == "outport == @osc.web.node_1 && (ip4.src != {10.9.0.2} || ip6) && ip"
+    assert not warnings
