@@ -133,3 +133,11 @@ def test_nothing_to_leave_out_adds_no_term_and_host_bits_are_tolerated() -> None
     match, warnings = to_match(with_subnets(obs, ("10.9.0.5/24",)), options=none)
     assert match == "outport == @osc.web.node_1 && (ip4.src != {10.9.0.2} || ip6) && ip"
     assert not warnings
+
+
+def test_a_switch_subnet_that_does_not_parse_is_named() -> None:
+    _, warnings = to_match(with_subnets(cluster(PODS), (), "garbage"))
+    assert (
+        "switch node-1: subnet 'garbage' is not an IP network: it is not left out of "
+        "steering" in warnings.splitlines()
+    )
