@@ -103,3 +103,29 @@ def test_module_names_become_mutmut_patterns() -> None:
         "reconciler.core.compiling.diff.*",
         "reconciler.core.views.typos.*",
     ]
+
+
+def test_a_test_map_made_on_other_code_is_made_again(tmp_path: Path) -> None:
+    """mutmut 3.8 maps only new tests to functions after the first run: once the code changed
+    (a merge), ``run`` has it map every test again."""
+    mutation = script()
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True,
+                              check=True)  # fmt: skip
+        return done.stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "reconciler").mkdir()
+    (tmp_path / "reconciler" / "a.py").write_text("A = 1\n", encoding="utf-8")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "a")
+    assert mutation.stale_stats(tmp_path) is False  # no record yet
+    (tmp_path / "mutants").mkdir()
+    stats = tmp_path / "mutants" / "mutmut-stats.json"
+    stats.write_text(json.dumps({"git_commit": git("rev-parse", "HEAD")}), encoding="utf-8")
+    assert mutation.stale_stats(tmp_path) is False
+    (tmp_path / "tests.py").write_text("# a test changed, not the code\n", encoding="utf-8")
+    assert mutation.stale_stats(tmp_path) is False
+    (tmp_path / "reconciler" / "a.py").write_text("A = 2\n", encoding="utf-8")
+    assert mutation.stale_stats(tmp_path) is True

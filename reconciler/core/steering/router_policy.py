@@ -136,8 +136,8 @@ class RouterPolicy(PortGroupPods, WithoutHealthChecks):
         if inst.ip is not None and inst.ip in pods.addresses:
             raise CompileError(
                 f"router-policy: the address reserved for VNF {inst.vnf.metadata.name} on node "
-                f"{inst.node} ({inst.ip}, the highest host of {inst.subnet}) is already used by "
-                "a pod"
+                f"{inst.node} ({inst.ip} of {inst.subnet}, VNF addresses are taken from the top "
+                "of the subnet down) is already used by a pod"
             )
 
     def emit_bindings(

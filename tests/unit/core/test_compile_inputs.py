@@ -14,12 +14,15 @@ from reconciler.core.compiling.compile import (
     choose_steering,
     compile_full,
     compile_target,
+    fill_pods,
     live_pairs,
     live_port_groups,
     members_by_group_and_node,
     pods_by_node,
 )
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import OvnRow, PodPort
+from reconciler.core.model.target import Resource
 from reconciler.core.steering import select_backend
 from reconciler.errors import InternalError
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -126,10 +129,15 @@ def test_two_instances_per_node_only_where_the_backend_fails_over() -> None:
         "security/fw-node-1",
         "security/fw-node-2",
     ]
-    assert (
-        "VnfDeployment fw has instancesPerNode: 2, but --steering router-policy cannot fail over "
-        "between two instances of a node: one instance per node is deployed"
-    ) in rp.warnings
+    assert [f for f in rp.findings if f.code == "backend"] == [
+        Finding(
+            "backend",
+            "VnfDeployment/fw",
+            None,
+            "VnfDeployment fw has instancesPerNode: 2, but --steering router-policy cannot fail "
+            "over between two instances of a node: one instance per node is deployed",
+        )
+    ]
 
 
 def test_the_steering_of_a_compile() -> None:
@@ -158,3 +166,31 @@ def test_a_backend_sees_only_what_it_declares() -> None:
         "steering backend greedy declares ['pods'] in observed_fields: pods reach a backend as "
         "NodePods, owned rows through live_tables"
     )
+
+
+def test_a_backend_row_that_depends_on_pods_but_has_no_node_is_an_internal_error() -> None:
+    """Which pods fill a row is its node's: a backend emitting a pod-dependent row without one
+    is a bug of ours, said as such (not a wrong row)."""
+    backend = compile_full(WANT, cluster(PODS)).backend
+    row = Resource("Port_Group", "pg_web", "SecurityGroup/web", None, {"name": "pg_web"})
+    with pytest.raises(InternalError) as raised:
+        fill_pods(backend, [row], {})
+    assert str(raised.value) == (
+        f"steering backend {backend.name}: Port_Group pg_web depends on pods but belongs to no node"
+    )
+
+
+def test_one_instance_per_node_is_no_news_for_a_backend_without_failover() -> None:
+    rp = compile_target(WANT, cluster(PODS, nf=False), CompileOptions(steering="router-policy"))
+    assert not [f for f in rp.findings if f.code == "backend"]
+
+
+def test_a_member_whose_port_has_no_address_yet_is_a_member_all_the_same() -> None:
+    """OVN-Kubernetes may not have written the LSP's addresses yet: the pod is in its group's
+    Port_Group (its LSP exists), and nothing of it reaches the node's pod addresses."""
+    obs = cluster(PODS)
+    web_1, web_2, db_1 = obs.pod_ports  # web-2 is node-2's only pod
+    obs = replace(obs, pod_ports=(web_1, replace(web_2, mac=None, ips=()), db_1))
+    target = compile_target(WANT, obs)
+    ports = {r.key: r.fields["ports"] for r in target if r.kind == "Port_Group"}
+    assert ports["osc.web.node_2"] == ["shop_web-2"]

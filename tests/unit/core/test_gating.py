@@ -8,7 +8,7 @@ import dataclasses
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
-from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN
+from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Pending
 from reconciler.core.model.observed import NbGlobal, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
@@ -80,6 +80,16 @@ def test_a_first_apply_writes_the_vnf_but_holds_the_steering_per_binding_and_nod
         "osc.web_fw.node_1.to",
         "osc.web_fw.node_1.to.crossed",
     }
+    # what stays pending meanwhile: the plan is not converged (exit 2) and says why
+    assert first.pending == tuple(
+        Pending(
+            "Binding", "web-fw", node,
+            f"steering held, waiting for fw-{node} to become healthy (new: OVN has not probed "
+            "it yet)",
+            "until then no ACL steers its pods there: their traffic flows unsteered",
+        )
+        for node in ("node-1", "node-2")
+    )  # fmt: skip
 
 
 def test_held_steering_is_switched_on_node_by_node_as_northd_reports_each_active() -> None:

@@ -335,6 +335,10 @@ def test_the_budget_counts_ours_after_the_plan_and_everyone_elses() -> None:
     assert not [w for w in target.warnings if "ids:" in w]
     live = with_live(observed, apply_to({}, diff(target, {})))
     assert live_id_budget(live) == {"Network_Function": 5, "Network_Function_Group": 3}
+    # nothing of ours yet: none on any node
+    none = id_budget(compile_target(desired(), observed), observed)
+    assert none["Network_Function"] == {"used": 3, "max": 255, "ours": 0, "nodes": 0,
+                                        "per_node": 0}  # fmt: skip
     # an NB without the tables has no budget to show
     bare = cluster(PODS, nf=False)
     assert id_budget(compile_target(desired(vnf("fw")), bare), bare) == {}

@@ -18,6 +18,8 @@ from reconciler.core.compiling.nic_binding import (
     CONT_POD_UID,
     OVS_CNI_OWNER,
     BindPlan,
+    VnfNic,
+    Write,
     is_node_vnf_port,
     parse_network_status,
     plan_bindings,
@@ -301,3 +303,281 @@ def test_a_node_name_too_long_for_a_label_is_matched_by_its_annotation() -> None
     assert writes(plan) == {"veth1": ports["in"], "veth2": ports["out"]}
     assert not plan.skipped and {n.node for n in plan.nics} == {long_node}
     assert plan_bindings(twin, [vm], [], []).nics == ()
+
+
+# --- what the binder says and leaves alone, whole --------------------------------------------
+
+POD = "pod security/virt-launcher-firewall-node-1-abcde"
+VM_IN = "VirtualMachine security/firewall-node-1 NIC data-in"
+GONE = "nf_gone_node-1_in"
+"""A VNF port of this node whose VM is gone: a pod's interface carrying it loses it, unless the
+pod is in doubt."""
+
+
+def skips(plan: BindPlan) -> list[tuple[str, str, str]]:
+    return [(s.reason, s.subject, s.detail) for s in plan.skipped]
+
+
+def edited(vms: list[KubeObject], vm: str, edit: Any) -> list[KubeObject]:
+    """``vms`` with ``edit(body)`` applied to a copy of ``vm``'s body."""
+    out = []
+    for obj in vms:
+        if obj.name == vm:
+            body = json.loads(json.dumps(obj.body))
+            edit(body)
+            obj = dataclasses.replace(obj, body=body)
+        out.append(obj)
+    return out
+
+
+def status(vms: list[KubeObject], *extra: dict[str, Any], drop: str = "") -> str:
+    """Multus' network-status of firewall-node-1's pod, without ``drop`` (a NIC), plus
+    ``extra`` entries."""
+    entries = [e for e in json.loads(str(launcher(vms).network_status))
+               if not drop or not e["name"].endswith(drop)]  # fmt: skip
+    return json.dumps([*entries, *extra])
+
+
+def test_the_writes_say_what_they_change_and_why() -> None:
+    vms = world()
+    ifaces = [
+        iface("veth1", "pod-1", "pod1a", OUT),  # the wrong port on data-in's interface
+        iface("veth2", "pod-1", "pod2b"),
+        iface("veth3", "pod-old", "pod1a", "nf_firewall_node-1_in"),  # a replaced pod's
+        iface("veth4", "pod-old", "pod9z", GONE),
+    ]
+    plan = plan_bindings(NODE, vms, [launcher(vms)], ifaces)
+    assert plan.writes == (
+        Write("uuid-veth1", "veth1", IN, OUT, f"{VM_IN} -> {IN}"),
+        Write("uuid-veth2", "veth2", OUT, None,
+              f"VirtualMachine security/firewall-node-1 NIC data-out -> {OUT}"),
+        Write("uuid-veth3", "veth3", None, IN,
+              f"OVN port {IN} belongs on veth1, this is a stale interface"),
+        Write("uuid-veth4", "veth4", None, GONE, f"OVN port {GONE} has no VM any more"),
+    )  # fmt: skip
+
+
+def test_a_replaced_pods_interface_loses_the_port_its_vm_still_has() -> None:
+    """The VM's new pod is not plugged yet (its interface is not there): the old pod's
+    interface still loses the port, as a replaced pod's."""
+    vms = world()
+    plan = plan_bindings(NODE, vms, [launcher(vms, uid="pod-new")],
+                         [iface("veth1", "pod-old", "pod1a", IN)])  # fmt: skip
+    assert [(w.name, w.why) for w in plan.writes] == [
+        ("veth1", f"OVN port {IN} is no longer this interface's: its pod pod-old was replaced")
+    ]
+
+
+def test_the_current_pods_interface_keeps_its_port_while_the_pod_is_waited_for() -> None:
+    """The pod has not run its CNI yet (no network-status): its interface, which a newer
+    ovs-cni already gave the port, keeps it."""
+    vms = world()
+    pending = dataclasses.replace(launcher(vms, status=None), running=False)
+    plan = plan_bindings(NODE, vms, [pending], [iface("veth1", "pod-1", "pod1a", IN)])
+    assert plan.writes == () and plan.skipped == ()
+    assert [n.nic for n in plan.waiting] == ["data-in", "data-out"]
+
+
+def test_nics_whose_interfaces_are_not_there_yet_are_waited_for() -> None:
+    vms = world()
+    plan = plan_bindings(NODE, vms, [launcher(vms)], [iface("veth1", "pod-1", "pod1a")])
+    assert plan.waiting == tuple(n for n in plan.nics if n.nic == "data-out")
+    assert plan.node_ports == {IN: plan.nics[0], OUT: plan.nics[1]}
+
+
+def test_a_nic_says_what_it_is() -> None:
+    vms = world()
+    nic_in, nic_out = plan_bindings(NODE, vms, [], []).nics
+    assert nic_in == VnfNic(
+        namespace="security", vm="firewall-node-1", nic="data-in",
+        network="security/firewall-node-1-in", mac=mac_of(vms, "firewall-node-1", "data-in"),
+        port=IN, vnf="firewall", node=NODE,
+    )  # fmt: skip
+    assert (nic_in.side, nic_out.side, nic_out.port) == ("in", "out", OUT)
+
+
+def test_the_vms_of_other_nodes_read_first_do_not_stop_the_reading() -> None:
+    vms = world()  # firewall-node-1 sorts before firewall-node-2
+    assert {n.port for n in plan_bindings("node-2", vms, [], []).nics} == {
+        "nf_firewall_node-2_in", "nf_firewall_node-2_out",
+    }  # fmt: skip
+
+
+def test_a_namespaced_network_name_and_a_mac_written_otherwise_still_match() -> None:
+    """KubeVirt takes ``<namespace>/<nad>`` as a Multus network name too; MACs are compared
+    in lower case with colons, however they are written."""
+
+    def namespaced(body: dict[str, Any]) -> None:
+        for net in body["spec"]["template"]["spec"]["networks"]:
+            if "multus" in net:
+                net["multus"]["networkName"] = "security/" + net["multus"]["networkName"]
+        for nic in body["spec"]["template"]["spec"]["domain"]["devices"]["interfaces"]:
+            if "macAddress" in nic:
+                nic["macAddress"] = nic["macAddress"].upper()
+
+    vms = world()
+    dashed = mac_of(vms, "firewall-node-1", "data-in").upper().replace(":", "-")
+    pod = launcher(vms, macs={"data-in": dashed})
+    vms = edited(vms, "firewall-node-1", namespaced)
+    plan = plan_bindings(NODE, vms, [pod], [iface("veth1", "pod-1", "pod1a")])
+    assert writes(plan) == {"veth1": IN}
+    assert plan.nics[0].mac == mac_of(world(), "firewall-node-1", "data-in")  # lower case
+
+
+def test_only_data_nics_on_a_multus_network_with_a_port_are_read() -> None:
+    def odd(body: dict[str, Any]) -> None:
+        spec = body["spec"]["template"]["spec"]
+        # data-out on the pod network, side not a data NIC, data-pod without a port
+        body["metadata"]["annotations"]["osc.io/ports"] = f"in={IN},out={OUT},side=nf_x_node-1_in"
+        spec["domain"]["devices"]["interfaces"] += [{"name": "side"}, {"name": "data-pod"}]
+        spec["networks"] = [n for n in spec["networks"] if n["name"] != "data-out"] + [
+            {"name": "data-out", "pod": {}},
+            {"name": "side", "multus": {"networkName": "side-net"}},
+            {"name": "data-pod", "multus": {"networkName": "pod-net"}},
+        ]
+
+    vms = edited(world(), "firewall-node-1", odd)
+    assert [n.nic for n in plan_bindings(NODE, vms, [], []).nics] == ["data-in"]
+
+
+@pytest.mark.parametrize(
+    ("annotation", "shown"), [(None, "''"), ("in=,out=", "'in=,out='"), ("", "''")]
+)
+def test_a_vm_without_its_ports_is_named_and_the_next_vm_still_read(
+    annotation: str | None, shown: str
+) -> None:
+    def without(body: dict[str, Any]) -> None:
+        annotations = body["metadata"]["annotations"]
+        if annotation is None:
+            del annotations["osc.io/ports"]
+        else:
+            annotations["osc.io/ports"] = annotation
+
+    two_vnfs = desired(sg("web", "app=web"), vnf("av"), vnf("firewall"),
+                       binding("b", "web", "firewall", 10))  # fmt: skip
+    target = compile_target(two_vnfs, cluster([("shop", "web-1", "node-1", {"app": "web"})]))
+    vms = [KubeObject(r.kind, *r.key.split("/", 1), body=r.fields)
+           for r in target.resources.values() if r.kind == "VirtualMachine"]  # fmt: skip
+    plan = plan_bindings(NODE, edited(vms, "av-node-1", without), [], [])
+    assert skips(plan) == [(
+        "vm-unreadable", "VirtualMachine security/av-node-1",
+        f"its osc.io/ports annotation ({shown}) names no OVN port",
+    )]  # fmt: skip
+    assert {n.vm for n in plan.nics} == {"firewall-node-1"}
+
+
+def test_two_nics_claiming_one_port_are_named_each_with_both() -> None:
+    vms = edited(world(), "firewall-node-1", lambda body: body["metadata"]["annotations"].update(
+        {"osc.io/ports": f"in={IN},out={IN}"}))  # fmt: skip
+    both = f"{VM_IN}, VirtualMachine security/firewall-node-1 NIC data-out"
+    assert skips(plan_bindings(NODE, vms, [], [])) == [
+        ("port-claimed-twice", VM_IN, f"OVN port {IN} is claimed by {both}"),
+        ("port-claimed-twice", "VirtualMachine security/firewall-node-1 NIC data-out",
+         f"OVN port {IN} is claimed by {both}"),
+    ]  # fmt: skip
+
+
+def _in_doubt(vms: list[KubeObject]) -> list[tuple[LauncherPod, tuple[str, str, str]]]:
+    """Pods the binder cannot be sure of, and what it says of each."""
+    mac = mac_of(vms, "firewall-node-1", "data-in")
+    twice = {"name": "security/firewall-node-1-in", "interface": "pod3c", "mac": mac}
+    return [
+        (launcher(vms, status=None),
+         ("network-status-missing", POD, "has no k8s.v1.cni.cncf.io/network-status annotation")),
+        (launcher(vms, status="{not json"),
+         ("network-status-malformed", POD, "its k8s.v1.cni.cncf.io/network-status annotation "
+          "is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 "
+          "(char 1))")),
+        (launcher(vms, status='{"name": "x"}'),
+         ("network-status-malformed", POD,
+          "its k8s.v1.cni.cncf.io/network-status annotation is a JSON dict, not a list")),
+        (launcher(vms, status='[{"name": "x"}, 1]'),
+         ("network-status-malformed", POD,
+          "its k8s.v1.cni.cncf.io/network-status annotation is entry 1 is not an object with "
+          "a name")),
+        (launcher(vms, status=status(vms, drop="-in")),
+         ("network-status-missing", VM_IN, f"{POD}'s k8s.v1.cni.cncf.io/network-status has no "
+          "entry for security/firewall-node-1-in")),
+        (launcher(vms, status=status(vms, twice)),
+         ("port-claimed-twice", VM_IN, f"{POD} has 2 interfaces (pod1a, pod3c) on "
+          f"security/firewall-node-1-in, for one OVN port {IN}")),
+        (launcher(vms, macs={"data-in": "02:00:00:00:00:01"}),
+         ("mac-mismatch", VM_IN,
+          f"{POD} reports MAC 02:00:00:00:00:01 on pod1a, the VM says {mac}")),
+        (launcher(vms, macs={"data-in": ""}),
+         ("mac-mismatch", VM_IN, f"{POD} reports MAC (none) on pod1a, the VM says {mac}")),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_a_pod_in_doubt_is_named_and_nothing_of_it_is_written(case: int) -> None:
+    """Whatever makes the binder doubt a pod, it says so whole (reason, subject, detail) and
+    writes none of the pod's interfaces, not even one carrying a VM's port that is gone."""
+    vms = world()
+    pod, said = _in_doubt(vms)[case]
+    ifaces = [iface("veth1", "pod-1", "pod1a"), iface("veth7", "pod-1", "pod9z", GONE)]
+    plan = plan_bindings(NODE, vms, [pod], ifaces)
+    assert skips(plan) == [said]
+    assert plan.writes == ()
+
+
+def test_two_interfaces_of_one_nic_are_named_and_the_pod_left_alone() -> None:
+    vms = world()
+    ifaces = [iface("veth1", "pod-1", "pod1a"), iface("veth5", "pod-1", "pod1a"),
+              iface("veth7", "pod-1", "pod9z", GONE)]  # fmt: skip
+    plan = plan_bindings(NODE, vms, [launcher(vms)], ifaces)
+    assert skips(plan) == [
+        ("port-claimed-twice", VM_IN, f"2 OVS interfaces (veth1, veth5) are {POD}'s pod1a")
+    ]
+    assert plan.writes == ()
+
+
+def test_two_live_launcher_pods_of_one_vm_are_named_and_both_left_alone() -> None:
+    vms = world()
+    one, two = launcher(vms, uid="pod-1"), launcher(vms, uid="pod-2")
+    two = dataclasses.replace(two, name="virt-launcher-firewall-node-1-fghij")
+    ifaces = [iface("veth1", "pod-1", "pod1a"), iface("veth7", "pod-2", "pod9z", GONE)]
+    plan = plan_bindings(NODE, vms, [one, two], ifaces)
+    assert skips(plan) == [(
+        "launcher-pods-ambiguous", "VirtualMachine security/firewall-node-1",
+        "2 live virt-launcher pods on node-1: security/virt-launcher-firewall-node-1-abcde, "
+        "security/virt-launcher-firewall-node-1-fghij",
+    )]  # fmt: skip
+    assert plan.writes == ()
+
+
+def test_an_interface_without_pod_uid_is_named_whole() -> None:
+    vms = world()
+    ifaces = [iface("veth1", "", "pod1a"), iface("veth6", "", "pod1a")]
+    assert skips(plan_bindings(NODE, vms, [launcher(vms)], ifaces)) == [(
+        "pod-uid-missing", VM_IN,
+        "OVS interface(s) veth1, veth6 carry contIface=pod1a but an empty contPodUid: the "
+        "container runtime passed no K8S_POD_UID to the CNI (containerd < 1.5, CRI-O < 1.20), "
+        "so they cannot be told apart",
+    )]  # fmt: skip
+
+
+def test_the_pods_own_interface_wins_over_one_without_pod_uid() -> None:
+    vms = world()
+    ifaces = [iface("veth1", "pod-1", "pod1a"), iface("veth6", "", "pod1a")]
+    plan = plan_bindings(NODE, vms, [launcher(vms)], ifaces)
+    assert writes(plan) == {"veth1": IN} and plan.skipped == ()
+
+
+def test_a_missing_entry_of_a_pod_not_running_yet_is_waited_for() -> None:
+    vms = world()
+    pending = dataclasses.replace(launcher(vms, status=status(vms, drop="-in")), running=False)
+    plan = plan_bindings(NODE, vms, [pending], [iface("veth2", "pod-1", "pod2b")])
+    assert plan.skipped == () and writes(plan) == {"veth2": OUT}
+    assert [n.nic for n in plan.waiting] == ["data-in"]
+
+
+def test_network_status_errors_say_what_is_wrong() -> None:
+    for raw, error in (
+        ("{}", "a JSON dict, not a list"),
+        ("[{}]", "entry 0 is not an object with a name"),
+        ('[{"name": 1}]', "entry 0 is not an object with a name"),
+    ):
+        with pytest.raises(ValueError) as wrong:
+            parse_network_status(raw)
+        assert str(wrong.value) == error  # fmt: skip

@@ -103,3 +103,32 @@ def test_the_digest_follows_the_content_only() -> None:
     assert one.digest == MemberNotice("other-url", "b2", "web", "ips", "n2", one.members).digest
     assert one.digest != MemberNotice(URL, "b", "web", "ips", "n", ()).digest
     assert one.digest != MemberNotice(URL, "b", "api", "ips", "n", one.members).digest
+
+
+def test_each_notice_names_the_manager_binding_vnf_and_node_of_its_key() -> None:
+    want = desired(
+        sg("web", "app=web"), vnf("ips", **MANAGED), binding("web-ips", "web", "ips", 10)
+    )
+    notices = member_notices(want, PODS)
+    assert notices
+    for key, notice in notices.items():
+        assert notice.key == key
+        assert (notice.url, notice.binding, notice.vnf, notice.node) == key
+
+
+def test_a_managed_hop_after_an_unmanaged_one_is_told_too() -> None:
+    chain = desired(
+        sg("web", "app=web"), vnf("plain"), vnf("ips", **MANAGED),
+        binding("web-chain", "web", ["plain", "ips"], 10),
+    )  # fmt: skip
+    assert sorted(member_notices(chain, PODS)) == [
+        (URL, "web-chain", "ips", "node-1"), (URL, "web-chain", "ips", "node-2"),
+    ]  # fmt: skip
+
+
+def test_a_limit_below_one_sends_one_member_per_part() -> None:
+    members = (("shop", "a", ("10.0.0.1",)), ("shop", "b", ("10.0.0.2",)))
+    notice = MemberNotice(URL, "web-ips", "web", "ips", "node-1", members)
+    for limit in (0, -3, 1):
+        parts = members_payloads(notice, 1, limit=limit)
+        assert [(p["part"], p["parts"], len(p["members"])) for p in parts] == [(1, 2, 1), (2, 2, 1)]

@@ -11,9 +11,10 @@ from functools import partial
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.compiling.compile import CompileOptions, compile_full
+from reconciler.core.compiling.compile import Compiled, CompileOptions, compile_full
 from reconciler.core.model.observed import Observed
 from reconciler.core.planning.full import compile_plan
+from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import DESIRED, Event, event_st, plan_or_error, scenario_observed, step
 
 NOW = 1_790_000_000.0
@@ -57,3 +58,22 @@ def test_a_one_shot_compile_has_the_same_target(steering: str, events: list[Even
         planned = plan_or_error(partial(compile_plan, DESIRED, observed, options,
                                         potential=False))  # fmt: skip
         current = None if isinstance(planned, str) else planned.plan
+
+
+def test_a_one_shot_compile_builds_no_row_for_a_pair_that_cannot_be_present() -> None:
+    """``idle`` has no member and no live Port_Group anywhere; ``web`` has a member on node-1
+    only: the one-shot compile builds rows for (web, node-1) and none for the others."""
+    want = desired(
+        sg("web", "app=web"), sg("idle", "app=none"), vnf("fw"),
+        binding("web-fw", "web", "fw", 10), binding("idle-fw", "idle", "fw", 20),
+    )  # fmt: skip
+    observed = cluster([("shop", "web-1", "node-1", {"app": "web"})])
+    full = compile_full(want, observed, CompileOptions())
+    one = compile_full(want, observed, CompileOptions(), potential=False)
+    assert one.target == full.target
+
+    def pairs(compiled: Compiled) -> set[tuple[str, str]]:
+        return {compiled.gates[ident] for ident in compiled.potential if ident in compiled.gates}
+
+    assert pairs(full) == {(g, n) for g in ("web", "idle") for n in ("node-1", "node-2")}
+    assert pairs(one) == {("web", "node-1")}

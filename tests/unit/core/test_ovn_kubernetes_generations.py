@@ -78,3 +78,50 @@ def test_compile_refuses_before_planning_anything() -> None:
     none = OvnCapabilities(schema_version="", network_function=False)
     k8s_only = replace(obs, ovn_kubernetes=OvnKubernetesRows(), capabilities=none)
     assert refusal(k8s_only.ovn_kubernetes, "") is None
+
+
+def test_compile_judges_owner_keyed_rows_by_the_nb_schema_it_reads() -> None:
+    """Owner keys alone do not tell v1.0.x from v1.1.0: the NB's schema does (OVN 24.03's
+    7.3.0 refused, OVN 25.03's 7.11.0 not)."""
+    want = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
+    obs = replace(cluster([("shop", "web-1", "node-1", {"app": "web"})]),
+                  ovn_kubernetes=OvnKubernetesRows(owner_keyed=3))  # fmt: skip
+    old = replace(obs, capabilities=replace(obs.capabilities, schema_version="7.3.0"))
+    with pytest.raises(CompileError, match=r"OVN-Kubernetes v1\.0\.x or older .* NB schema 7\.3"):
+        compile_target(want, old)
+    new = replace(obs, capabilities=replace(obs.capabilities, schema_version="7.11.0"))
+    assert compile_target(want, new)
+
+
+def test_evidence_counts_every_owner_keyed_group_after_one_of_ours() -> None:
+    ours = ("osc.web.node_1", {"osc.io/owner": "osc-gitops"})
+    rows = evidence([ours, ("a1", OWNER), ("a2", OWNER)], [])
+    assert rows == OvnKubernetesRows(owner_keyed=2)
+
+
+SAYS = (
+    "this Northbound DB is managed by {}: its start-up sync fails on a Port_Group it does not "
+    "own without external_ids:name and deletes the ACLs without its owner key, so it could not "
+    "restart beside osc-gitops' rows. Upgrade OVN-Kubernetes to v1.1.0 or later (Network "
+    "Function steering: its main branch with OVN 26.03); nothing was written"
+)
+
+
+@pytest.mark.parametrize(
+    ("rows", "schema", "seen"),
+    [
+        (OvnKubernetesRows(name_only=("a", "b"), name_only_count=2), "7.18.0",
+         "OVN-Kubernetes older than v1.0 (Port_Groups keyed by external_ids:name without "
+         "k8s.ovn.org/owner-controller: a, b)"),
+        (OvnKubernetesRows(ownerless_no_reroute=(NO_REROUTE, "x")), "7.18.0",
+         f"OVN-Kubernetes v1.0.x (EgressIP's priority-102 router policies without owner keys: "
+         f"{NO_REROUTE})"),
+        (OvnKubernetesRows(owner_keyed=3), "7.3.0",
+         "OVN-Kubernetes v1.0.x or older (its owner-keyed rows on NB schema 7.3.0, older than "
+         "the 7.11.0 of OVN 25.03 that OVN-Kubernetes v1.1.0 ships)"),
+    ],
+)  # fmt: skip
+def test_each_refusal_is_one_line_naming_what_was_seen(
+    rows: OvnKubernetesRows, schema: str, seen: str
+) -> None:
+    assert refusal(rows, schema) == SAYS.format(seen)

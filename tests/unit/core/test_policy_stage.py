@@ -93,3 +93,33 @@ def test_policy_types_as_kubernetes_defaults_them() -> None:
     assert types({"podSelector": {}, "policyTypes": ["Egress"]}) == ("Egress",)
     obs = replace(cluster(PODS), network_policies=(NetworkPolicy("shop", "p", {}, ("Egress",)),))
     assert Observed.from_json(obs.to_json()).network_policies == obs.network_policies
+
+
+def test_a_policy_the_steering_never_meets_does_not_hide_the_next_one() -> None:
+    """Policies are judged one by one (sorted by namespace and name): ``shop/in`` governs only
+    ingress, which these pods are not steered in, and says nothing; ``shop/out`` after it is
+    still told."""
+    want = desired(sg("web", "app=web"), vnf("fw"),
+                   binding("web-fw", "web", "fw", 10, redirection="entry-lport"))  # fmt: skip
+    selecting = {"matchLabels": {"app": "web"}}
+    policies = (
+        NetworkPolicy("shop", "in", selecting, ("Ingress",)),
+        NetworkPolicy("shop", "out", selecting, ("Egress",)),
+    )
+    target = compile_target(want, replace(cluster(PODS), network_policies=policies))
+    assert [f.subject for f in target.findings if f.code == "network-policy"] == [
+        "NetworkPolicy/shop/out"
+    ]
+
+
+def test_a_policy_governing_both_directions_names_both_effects_in_one_finding() -> None:
+    want = desired(sg("web", "app=web"), vnf("fw"),
+                   binding("web-fw", "web", "fw", 10, redirection="both"))  # fmt: skip
+    policy = NetworkPolicy("shop", "both", {"matchLabels": {"app": "web"}}, ("Ingress", "Egress"))
+    (finding,) = [f for f in compile_target(want, _with_policy(policy)).findings
+                  if f.code == "network-policy"]  # fmt: skip
+    assert finding.text == (
+        "NetworkPolicy shop/both selects 1 steered pod(s): towards them (exit-lport), flows it "
+        "allows are not steered (precedence after-network-policy); from them (entry-lport), "
+        "flows it allows are not steered (precedence after-network-policy)"
+    )

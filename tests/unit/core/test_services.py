@@ -72,10 +72,13 @@ def test_the_ports_of_every_function_on_the_node_are_stateless_both_ways() -> No
     rows = {(r.kind, r.key): r for r in target}
     pg = rows[("Port_Group", "osc._vnf_ports.node_1")]
     assert pg.fields["ports"] == ["nf_fw_node-1_in", "nf_fw_node-1_out"]
+    assert pg.fields["name"] == "osc._vnf_ports.node_1"
     assert pg.node == "node-1" and pg.origin == ""
     assert "osc.io/presence" not in pg.fields["external_ids"]  # not a group's: never gated
     for direction, side in (("from", "inport"), ("to", "outport")):
-        acl = rows[("ACL", f"osc._vnf_ports.node_1.{direction}")].fields
+        row = rows[("ACL", f"osc._vnf_ports.node_1.{direction}")]
+        assert (row.node, row.origin) == ("node-1", "")  # the node's, of no manifest
+        acl = row.fields
         assert acl["direction"] == f"{direction}-lport"
         assert acl["match"] == f"{side} == @osc._vnf_ports.node_1 && ip"
         assert acl["action"] == "allow-stateless" and acl["network_function_group"] is None

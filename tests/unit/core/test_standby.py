@@ -4,6 +4,8 @@ out; the first instance keeps today's names (nothing changes for ``instancesPerN
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
@@ -60,6 +62,11 @@ def test_the_second_instance_has_stable_names_and_joins_the_nodes_groups() -> No
     assert {t: (b["used"], b["max"]) for t, b in budget.items()} == {
         "Network_Function": (4, 255),
         "Network_Function_Group": (6, 255),
+    }
+    # how ours add up: two functions and three groups on each of two nodes
+    assert {t: (b["ours"], b["nodes"], b["per_node"]) for t, b in budget.items()} == {
+        "Network_Function": (4, 2, 2),
+        "Network_Function_Group": (6, 2, 3),
     }
 
 
@@ -118,3 +125,24 @@ def test_restart_needed_follows_kubevirts_generations() -> None:
     assert restart_needed(vm(**due, stateChangeRequests=2)) is False  # already requested
     done = {"generation": 3, "desiredGeneration": 3, "observedGeneration": 3}
     assert restart_needed(vm(**done)) is False
+
+
+def test_the_first_instance_is_the_default_of_every_name() -> None:
+    assert naming.probe_group("osc-gitops", "fw", "node-1") == "osc.fw.node_1.probe"
+    assert (
+        naming.probe_group("osc-gitops", "fw", "node-1", naming.SECOND) == "osc.fw.node_1._b.probe"
+    )
+    assert naming.nad_name("fw", "node-1", "in") == "fw-node-1-in"
+    assert naming.nad_name("fw", "node-1", "in", naming.SECOND) == "fw-node-1-b-in"
+    assert naming.port_group("osc-gitops", "web", "node-1") == "osc.web.node_1"
+    assert naming.port_group("blue-team", "web", "node-1") == "osc_blue_team.web.node_1"
+
+
+def test_a_name_too_long_keeps_its_head_and_ten_hex_of_its_sha256() -> None:
+    def ten_hex(name: str) -> str:
+        return hashlib.sha256(name.encode()).hexdigest()[:10]
+
+    assert naming.fit("a" * 20, 20) == "a" * 20
+    assert naming.fit("a" * 21, 20) == "a" * 9 + "-" + ten_hex("a" * 21)
+    dotted = "a" * 8 + "." + "b" * 20  # its head ends with the dot: left out
+    assert naming.fit(dotted, 20) == "a" * 8 + "-" + ten_hex(dotted)

@@ -10,6 +10,7 @@ from reconciler.core.compiling.compile import compile_target
 from reconciler.core.model.facts import UnboundPort
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.steering import HealthIndex
+from reconciler.core.transitions.health import plan_report
 from reconciler.core.views.traffic import BinderReport, unbound_cause
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
@@ -105,3 +106,55 @@ def test_an_unbound_port_names_the_full_node_of_a_shortened_label() -> None:
     found = unbound_ports(dataclasses.replace(base, kube_objects=vms, ports_up={port["in"]: False}))
     assert [(u.node, u.port) for u in found] == [(long_node, port["in"])]
     assert f"OVS interface on {long_node}. " in found[0].cause
+
+
+def test_each_cause_names_the_port_and_its_node_whole() -> None:
+    """What ``status``, ``explain`` and ``apply --wait`` print for an unbound port."""
+    nb = (
+        f"OVN has not bound it (its Logical_Switch_Port is not up): nothing set "
+        f"external_ids:iface-id={IN} on the NIC's OVS interface on node-1. ovs-cni up to v0.39.0 "
+        "never does (it reads the OVN port only from CNI_ARGS); run the node binder there "
+        "(`osc-gitops bind`, or the node agent's `run --ovs-db`)"
+    )
+    causes = {
+        "not up": ({IN: False, OUT: True}, {}),
+        "no chassis": ({IN: False, OUT: True}, {IN: False}),
+        "no chassis, up": ({IN: True, OUT: True}, {IN: False}),
+    }
+    found = {
+        what: [u.cause for u in unbound_ports(
+            dataclasses.replace(observed(up), ports_chassis=chassis))]
+        for what, (up, chassis) in causes.items()
+    }  # fmt: skip
+    assert found == {
+        "not up": [nb],
+        "no chassis": [f"its Southbound Port_Binding has no chassis; {nb}"],
+        "no chassis, up": [
+            "its Southbound Port_Binding has no chassis although northd still reports the "
+            "Logical_Switch_Port up (the chassis that claimed it released it, or northd lags): "
+            f"nothing on node-1 holds external_ids:iface-id={IN} now; see ovn-controller and the "
+            "binder there"
+        ],
+    }
+
+
+def test_a_vm_that_does_not_run_does_not_hide_the_next_ones_ports() -> None:
+    """VMs are read whole: firewall-node-1 is stopped and says nothing; firewall-node-2, after
+    it, runs with an unbound port."""
+    seen = observed({IN: False, "nf_firewall_node-2_in": False})
+    first, second = sorted(seen.kube_objects, key=lambda o: o.name)
+    stopped = dataclasses.replace(first, status={"printableStatus": "Stopped"})
+    found = unbound_ports(dataclasses.replace(seen, kube_objects=(stopped, second)))
+    assert [(u.vm, u.port) for u in found] == [
+        ("security/firewall-node-2", "nf_firewall_node-2_in")
+    ]
+
+
+def test_the_plan_report_lists_the_unbound_ports_and_only_when_there_are() -> None:
+    seen = observed({IN: False, OUT: True})
+    target = compile_target(
+        desired(sg("web", "app=web"), vnf("firewall"), binding("b", "web", "firewall", 10)), seen
+    )
+    assert plan_report(target, seen)["unbound"] == HealthIndex(seen).unbound
+    assert [u.port for u in plan_report(target, seen)["unbound"]] == [IN]
+    assert "unbound" not in plan_report(target, observed({IN: True, OUT: True}))

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from reconciler.core.compiling.compile import compile_target
@@ -89,3 +90,20 @@ def test_cloud_init_user_data_becomes_a_no_cloud_volume() -> None:
     plain = kube(compile_target(WANT, cluster([("shop", "w", "node-1", {"app": "web"})])),
                  "VirtualMachine")["security/fw-node-1"]["spec"]["template"]["spec"]  # fmt: skip
     assert [v["name"] for v in plain["volumes"]] == ["containerdisk"]  # unchanged without it
+
+
+def test_a_long_node_name_becomes_its_head_and_ten_hex_of_its_sha256() -> None:
+    """63 characters: the name's first 52 without a trailing ``-`` or ``.``, ``-``, then the
+    first 10 hex digits of the SHA-256 of the whole name."""
+
+    def ten_hex(node: str) -> str:
+        return hashlib.sha256(node.encode()).hexdigest()[:10]
+
+    plain = "a" * 100
+    assert own.node_label_value(plain) == "a" * 52 + "-" + ten_hex(plain)
+    assert len(own.node_label_value(plain)) == 63
+    assert own.node_label_value(LONG) == f"{LONG[:51]}-{ten_hex(LONG)}"  # its 52nd is a dash
+    dotted = "a" * 51 + "." + "b" * 20  # the 52nd character is a dot
+    assert own.node_label_value(dotted) == "a" * 51 + "-" + ten_hex(dotted)
+    dashed = "c" * 50 + "-." + "d" * 20
+    assert own.node_label_value(dashed) == "c" * 50 + "-" + ten_hex(dashed)

@@ -7,7 +7,15 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from reconciler.core.compiling.compile import CompileOptions, compile_full, compile_target
+import pytest
+
+from reconciler.core.compiling.compile import (
+    CompileError,
+    CompileOptions,
+    compile_full,
+    compile_target,
+)
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import Node, Observed, OvnRow, Switch
 from reconciler.core.planning.full import make_plan
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -15,6 +23,8 @@ from tests.support.simulate import apply_to, live_of, with_live
 
 RP = CompileOptions(steering="router-policy")
 PODS = [("shop", "web-1", "node-1", {"app": "web"}), ("shop", "web-2", "node-2", {"app": "web"})]
+MAC = "0a:58:0a:f4:01:4d"
+KUBEVIRT = ("NetworkAttachmentDefinition", "VirtualMachine")
 FW = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
 
 
@@ -36,7 +46,24 @@ def test_a_node_with_an_invalid_name_is_skipped_and_the_later_nodes_still_get_th
         "security/fw-node-1",
         "security/fw-node-2",
     ]
-    assert any("'Bad_Node' is not a DNS subdomain" in w for w in target.warnings)
+    assert [f for f in target.findings if f.code == "placement"] == [
+        Finding(
+            "placement",
+            "Node/Bad_Node",
+            None,
+            "node name 'Bad_Node' is not a DNS subdomain: it is never used in OVN names or matches",
+        )
+    ]
+
+
+def test_a_node_name_is_used_up_to_253_characters() -> None:
+    """A DNS subdomain is at most 253 characters long (RFC 1123, as Kubernetes checks it)."""
+    longest, too_long = "n" * 253, "n" * 254
+    obs = cluster([], nodes=(longest, too_long))
+    want = desired(vnf("fw"))
+    assert placed(want, obs) == [f"fw@{longest}"]
+    (finding,) = compile_target(want, obs).findings
+    assert finding.subject == f"Node/{too_long}"
 
 
 def test_a_node_without_its_switch_is_skipped_and_the_later_nodes_still_get_the_vnf() -> None:
@@ -44,10 +71,15 @@ def test_a_node_without_its_switch_is_skipped_and_the_later_nodes_still_get_the_
     obs = replace(obs, nodes=(Node("node-0", {}), *obs.nodes))
     target = compile_target(FW, obs)
     assert placed(FW, obs) == ["fw@node-1", "fw@node-2"]
-    assert (
-        "node node-0 has no OVN logical switch named after it: VnfDeployment fw is not "
-        "deployed there"
-    ) in target.warnings
+    assert [f for f in target.findings if f.code == "placement"] == [
+        Finding(
+            "placement",
+            "VnfDeployment/fw",
+            "node-0",
+            "node node-0 has no OVN logical switch named after it: VnfDeployment fw is not "
+            "deployed there",
+        )
+    ]
 
 
 def test_the_node_selector_places_a_vnf_on_the_matching_nodes_only() -> None:
@@ -182,3 +214,51 @@ def test_a_live_address_outside_the_subnet_or_taken_is_not_kept() -> None:
     for wrong in ("10.9.9.9", "10.244.1.0", "not-an-ip"):
         got = addresses(FW, with_vnf_address(live, "nf_fw_node-1_in", f"{mac} {wrong}"))
         assert got["fw@node-1"] == "10.244.1.254", wrong
+
+
+def test_every_object_of_a_vnf_instance_belongs_to_its_node() -> None:
+    """Its two data ports, its two NADs and its VM carry the instance's node (what holds, node
+    slices and the plan's per-node listing go by)."""
+    target = compile_target(FW, cluster(PODS))
+    mine = sorted(
+        (r.kind, r.node)
+        for r in target
+        if r.origin == "VnfDeployment/fw" and r.kind in ("Logical_Switch_Port", *KUBEVIRT)
+    )
+    per_node = ["Logical_Switch_Port"] * 2 + ["NetworkAttachmentDefinition"] * 2
+    assert mine == sorted(
+        (kind, node) for node in ("node-1", "node-2") for kind in (*per_node, "VirtualMachine")
+    )
+
+
+def test_rows_that_merely_look_like_a_vnfs_port_do_not_hide_its_real_port() -> None:
+    """The live rows are read whole: ports of another kind or node that read first do not
+    stop the reading before the VNF's own data-in port (which keeps its ``.77``)."""
+    live = with_vnf_address(
+        applied(FW, cluster(PODS, nf=False)), "nf_fw_node-1_in", f"{MAC} 10.244.1.77"
+    )
+    real = next(r for r in live.ovn_rows if r.key == "nf_fw_node-1_in")
+    ids = dict(real.fields["external_ids"])
+    lookalikes = tuple(
+        OvnRow("Logical_Switch_Port", key, {"name": key, "addresses": [f"{MAC} 10.244.1.9"],
+                                            "external_ids": {**ids, **changed}})
+        for key, changed in (
+            ("nf_a_node-1_in", {"osc.io/resource": "SecurityGroup/a"}),  # not a VnfDeployment's
+            ("nf_b_node-1_in", {"osc.io/resource": "VnfDeployment/c"}),  # not c's name for it
+        )
+    )  # fmt: skip
+    view = replace(live, ovn_rows=(*lookalikes, *live.ovn_rows))
+    assert addresses(FW, view)["fw@node-1"] == "10.244.1.77"
+
+
+def test_two_vnfs_whose_generated_names_meet_on_two_nodes_are_refused_naming_both() -> None:
+    """``fw`` on ``edge-node-1`` and ``fw-edge`` on ``node-1`` both make ``fw-edge-node-1``:
+    compile refuses (one line, nothing planned) rather than let one overwrite the other."""
+    want = desired(vnf("fw"), vnf("fw-edge"))
+    with pytest.raises(CompileError) as refused:
+        compile_target(want, cluster([], nodes=("edge-node-1", "node-1")))
+    assert str(refused.value).startswith(
+        "VnfDeployment/fw on node edge-node-1 and VnfDeployment/fw-edge on node node-1 would "
+        "both be NetworkAttachmentDefinition security/fw-edge-node-1-in: generated names are "
+        "<vnf>-<node>"
+    )
