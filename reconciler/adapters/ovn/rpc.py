@@ -388,6 +388,24 @@ def _leader_schema(session: Session) -> dict[str, Any]:
     return schema
 
 
+def open_member(
+    member: str, tls: ssl.SSLContext | None, deadline: float, max_reply_bytes: int
+) -> Session | str:
+    """A session to one member of a remote, or why there is none: one line naming the member
+    (a TLS failure, no connection before ``deadline``, a refused socket, a malformed remote).
+    The NB's and the SB's readers both go through it, member by member."""
+    try:
+        return Session.open(member, tls, deadline, max_reply_bytes)
+    except ssl.SSLError as exc:
+        return tls_failure(member, exc)
+    except TimeoutError:
+        return f"{member}: no connection before the timeout"
+    except ValueError as exc:  # a malformed remote: its message names the member already
+        return str(exc)
+    except OSError as exc:
+        return f"{member}: {exc.strerror or exc}"
+
+
 def leader_schema(settings: OvnSettings) -> dict[str, Any]:
     """The NB schema of the first member of ``settings.remote`` that may be read and written
     (see :func:`query_leader`): what the IDL adapter registers its columns from."""
@@ -424,17 +442,9 @@ def query_leader(
     reasons: list[str] = []
     electing = False
     for member in members:
-        try:
-            session = Session.open(member, tls, deadline, settings.max_reply_bytes)
-        except ssl.SSLError as exc:
-            reasons.append(tls_failure(member, exc))
-            continue
-        except TimeoutError:
-            reasons.append(f"{member}: no connection before the timeout")
-            continue
-        except (OSError, ValueError) as exc:
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            reasons.append(detail if isinstance(exc, ValueError) else f"{member}: {detail}")
+        session = open_member(member, tls, deadline, settings.max_reply_bytes)
+        if isinstance(session, str):
+            reasons.append(session)
             continue
         keep = False
         try:

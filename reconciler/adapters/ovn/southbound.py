@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import ssl
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from reconciler.adapters.ovn.errors import OvnError, tls_failure
-from reconciler.adapters.ovn.rpc import Session, rpc_error, ssl_context
+from reconciler.adapters.ovn.errors import OvnError
+from reconciler.adapters.ovn.rpc import Session, open_member, rpc_error, ssl_context
 from reconciler.adapters.ovn.settings import OvnSettings
 from reconciler.adapters.ovn.transaction import OvnChange
 from reconciler.core.model.observed import OvnState
@@ -59,17 +58,9 @@ def read_port_chassis(settings: OvnSettings, ports: Iterable[str]) -> dict[str, 
     deadline = time.monotonic() + settings.timeout
     reasons: list[str] = []
     for member in members:
-        try:
-            session = Session.open(member, tls, deadline, settings.max_reply_bytes)
-        except ssl.SSLError as exc:
-            reasons.append(tls_failure(member, exc))
-            continue
-        except TimeoutError:
-            reasons.append(f"{member}: no connection before the timeout")
-            continue
-        except (OSError, ValueError) as exc:
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            reasons.append(f"{member}: {detail}")
+        session = open_member(member, tls, deadline, settings.max_reply_bytes)
+        if isinstance(session, str):
+            reasons.append(session)
             continue
         try:
             return _select(session, wanted)
