@@ -16,11 +16,14 @@ What the product's health-gated steering and rolling upgrades (issue 22) build o
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from osc_gitops_sandbox.datapath.chassis import CONTROLLER_CRASHES
 from osc_gitops_sandbox.datapath.netns import NETNS_DIR, DatapathError
 from osc_gitops_sandbox.datapath.world import VNF_NAMESPACE, World
 from osc_gitops_sandbox.kubeapi.kubevirt import AGENT_CONNECTED, BOOT_DELAY_ANNOTATION
@@ -116,3 +119,29 @@ def test_the_boot_delay_must_be_a_number(steered: World) -> None:
         w.cluster.annotate_vm(VNF_NAMESPACE, name, {BOOT_DELAY_ANNOTATION: None})
     w.dp.sync_vnfs()
     assert f"{VNF_NAMESPACE}/{name}" in w.dp.vnfs
+
+
+def test_a_crashed_ovn_controller_is_restarted_as_kubelet_would_and_recorded(
+    steered: World,
+) -> None:
+    """sid's ovn-controller 26.03.1 once crashed (SIGSEGV) in a full run: on a node, kubelet
+    restarts OVN-Kubernetes' ovn-controller container, so the sandbox does too, records the
+    crash (the session's summary prints it) and the same steering comes back."""
+    w, dp = steered, steered.dp
+    web, client = w.pod("web-a"), w.pod("client-c")
+    assert dp.probe(client, web).through == [FW1]
+    chassis = dp.chassis_of("node-1")
+    crashed = chassis.controller
+    assert crashed is not None
+    before = len(CONTROLLER_CRASHES)
+    os.kill(crashed.pid, signal.SIGSEGV)
+    crashed.proc.wait(10)
+
+    dp.check_alive()
+    assert chassis.controller is not crashed and chassis.controller is not None
+    assert chassis.controller.alive()
+    assert len(CONTROLLER_CRASHES) == before + 1
+    assert "crashed (exit code -11)" in CONTROLLER_CRASHES[-1]
+    del CONTROLLER_CRASHES[-1]  # ours on purpose: the summary lists upstream crashes only
+    dp.wait_steered(client, web, dp.vnfs[FW1], timeout=15)
+    assert dp.probe(client, web).through == [FW1]
