@@ -125,7 +125,6 @@ class Chassis(Lifecycle):
         self.ovsdb: Daemon | None = None
         self.vswitchd: Daemon | None = None
         self.controller: Daemon | None = None
-        self._env: dict[str, str] = {}
         self._restarts = 0
         self._netns_created = False
 
@@ -219,7 +218,6 @@ class Chassis(Lifecycle):
         )  # fmt: skip
         if self.underlay is not None:
             self._address_tunnel_bridge()
-        self._env = env
         self.controller = self._start_controller()
         wait_until(self.registered, self.controller, f"chassis {self.name} in SB", self.timeout)
 
@@ -230,7 +228,7 @@ class Chassis(Lifecycle):
             f"ovn-controller ({self.name})",
             [*self.distribution.command("ovn-controller"), self.ovs_remote, "--no-chdir",
              f"--log-file={log}", "-vconsole:off", "-vfile:info"],
-            log, self.workdir / "ovn-controller.ctl", self._env,
+            log, self.workdir / "ovn-controller.ctl", child_env(self.workdir, self.distribution),
         )  # fmt: skip
 
     def _address_tunnel_bridge(self) -> None:
