@@ -14,7 +14,6 @@ bridge leaves the TTL alone (63 across nodes, 64 on one switch).
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -29,6 +28,8 @@ from osc_gitops_sandbox.datapath.world import (
     security_group,
     vnf_deployment,
 )
+
+from tests.support.ovn import northd_waits_seen
 
 pytestmark = pytest.mark.datapath
 
@@ -216,18 +217,6 @@ def test_removing_the_label_stops_steering_new_connections(nf_fresh: World):
     assert dp.probe(client, web).replies == 3, "bypass, not just a quiet VNF"
 
 
-class _Waiting(logging.Handler):
-    """Set when the writer says it waits for ovn-northd before creating Port_Groups."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.event = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("waiting for ovn-northd"):
-            self.event.set()
-
-
 def test_a_group_unlabelled_and_labelled_again_while_northd_is_busy_is_steered(nf_fresh: World):
     """``--empty-grace 0``: the pod's label removed and put back deletes the group's Port_Group
     and creates it again under the same name. ovn-northd 26.03.1 taking both in one iteration
@@ -241,32 +230,27 @@ def test_a_group_unlabelled_and_labelled_again_while_northd_is_busy_is_steered(n
     assert dp.probe(client, web).through == [FW1]
 
     northd = dp.stacks[0].northd
-    logger = logging.getLogger("reconciler.adapters.ovn.writer")
-    waiting, level = _Waiting(), logger.level
-    logger.addHandler(waiting)
-    logger.setLevel(logging.INFO)
-    os.kill(northd.pid, signal.SIGSTOP)
-    try:
-        w.label("web-a", None)
-        assert "osc.web.node_1" in w.applier.apply(w.manifests)  # the group's rows deleted
-        w.label("web-a", "web")
-        failures: list[BaseException] = []
+    with northd_waits_seen() as waiting:
+        os.kill(northd.pid, signal.SIGSTOP)
+        try:
+            w.label("web-a", None)
+            assert "osc.web.node_1" in w.applier.apply(w.manifests)  # the group's rows deleted
+            w.label("web-a", "web")
+            failures: list[BaseException] = []
 
-        def apply_again() -> None:
-            try:
-                w.applier.apply(w.manifests)  # the label back: the same group again
-            except BaseException as exc:  # reported by the test thread
-                failures.append(exc)
+            def apply_again() -> None:
+                try:
+                    w.applier.apply(w.manifests)  # the label back: the same group again
+                except BaseException as exc:  # reported by the test thread
+                    failures.append(exc)
 
-        again = threading.Thread(target=apply_again, daemon=True)
-        again.start()
-        while not waiting.event.wait(0.05) and again.is_alive():
-            pass
-        assert waiting.event.is_set(), "the group was created again before northd caught up"
-    finally:
-        os.kill(northd.pid, signal.SIGCONT)
-        logger.removeHandler(waiting)
-        logger.setLevel(level)
+            again = threading.Thread(target=apply_again, daemon=True)
+            again.start()
+            while not waiting.event.wait(0.05) and again.is_alive():
+                pass
+            assert waiting.event.is_set(), "the group was created again before northd caught up"
+        finally:
+            os.kill(northd.pid, signal.SIGCONT)
     again.join(30)
     assert not again.is_alive() and not failures, failures
     dp.wait_hv()

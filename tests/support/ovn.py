@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,3 +71,30 @@ def creates(rows: dict[str, list[dict[str, Any]]]) -> list[Change]:
 
 def connect(remote: str, **kwargs: Any) -> OvnNorthbound:
     return OvnNorthbound.connect(OvnSettings(remote=remote, **kwargs))
+
+
+class NorthdWaitSeen(logging.Handler):
+    """Set when the writer logs that it waits for ovn-northd before creating Port_Groups
+    (``reconciler.adapters.ovn.northd_sync``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.event = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("waiting for ovn-northd"):
+            self.event.set()
+
+
+@contextmanager
+def northd_waits_seen() -> Iterator[NorthdWaitSeen]:
+    """The writer's log watched at INFO for its wait for ovn-northd, restored afterwards."""
+    logger = logging.getLogger("reconciler.adapters.ovn.writer")
+    handler, level = NorthdWaitSeen(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

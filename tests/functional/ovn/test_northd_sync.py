@@ -9,7 +9,6 @@ both in one iteration; it goes on as soon as the re-creating apply says it waits
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -22,7 +21,7 @@ from osc_gitops_sandbox.ovn.stack import OvnSandbox, SeedPod, seed_ovn_kubernete
 
 from reconciler.adapters.ovn import OvnNorthbound, OvnOneShot, OvnSettings
 from reconciler.adapters.ovn.northd_sync import affected
-from tests.support.ovn import NODES, OVN_MARKS, Change, ext
+from tests.support.ovn import NODES, OVN_MARKS, Change, NorthdWaitSeen, ext, northd_waits_seen
 
 pytestmark = OVN_MARKS
 
@@ -59,34 +58,15 @@ def sb_groups(sandbox: OvnSandbox) -> dict[str, Any]:
     return {r["name"].partition("_")[2]: ovsdb_rpc.from_atom(r["ports"]) for r in result["rows"]}
 
 
-class Waiting(logging.Handler):
-    """Set when the writer logs that it waits for northd."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.event = threading.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("waiting for ovn-northd"):
-            self.event.set()
-
-
 @pytest.fixture
-def waiting() -> Iterator[Waiting]:
-    logger = logging.getLogger("reconciler.adapters.ovn.writer")
-    handler, level = Waiting(), logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+def waiting() -> Iterator[NorthdWaitSeen]:
+    with northd_waits_seen() as handler:
         yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 @pytest.mark.parametrize("adapter", ["oneshot", "idl"])
 def test_a_port_group_re_created_while_northd_is_busy_keeps_its_southbound_row(
-    nb: OvnSandbox, pods: list[SeedPod], waiting: Waiting, adapter: str
+    nb: OvnSandbox, pods: list[SeedPod], waiting: NorthdWaitSeen, adapter: str
 ) -> None:
     settings = OvnSettings(remote=nb.nb_remote)
     writer: Any = (
