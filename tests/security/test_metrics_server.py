@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import socket
 import threading
 import time
@@ -20,23 +19,9 @@ from collections.abc import Iterator
 import pytest
 
 from reconciler.engine.reporting import metrics as metrics_module
-from reconciler.engine.reporting.logs import LOGGER, JsonFormatter
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer
 
 MAX_CONNECTIONS = getattr(metrics_module, "MAX_CONNECTIONS", 32)
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger(LOGGER)
-    logger.addHandler(handler)
-    try:
-        yield out
-    finally:
-        logger.removeHandler(handler)
 
 
 @pytest.fixture

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +26,6 @@ from reconciler.adapters.kube.client import KubeCluster, KubeSettings
 from reconciler.adapters.ovn.northbound import OvnNorthbound, OvnSettings
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.engine.loop import Loop, LoopConfig
-from reconciler.engine.reporting.logs import LOGGER, JsonFormatter
 from reconciler.engine.reporting.metrics import Metrics, MetricsServer, PrometheusReporter
 from reconciler.engine.sources import GitManifestSource, Snapshot
 from tests.support.builders import cluster as observed_cluster
@@ -42,20 +39,6 @@ def _get(url: str) -> tuple[int, dict[str, Any]]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    """The loop's log lines, as ``run`` writes them (JSON)."""
-    out = io.StringIO()
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(JsonFormatter())
-    logger = logging.getLogger(LOGGER)
-    logger.addHandler(handler)
-    try:
-        yield out
-    finally:
-        logger.removeHandler(handler)
 
 
 @pytest.mark.ovn
