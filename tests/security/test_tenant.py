@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from reconciler.core.model.ownership import (
 from tests.support.cli import cli, conn
 from tests.support.ovn import require_ovn_or_fail
 from tests.support.paths import CLUSTER, POLICIES
+from tests.support.security_manager import event_receiver
 
 pytestmark = [pytest.mark.ovn, pytest.mark.timeout(180)]
 
@@ -60,24 +59,8 @@ def cluster(tmp_path: Path) -> Iterator[SandboxCluster]:
 
 @pytest.fixture
 def manager() -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    events: list[dict[str, Any]] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            events.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/events", events
-    finally:
-        server.shutdown()
-        server.server_close()
+    with event_receiver() as receiver:
+        yield receiver
 
 
 def _names(cluster: SandboxCluster, kind: str, namespace: str) -> set[str]:

@@ -7,8 +7,6 @@ Kubernetes API emulator; the reconciler under test is `osc-gitops` itself.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from osc_gitops_sandbox.ovn import ovsdb_rpc
@@ -16,6 +14,7 @@ from osc_gitops_sandbox.ovn.cluster import SandboxCluster
 from osc_gitops_sandbox.ovn.stack import seed_foreign_rows
 
 from tests.support.cli import cli, conn
+from tests.support.security_manager import event_receiver
 
 NB = "OVN_Northbound"
 TABLES = ["Logical_Switch", "Logical_Switch_Port", "Port_Group", "ACL", "Network_Function",
@@ -249,22 +248,7 @@ def test_rows_of_others_are_never_modified_or_deleted(nf_cluster, policies):
 
 
 def test_security_manager_notified_on_deploy_and_remove(nf_cluster, policies):
-    events: list[dict] = []
-
-    class Receiver(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            events.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-            self.send_response(204)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}/events"
+    with event_receiver() as (url, events):
         vnfs = policies / "vnfs.yaml"
         vnfs.write_text(vnfs.read_text().replace(
             "https://secmgr.example.com/api/v1/osc-events", url))  # fmt: skip
@@ -283,8 +267,6 @@ def test_security_manager_notified_on_deploy_and_remove(nf_cluster, policies):
         apply(nf_cluster, policies)  # node no longer selected: the VNF instance is removed
         last = [e for e in events if e["event"] != "members"][-1]
         assert last["event"] == "removed" and last["node"] == "node-1"
-    finally:
-        server.shutdown()
 
 
 def test_snapshot_then_offline_plan_equals_live_plan(nf_cluster, policies, tmp_path):
