@@ -200,22 +200,18 @@ def covers(earlier: Iterable[Traffic], later: Iterable[Traffic]) -> bool:
     return True
 
 
-def _minus(intervals: Intervals, taken: Intervals) -> Intervals:
-    left: Intervals = []
-    for start, end in intervals:
-        for t_start, t_end in taken:
-            if t_end < start or t_start > end:
-                continue
-            if t_start > start:
-                left.append((start, t_start - 1))
-            start = t_end + 1
-            # Not mutated (equivalent: ``>=``): ``taken`` is merged, so no later interval can
-            # touch a single port left at ``end``, which the line after the loop keeps
-            if start > end:  # pragma: no mutate
-                break
-        if start <= end:
-            left.append((start, end))
-    return left
+def _gaps(taken: Intervals) -> Intervals:
+    """The ports of ``ALL_PORTS`` that ``taken`` (merged) leaves out: a difference of port
+    ranges is their intersection (``_intervals_and``) with these."""
+    low, high = ALL_PORTS
+    gaps: Intervals = []
+    for start, end in taken:
+        if start > low:
+            gaps.append((low, start - 1))
+        low = end + 1
+    if low <= high:
+        gaps.append((low, high))
+    return gaps
 
 
 def subtract(filters: Iterable[Traffic], taken: Iterable[Traffic]) -> tuple[Traffic, ...]:
@@ -241,7 +237,7 @@ def subtract(filters: Iterable[Traffic], taken: Iterable[Traffic]) -> tuple[Traf
         else:
             mine = [i for f in filters if f.protocol is proto for i in _ports(f)]
         gone = [i for f in taken if f.protocol is proto for i in _ports(f)]
-        left = _minus(_merge(mine), _merge(gone))
+        left = _intervals_and(_merge(mine), _gaps(_merge(gone)))
         if left:
             out.append(_traffic_of(proto, left))
     return tuple(out)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reconciler.core.model.desired import Traffic
 from reconciler.core.model.observed import OvnRow
@@ -56,6 +58,36 @@ def test_all_ip_minus_tcp_is_icmp_and_udp() -> None:
         {"protocol": "icmp", "ports": []},
         {"protocol": "udp", "ports": []},
     ]
+
+
+def ports_of(filters: tuple[Traffic, ...] | list[Traffic]) -> set[int]:
+    """Every TCP port the filters take, one by one (the set model of a port list)."""
+    out: set[int] = set()
+    for f in filters:
+        ranges = [(p, p) if isinstance(p, int) else (p.start, p.end) for p in f.ports]
+        for start, end in ranges or [(1, 65535)]:  # no ports: every port
+            out.update(range(start, end + 1))
+    return out
+
+
+port_lists = st.lists(
+    st.one_of(
+        st.integers(1, 65535),
+        st.tuples(st.integers(1, 65535), st.integers(0, 40)).map(
+            lambda se: {"start": se[0], "end": min(65535, se[0] + se[1])}
+        ),
+    ),
+    max_size=5,
+)
+
+
+@given(mine=port_lists, gone=port_lists)
+def test_the_ports_left_are_exactly_those_taken_by_no_other(
+    mine: list[object], gone: list[object]
+) -> None:
+    filters, taken = [t("tcp", *mine)], [t("tcp", *gone)]
+    left = ports_of([f for f in subtract(filters, taken) if f.protocol.value == "tcp"])
+    assert left == ports_of(filters) - ports_of(taken)
 
 
 def test_how_an_id_need_adds_up() -> None:
