@@ -183,11 +183,13 @@ class GitSettings:
     repo: str
     ref: str = "main"
     path: str = "."
+    timeout: float = 60.0
+    """Seconds one fetch or clone may take."""
     cache_dir: str | None = None
+    # credentials, one kind per remote
     token: str | None = None
     token_file: str | None = None
     ssh_key: str | None = None
-    timeout: float = 60.0
 
     @property
     def display_url(self) -> str:

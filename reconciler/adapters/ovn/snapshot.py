@@ -54,15 +54,8 @@ from reconciler.adapters.ovn.tables import (
     NbSchema,
     NbTable,
 )
-from reconciler.core.model import ovn_kubernetes, ownership
-from reconciler.core.model.observed import (
-    NbGlobal,
-    OvnCapabilities,
-    OvnRow,
-    OvnState,
-    PodPort,
-    Switch,
-)
+from reconciler.core.model import observed, ovn_kubernetes, ownership
+from reconciler.core.model.observed import OvnRow, OvnState
 from reconciler.core.model.ovn_kubernetes import OvnKubernetesRows
 from reconciler.core.model.target import NB_GLOBAL
 
@@ -346,12 +339,12 @@ class _Builder:
     def _is_mine(self, row: Mapping[str, Any]) -> bool:
         return is_ours(_str_map(row["external_ids"]), self.instance)
 
-    def capabilities(self) -> OvnCapabilities:
+    def capabilities(self) -> observed.OvnCapabilities:
         return self.schema.capabilities()
 
     def state(self) -> OvnState:
-        switches: list[Switch] = []
-        pod_ports: list[PodPort] = []
+        switches: list[observed.Switch] = []
+        pod_ports: list[observed.PodPort] = []
         pods = {row["_uuid"][1]: row for row in self.pods}
         self.pods = []
         for ls in self.all_rows["Logical_Switch"]:
@@ -419,10 +412,10 @@ class _Builder:
             ),
         )
 
-    def _nb_global(self) -> tuple[NbGlobal, OvnRow | None]:
+    def _nb_global(self) -> tuple[observed.NbGlobal, OvnRow | None]:
         row = next(iter(self.all_rows.get(NB_GLOBAL, ())), None)
         if row is None:
-            return NbGlobal(), None
+            return observed.NbGlobal(), None
         return nb_global(_str_map(row["options"]), _str_map(row["external_ids"]), self.instance)
 
     def _nf_active(self) -> dict[str, str | None]:

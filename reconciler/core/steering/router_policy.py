@@ -45,30 +45,22 @@ from typing import Any, NamedTuple
 from reconciler.core.model import naming
 from reconciler.core.model.desired import Binding, Desired
 from reconciler.core.model.observed import Observed, OvnCapabilities
-from reconciler.core.steering import common
+from reconciler.core.steering import base, common
 from reconciler.core.steering.base import (
-    GROUP_REF,
     CompileError,
     CompileOptions,
     Instances,
     NodePods,
     OwnedRows,
     PortConfig,
-    PortGroupPods,
     Side,
     Steered,
     TargetBuilder,
     VnfInstance,
-    WithoutHealthChecks,
-    binding_nodes,
-    bindings_by_group,
-    directions,
-    emit_port_groups,
-    merge_vnfs,
 )
 
 
-class RouterPolicy(PortGroupPods, WithoutHealthChecks):
+class RouterPolicy(base.PortGroupPods, base.WithoutHealthChecks):
     """The ``router-policy`` backend: pod-dependent rows are the Port_Groups (the router matches
     their ``_ip4`` address sets, which OVN keeps), plus one check, that no pod holds a VNF's
     address."""
@@ -93,10 +85,10 @@ class RouterPolicy(PortGroupPods, WithoutHealthChecks):
         if table != "Logical_Router_Policy" or fields.get("action") != "reroute":
             return None
         hops = fields.get("nexthops") or ()
-        vnfs = merge_vnfs(*(rows.next_hops.get(str(hop), ()) for hop in hops))
+        vnfs = base.merge_vnfs(*(rows.next_hops.get(str(hop), ()) for hop in hops))
         match = str(fields.get("match") or "")
         direction = "exit" if re.match(r"ip[46]\.dst == \$", match) else "entry"
-        return Steered(vnfs, GROUP_REF.findall(match), direction, None)
+        return Steered(vnfs, base.GROUP_REF.findall(match), direction, None)
 
     def available(self, capabilities: OvnCapabilities) -> bool:
         return True  # router policies exist in every OVN we support
@@ -166,11 +158,11 @@ class RouterPolicy(PortGroupPods, WithoutHealthChecks):
         # exist per (group, node) with members (``presence``).
         ungated = {
             group
-            for group, bindings in bindings_by_group(desired).items()
-            if any("from-lport" in directions(b.spec.redirection) for b in bindings)
+            for group, bindings in base.bindings_by_group(desired).items()
+            if any("from-lport" in base.directions(b.spec.redirection) for b in bindings)
         }
         networks = _Networks({s.name: s.subnet for s in observed.switches})
-        for group, bindings in bindings_by_group(desired).items():
+        for group, bindings in base.bindings_by_group(desired).items():
             for binding in bindings:
                 steered = _steered_nodes(binding, instances, networks, out)
                 pgs = [naming.port_group(inst_id, group, inst.node) for inst, _, _ in steered]
@@ -187,7 +179,7 @@ class RouterPolicy(PortGroupPods, WithoutHealthChecks):
                         continue  # a one-shot compile: the pair cannot be present
                     where = _Where(group, inst.node, ip, subnet, sources, gated)
                     _emit_policies(binding, where, router, inst_id, out)
-        emit_port_groups(port_groups, out, ungated)
+        base.emit_port_groups(port_groups, out, ungated)
 
 
 class _Networks:
@@ -223,7 +215,7 @@ def _steered_nodes(
             f"Binding/{name}",
         )
     steered: list[tuple[VnfInstance, str, str]] = []
-    for inst in binding_nodes(binding, instances):
+    for inst in base.binding_nodes(binding, instances):
         net = networks.of(inst.node)
         if inst.ip is None or net.version != 4:
             out.warn(
@@ -258,7 +250,7 @@ def _emit_policies(
     l4 = common.traffic_match(spec.traffic)
     l4 = "" if l4 == "ip" else f" && {l4}"
     pg = naming.port_group(instance, where.group, where.node)
-    for direction in directions(spec.redirection):
+    for direction in base.directions(spec.redirection):
         if direction == "to-lport":
             match = f"ip4.dst == ${pg}_ip4{l4}"
         else:
@@ -291,7 +283,7 @@ def _agent_entry_warnings(desired: Desired, options: CompileOptions, out: Target
         return
     for name, binding in sorted(desired.bindings.items()):
         redirection = binding.spec.redirection.value
-        if "from-lport" not in directions(binding.spec.redirection):
+        if "from-lport" not in base.directions(binding.spec.redirection):
             continue
         kept = " Its exit-lport part is steered." if redirection == "both" else ""
         out.warn(
