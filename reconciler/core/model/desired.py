@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -175,6 +175,19 @@ class Metadata(_Strict):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+SpecT = TypeVar("SpecT", bound=_Strict)
+
+
+class _Resource(_Strict, Generic[SpecT]):
+    """What every kind has around its spec, as Kubernetes objects do; each kind narrows
+    ``kind`` to its own name (a field keeps its place when a subclass narrows it)."""
+
+    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
+    kind: str
+    metadata: Metadata
+    spec: SpecT
+
+
 # --- SecurityGroup ---------------------------------------------------------------------------
 
 
@@ -200,13 +213,10 @@ class SecurityGroupSpec(_Strict):
         return [(k, v) for k, _, v in (t.partition("=") for t in self.labels)]
 
 
-class SecurityGroup(_Strict):
+class SecurityGroup(_Resource[SecurityGroupSpec]):
     """Pods to protect, chosen by labels (OR across the list)."""
 
-    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
     kind: Literal["SecurityGroup"] = "SecurityGroup"
-    metadata: Metadata
-    spec: SecurityGroupSpec
 
 
 # --- VnfDeployment ---------------------------------------------------------------------------
@@ -368,13 +378,10 @@ class VnfDeploymentSpec(_Strict):
         return image
 
 
-class VnfDeployment(_Strict):
+class VnfDeployment(_Resource[VnfDeploymentSpec]):
     """A security VNF run as one KubeVirt VirtualMachine on every (selected) node."""
 
-    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
     kind: Literal["VnfDeployment"] = "VnfDeployment"
-    metadata: Metadata
-    spec: VnfDeploymentSpec
 
 
 # --- Binding ---------------------------------------------------------------------------------
@@ -611,13 +618,10 @@ class BindingSpec(_Strict):
         return tuple(self.traffic)
 
 
-class Binding(_Strict):
+class Binding(_Resource[BindingSpec]):
     """Steer a security group's traffic through a VNF."""
 
-    apiVersion: Literal["osc.io/v1alpha1"] = API_VERSION
     kind: Literal["Binding"] = "Binding"
-    metadata: Metadata
-    spec: BindingSpec
 
 
 Manifest = SecurityGroup | VnfDeployment | Binding
