@@ -32,6 +32,7 @@ import logging
 import os
 import signal
 from collections.abc import Iterable
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 
 from osc_gitops_sandbox.datapath.netns import (
@@ -97,36 +98,33 @@ class Underlay(Lifecycle):
         disable_tx_checksum_offload(netns, ifname)
 
 
+@dataclass(eq=False)
 class Chassis(Lifecycle):
     """OVS + ``ovn-controller`` for one node (see the module docstring).
 
-    ``name``: the chassis name (``system-id``); ``hostname``: what else a port's
-    ``requested-chassis`` may say to bind here. ``sb_remote``: the Southbound DB it joins.
+    ``name``: the chassis name (``system-id``); ``hostname``: what else (default: ``name``) a
+    port's ``requested-chassis`` may say to bind here. ``sb_remote``: the Southbound DB it joins.
     ``encap_ip``: its Geneve endpoint; with an ``underlay`` it is put on ``br-phy``.
     ``interconnect``: ``ovn-is-interconn=true`` (OVN-Kubernetes sets it on every node of an
     interconnect cluster: the transit switch's remote ports are reached through this chassis).
     """
 
-    def __init__(
-        self, name: str, workdir: Path, distribution: Distribution, sb_remote: str, *,
-        netns: str, hostname: str | None = None, encap_ip: str = "127.0.0.1",
-        underlay: Underlay | None = None, interconnect: bool = False, timeout: float = 15.0,
-    ) -> None:  # fmt: skip
-        self.name = name
-        self.hostname = hostname or name
-        self.workdir = workdir
-        self.distribution = distribution
-        self.sb_remote = sb_remote
-        self.netns = netns
-        self.encap_ip = encap_ip
-        self.underlay = underlay
-        self.interconnect = interconnect
-        self.timeout = timeout
-        self.ovsdb: Daemon | None = None
-        self.vswitchd: Daemon | None = None
-        self.controller: Daemon | None = None
-        self._restarts = 0
-        self._netns_created = False
+    name: str
+    workdir: Path
+    distribution: Distribution
+    sb_remote: str
+    _: KW_ONLY
+    netns: str
+    hostname: str | None = None
+    encap_ip: str = "127.0.0.1"
+    underlay: Underlay | None = None
+    interconnect: bool = False
+    timeout: float = 15.0
+    ovsdb: Daemon | None = field(default=None, init=False)
+    vswitchd: Daemon | None = field(default=None, init=False)
+    controller: Daemon | None = field(default=None, init=False)
+    _restarts: int = field(default=0, init=False)
+    _netns_created: bool = field(default=False, init=False)
 
     @property
     def ovs_remote(self) -> str:
@@ -175,7 +173,8 @@ class Chassis(Lifecycle):
         remote = self.ovs_remote
         wait_until(lambda: ovsdb_rpc.list_dbs(remote, 1.0), self.ovsdb, "OVS db", self.timeout)
         ids = [
-            f"external_ids:system-id={self.name}", f"external_ids:hostname={self.hostname}",
+            f"external_ids:system-id={self.name}",
+            f"external_ids:hostname={self.hostname or self.name}",
             f"external_ids:ovn-remote={self.sb_remote}", "external_ids:ovn-encap-type=geneve",
             f"external_ids:ovn-encap-ip={self.encap_ip}",
             "external_ids:ovn-bridge-datapath-type=netdev",

@@ -61,9 +61,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from osc_gitops_sandbox.datapath.netns import DatapathError
 from osc_gitops_sandbox.ovn.processes import Daemon, seconds_until, tail
@@ -340,6 +340,7 @@ def render_config(
 # the program a Suricata guest runs
 
 
+@dataclass(eq=False)
 class SuricataProgram:
     """Suricata between a guest's two data NICs (the guest's ``ForwardingProgram``, see
     :mod:`osc_gitops_sandbox.datapath.guests`): it forwards while Suricata runs.
@@ -348,33 +349,33 @@ class SuricataProgram:
     the socket path must stay under 107 bytes). ``on_change`` is told every failure and
     recovery (the security manager's view of its guests)."""
 
-    name = "suricata"
+    name: ClassVar[str] = "suricata"
 
-    def __init__(
-        self, suricata: SuricataRoot, netns: str, workdir: Path, *, vnf: str, node: str,
-        vm: str, rules: str, groups: Mapping[str, Sequence[str]],
-        on_change: Callable[[SuricataProgram], None] | None = None,
-        in_if: str = "eth0", out_if: str = "eth1",
-    ) -> None:  # fmt: skip
-        self.suricata = suricata
-        self.netns = netns
-        self.workdir = workdir
-        self.vnf = vnf
-        self.node = node
-        self.vm = vm
-        self.rules = rules
-        self.groups: dict[str, list[str]] = {k: list(v) for k, v in groups.items()}
-        self.in_if, self.out_if = in_if, out_if
-        self.on_change = on_change
-        self.daemon: Daemon | None = None
-        self.failure: str | None = None
-        """Why Suricata does not run although it should (start or reload failed, it died):
-        the guest's report. ``None`` while it runs or was stopped on purpose."""
-        self._watcher: threading.Thread | None = None
-        self.reloads = 0
-        """Successful reloads since the start (members pushed)."""
-        self._wanted = False
-        self._lock = threading.RLock()
+    suricata: SuricataRoot
+    netns: str
+    workdir: Path
+    _: KW_ONLY
+    vnf: str
+    node: str
+    vm: str
+    rules: str
+    groups: dict[str, list[str]]
+    """Group name -> member addresses (a copy; a reload with new groups replaces it)."""
+    on_change: Callable[[SuricataProgram], None] | None = None
+    in_if: str = "eth0"
+    out_if: str = "eth1"
+    daemon: Daemon | None = field(default=None, init=False)
+    failure: str | None = field(default=None, init=False)
+    """Why Suricata does not run although it should (start or reload failed, it died):
+    the guest's report. ``None`` while it runs or was stopped on purpose."""
+    reloads: int = field(default=0, init=False)
+    """Successful reloads since the start (members pushed)."""
+    _watcher: threading.Thread | None = field(default=None, init=False)
+    _wanted: bool = field(default=False, init=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False)
+
+    def __post_init__(self) -> None:
+        self.groups = {k: list(v) for k, v in self.groups.items()}
 
     # -- files -----------------------------------------------------------------------------
     @property

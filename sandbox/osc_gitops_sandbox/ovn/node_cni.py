@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from osc_gitops_sandbox.kubeapi.kubevirt import (
@@ -42,24 +42,24 @@ class Plugged:
     """Multus network (``data-in``) -> the OVS interface (host veth) name."""
 
 
+@dataclass(eq=False)
 class NodeCni:
     """Multus + ovs-cni of ``node`` (see the module docstring)."""
 
-    def __init__(self, kube: Any, node: str, ovs_remote: str, *,
-                 version: str = ovs_cni.RELEASED) -> None:  # fmt: skip
-        self.kube = kube
-        self.node = node
-        self.ovs_remote = ovs_remote
-        self.version = version
-        self.multus_status = True
-        """Whether Multus writes ``network-status`` (off: a Multus that never reports)."""
-        self.keep_deleted = False
-        """Leave the ports of a deleted pod (a CNI DEL that has not run yet)."""
-        self.mac_of: Callable[[str, str], str] | None = None
-        """``(network, requested MAC) -> MAC`` the interface really gets (a mismatch test)."""
-        self.plugged: dict[str, Plugged] = {}
-        """By pod UID."""
-        self._count = itertools.count(1)
+    kube: Any
+    node: str
+    ovs_remote: str
+    _: KW_ONLY
+    version: str = ovs_cni.RELEASED
+    multus_status: bool = True
+    """Whether Multus writes ``network-status`` (off: a Multus that never reports)."""
+    keep_deleted: bool = False
+    """Leave the ports of a deleted pod (a CNI DEL that has not run yet)."""
+    mac_of: Callable[[str, str], str] | None = None
+    """``(network, requested MAC) -> MAC`` the interface really gets (a mismatch test)."""
+    plugged: dict[str, Plugged] = field(default_factory=dict, init=False)
+    """By pod UID."""
+    _count: itertools.count[int] = field(default_factory=lambda: itertools.count(1), init=False)
 
     def _launchers(self) -> list[dict[str, Any]]:
         return [
