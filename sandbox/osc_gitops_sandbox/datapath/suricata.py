@@ -63,7 +63,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from osc_gitops_sandbox.datapath.netns import DatapathError
 from osc_gitops_sandbox.ovn.processes import Daemon, seconds_until, tail
@@ -349,8 +349,6 @@ class SuricataProgram:
     the socket path must stay under 107 bytes). ``on_change`` is told every failure and
     recovery (the security manager's view of its guests)."""
 
-    name: ClassVar[str] = "suricata"
-
     suricata: SuricataRoot
     netns: str
     workdir: Path
@@ -364,6 +362,7 @@ class SuricataProgram:
     on_change: Callable[[SuricataProgram], None] | None = None
     in_if: str = "eth0"
     out_if: str = "eth1"
+    name: str = field(default="suricata", init=False)
     daemon: Daemon | None = field(default=None, init=False)
     failure: str | None = field(default=None, init=False)
     """Why Suricata does not run although it should (start or reload failed, it died):
