@@ -107,10 +107,7 @@ def add_source_args(parser: argparse.ArgumentParser) -> None:
         "accepted on first use and pinned in the cache dir's known_hosts) "
         "(env OSC_GIT_SSH_KEY)",
     )  # fmt: skip
-    git.add_argument(
-        "--git-timeout", type=float, default=60.0, metavar="SECONDS",
-        help="how long one git fetch may take (default 60)",
-    )  # fmt: skip
+    add_number(git, "--git-timeout", 60.0, "how long one git fetch may take")
 
 
 def add_reconcile_args(parser: argparse.ArgumentParser) -> None:
@@ -130,16 +127,12 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="tcp:HOST:PORT, ssl:HOST:PORT, unix:PATH, or a comma-separated list (Raft cluster)",
     )  # fmt: skip
     _add_tls_args(ovn, "ovn", "remote", "CA that signed the NB's certificate")
-    ovn.add_argument(
-        "--ovn-timeout", type=float, default=10.0, metavar="SECONDS",
-        help="how long to wait for the NB to answer (default 10)",
-    )  # fmt: skip
-    ovn.add_argument(
-        "--ovn-max-reply-mib", type=float, default=float(env("OSC_OVN_MAX_REPLY_MIB", "256")),
-        metavar="MIB",
+    add_number(ovn, "--ovn-timeout", 10.0, "how long to wait for the NB to answer")
+    add_number(
+        ovn, "--ovn-max-reply-mib", 256.0, metavar="MIB", env="OSC_OVN_MAX_REPLY_MIB",
         help="largest message read from the NB, in MiB: a bigger one (a server that never stops "
-        "sending) is an error naming the NB (env OSC_OVN_MAX_REPLY_MIB; default 256, some 15 "
-        "times the reply of an NB with 10,000 pods)",
+        "sending) is an error naming the NB", note="some 15 times the reply of an NB with 10,000 "
+        "pods",
     )  # fmt: skip
     ovn.add_argument(
         "--ovn-sb", default=env("OSC_OVN_SB"), metavar="REMOTE",
@@ -225,12 +218,10 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
         help=f"steering backend (default: {DEFAULT_STEERING} when the NB schema has it)",
     )  # fmt: skip
     env = os.environ.get
-    parser.add_argument(
-        "--empty-grace", type=float, default=env("OSC_EMPTY_GRACE", str(DEFAULT_EMPTY_GRACE)),
-        metavar="SECONDS",
+    add_number(
+        parser, "--empty-grace", DEFAULT_EMPTY_GRACE, env="OSC_EMPTY_GRACE", note="0: at once",
         help="how long a group's Port_Group and ACLs on a node outlive its last member pod "
-        f"there, so a pod that comes back reuses them (default {DEFAULT_EMPTY_GRACE:g}; 0: at "
-        "once)",
+        "there, so a pod that comes back reuses them",
     )  # fmt: skip
     parser.add_argument(
         "--vnf-namespaces",
@@ -277,6 +268,23 @@ def add_compile_args(parser: argparse.ArgumentParser, *, health: bool = True) ->
     probe.add_argument(
         "--svc-monitor-ip-dst", default=env("OSC_SVC_MONITOR_IP_DST"), metavar="ADDRESS",
         help=f"destination address of OVN's probe (default {DEFAULT_SVC_MONITOR_IP_DST})",
+    )  # fmt: skip
+
+
+def add_number(
+    group: argparse._ActionsContainer, flag: str, default: float, help: str, *,
+    kind: Callable[[str], Any] = float, metavar: str = "SECONDS", env: str | None = None,
+    note: str = "",
+) -> None:  # fmt: skip
+    """A numeric flag, seconds unless ``metavar`` says otherwise. Its help ends with how else it
+    is set and its default, ``(env OSC_X; default 5; <note>)``, written from the values given
+    here so the text cannot drift from them. ``env`` names a variable that replaces the
+    default."""
+    said = [f"env {env}"] if env else []
+    said += [f"default {default:g}", *([note] if note else [])]
+    group.add_argument(
+        flag, type=kind, metavar=metavar, help=f"{help} ({'; '.join(said)})",
+        default=os.environ.get(env, default) if env else default,
     )  # fmt: skip
 
 
@@ -361,7 +369,6 @@ def serve_metrics(
 
 def add_notify_args(parser: argparse.ArgumentParser) -> None:
     """How the security managers are told (``VnfDeployment.spec.securityManager``)."""
-    env = os.environ.get
     group = parser.add_argument_group(
         "security managers",
         "Each VnfDeployment's securityManager gets deployed/removed events and, per Binding and "
@@ -369,22 +376,16 @@ def add_notify_args(parser: argparse.ArgumentParser) -> None:
         "beside the reconcile: a manager that is down, slow or failing never holds it up; "
         "what fails is retried with backoff and shown in metrics and osc-gitops status.",
     )
-    group.add_argument(
-        "--notify-timeout",
-        type=_positive(float),
-        default=env("OSC_NOTIFY_TIMEOUT", "5"),
-        metavar="SECONDS",
-        help="how long one POST may take (env OSC_NOTIFY_TIMEOUT; default 5); apply and run "
-        "--once try each manager once before they exit, for at most twice as long",
-    )
-    group.add_argument(
-        "--notify-max-members",
-        type=_positive(int),
-        default=env("OSC_NOTIFY_MAX_MEMBERS", "1000"),
-        metavar="N",
-        help="members per message: a longer list goes in parts of one sequence (env "
-        "OSC_NOTIFY_MAX_MEMBERS; default 1000)",
-    )
+    add_number(
+        group, "--notify-timeout", 5.0, kind=_positive(float), env="OSC_NOTIFY_TIMEOUT",
+        help="how long one POST may take; apply and run --once try each manager once before "
+        "they exit, for at most twice as long",
+    )  # fmt: skip
+    add_number(
+        group, "--notify-max-members", 1000, kind=_positive(int), metavar="N",
+        env="OSC_NOTIFY_MAX_MEMBERS", help="members per message: a longer list goes in parts of "
+        "one sequence",
+    )  # fmt: skip
 
 
 def told_path(args: argparse.Namespace, name: str) -> Path:
@@ -449,15 +450,13 @@ def add_ovs_args(parser: argparse.ArgumentParser, *, required: bool) -> None:
            "): with --node, also bind this node's VNF NICs (the node binder)"),
     )  # fmt: skip
     _add_tls_args(group, "ovs", "--ovs-db", "CA of the Open_vSwitch DB's certificate")
-    group.add_argument(
-        "--bind-resync", type=float, default=60.0, metavar="SECONDS",
-        help="the binder lists the node's VMs and pods again and re-checks every interface at "
-        "least this often (default 60)",
+    add_number(
+        group, "--bind-resync", 60.0, "the binder lists the node's VMs and pods again and "
+        "re-checks every interface at least this often",
     )  # fmt: skip
-    group.add_argument(
-        "--stats-interval", type=float, default=10.0, metavar="SECONDS",
-        help="how often the binder samples the VNF NICs' OVS counters and publishes its state "
-        "(default 10)",
+    add_number(
+        group, "--stats-interval", 10.0, "how often the binder samples the VNF NICs' OVS "
+        "counters and publishes its state",
     )  # fmt: skip
 
 

@@ -51,27 +51,19 @@ def _add_loop_args(loop: argparse._ArgumentGroup) -> None:
         action="store_true",
         help="reconcile once and exit (CronJob mode; exit codes as apply)",
     )
-    loop.add_argument(
-        "--interval", type=float, default=60.0, metavar="SECONDS",
-        help="periodic reconcile, +-10%% jitter (default 60)",
-    )  # fmt: skip
-    loop.add_argument(
-        "--debounce", type=float, default=0.2, metavar="SECONDS",
-        help="quiet time after a pod/VM event before reconciling (default 0.2)",
-    )  # fmt: skip
-    loop.add_argument(
-        "--git-interval", type=float, default=30.0, metavar="SECONDS",
-        help="how often to fetch --repo (default 30; SIGHUP fetches at once)",
-    )  # fmt: skip
-    loop.add_argument(
-        "--full-resync", type=float, default=600.0, metavar="SECONDS",
+    common.add_number(loop, "--interval", 60.0, "periodic reconcile, +-10%% jitter")
+    common.add_number(loop, "--debounce", 0.2, "quiet time after a pod/VM event before reconciling")
+    common.add_number(
+        loop, "--git-interval", 30.0, "how often to fetch --repo", note="SIGHUP fetches at once"
+    )
+    common.add_number(
+        loop, "--full-resync", 600.0, note="0: every pass",
         help="compile everything at least this often; passes in between re-plan only the "
-        "nodes whose pods or rows changed (default 600; 0: every pass)",
+        "nodes whose pods or rows changed",
     )  # fmt: skip
-    loop.add_argument(
-        "--backoff-max", type=float, default=300.0, metavar="SECONDS",
-        help="cap of the exponential backoff after failed reconciles",
-    )  # fmt: skip
+    common.add_number(
+        loop, "--backoff-max", 300.0, "cap of the exponential backoff after failed reconciles"
+    )
     loop.add_argument(
         "--no-watch",
         action="store_true",
@@ -101,15 +93,11 @@ def _add_ha_args(ha: argparse._ArgumentGroup) -> None:
         help="namespace of that Lease (env OSC_LEASE_NAMESPACE, else the pod's POD_NAMESPACE; "
         "default osc-gitops)",
     )  # fmt: skip
-    ha.add_argument(
-        "--lease-duration", type=float, default=15.0, metavar="SECONDS",
-        help="how long a leader's Lease stays valid without renewal: the longest a standby "
-        "waits after the leader dies (default 15)",
+    common.add_number(
+        ha, "--lease-duration", 15.0, "how long a leader's Lease stays valid without renewal: "
+        "the longest a standby waits after the leader dies",
     )  # fmt: skip
-    ha.add_argument(
-        "--lease-renew", type=float, default=2.0, metavar="SECONDS",
-        help="how often the leader renews its Lease (default 2)",
-    )  # fmt: skip
+    common.add_number(ha, "--lease-renew", 2.0, "how often the leader renews its Lease")
     common.add_service_args(ha)
 
 
