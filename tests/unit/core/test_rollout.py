@@ -5,25 +5,38 @@ state in VM annotations, so a new process continues where the last stopped."""
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from typing import Any
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
-from reconciler.core.model.observed import Observed
+from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding
+from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
+from reconciler.core.steering import MemberHealth
 from reconciler.core.transitions.rollout import (
     BOOTING,
     DRAINING,
     HALTED,
     IMAGE,
+    OWNER,
+    OWNER_SINCE,
     PHASE,
+    RENEW,
+    RENEWED,
     RESTARTING,
     SINCE,
     TEMPLATE,
+    LiveRollout,
+    LiveVm,
+    Step,
     Steps,
     format_time,
+    live_rollouts,
     next_steps,
+    owners_of,
+    why_unready,
 )
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, converge, live_of, northd_healthy, with_live
@@ -202,7 +215,11 @@ def test_two_instances_standby_first_drained_then_the_active_one() -> None:
     ]
     plan = w.plan()
     drain = {c.key: c for c in plan.changes if c.kind == "Network_Function_Group"}
-    assert drain["osc.fw.node_1.fail_close"].after["network_function"] == ["osc.fw.node_1"]
+    group = drain["osc.fw.node_1.fail_close"]
+    assert group.after["network_function"] == ["osc.fw.node_1"]
+    # an update of the live group, standby out (not a group written anew)
+    assert group.action == "update"
+    assert group.before["network_function"] == ["osc.fw.node_1", "osc.fw.node_1._b"]
     assert "osc.fw.node_1._b.probe" not in drain  # its probe group keeps it: health stays known
     steps = w.step(T0 + 1)  # drained: northd no longer names it
     assert [s.annotations.get(PHASE) for s in steps.steps] == [RESTARTING]
@@ -318,3 +335,222 @@ def test_an_image_bump_is_pending_not_converged_until_every_node_is_rolled() -> 
             for restarted in w.restarts:
                 w.boot(restarted)
     assert w.plan().converged and w.plan().pending == ()
+
+
+def live_vm(
+    name: str,
+    node: str,
+    image: str,
+    vnf_name: str = "fw",
+    state: dict[str, str] | None = None,
+    **status: Any,
+) -> KubeObject:
+    """One of our VirtualMachines as the cluster shows it (labels, template, rollout
+    annotations, KubeVirt's status)."""
+    body = {
+        "metadata": {"labels": {"osc.io/vnf": vnf_name, "osc.io/node": node}},
+        "spec": {"template": {"spec": {"volumes": [{"containerDisk": {"image": image}}]}}},
+    }
+    return KubeObject("VirtualMachine", "security", name, body, state or {}, status)
+
+
+RUNS = {"desiredGeneration": 2, "observedGeneration": 2}
+"""KubeVirt's status of a VM that runs its current template."""
+LAGS = {"desiredGeneration": 3, "observedGeneration": 2}
+"""... of a VM whose running instance is older than its template (a restart is due)."""
+
+
+def test_status_reads_a_rollout_from_the_vms_alone() -> None:
+    """``osc-gitops status`` says where a rollout is from the cluster's VirtualMachines:
+    which nodes run the new image, which VM is being rolled since when, which wait for a
+    restart, who rolls it and why it halted."""
+    since, owned = format_time(T0), format_time(T0 - 60)
+    rolling = {PHASE: BOOTING, SINCE: since, IMAGE: "fw:2.0", OWNER: "osc on box (pid 1)",
+               OWNER_SINCE: owned, HALTED: "fw-node-2 not healthy"}  # fmt: skip
+    objects = [
+        live_vm("fw-node-3", "node-3", "fw:1.0", **RUNS),
+        live_vm("fw-node-2", "node-2", "fw:2.0", state=rolling, **LAGS),
+        live_vm("ids-node-1", "node-1", "ids:1.0", vnf_name="ids"),  # no status: no KubeVirt
+        live_vm("fw-node-4", "node-4", "fw:1.0", **LAGS),  # someone bumped it: restart due
+        live_vm("fw-node-1", "node-1", "fw:2.0", **RUNS),
+        KubeObject("NetworkAttachmentDefinition", "security", "fw-node-1", {}),
+        KubeObject("VirtualMachine", "shop", "stranger", {"metadata": {"labels": {}}}),
+    ]
+    fw, ids = live_rollouts(objects)
+    assert [(vm.name, vm.node, vm.image, vm.runs_template) for vm in fw.vms] == [
+        ("fw-node-1", "node-1", "fw:2.0", True),
+        ("fw-node-2", "node-2", "fw:2.0", False),
+        ("fw-node-3", "node-3", "fw:1.0", True),
+        ("fw-node-4", "node-4", "fw:1.0", False),
+    ]
+    assert fw.vms[1] == LiveVm("fw-node-2", "node-2", "fw:2.0", False, BOOTING, since,
+                               "fw-node-2 not healthy", "fw:2.0")  # fmt: skip
+    assert (fw.owner, fw.owner_since, fw.target) == ("osc on box (pid 1)", owned, "fw:2.0")
+    assert fw.images == {"fw:1.0": ["node-3", "node-4"], "fw:2.0": ["node-1", "node-2"]}
+    assert fw.in_progress and fw.halted == "fw-node-2 not healthy"
+    assert fw.summary == (
+        "VnfDeployment/fw (live): 1 of 4 nodes done, rolling to fw:2.0; "
+        f"fw-node-2 booting since {since}; restart pending: fw-node-4; "
+        "images: fw:1.0 on node-3, node-4; fw:2.0 on node-1, node-2; "
+        f"rolled by osc on box (pid 1) since {owned}; halted: fw-node-2 not healthy"
+    )
+    data = fw.to_json()
+    assert data == {
+        "vnf": "fw", "in_progress": True, "halted": "fw-node-2 not healthy",
+        "owner": "osc on box (pid 1)", "owner_since": owned, "images": fw.images,
+        "vms": [vm.to_json() for vm in fw.vms], "summary": fw.summary,
+    }  # fmt: skip
+    assert data["vms"][0] == {
+        "name": "fw-node-1", "node": "node-1", "image": "fw:2.0", "runs_template": True,
+        "phase": None, "since": None, "halted": None, "rolling_to": None,
+    }  # fmt: skip
+    # one VM on its template, nothing rolled: nothing in progress, the summary lists images
+    assert (ids.vnf, ids.vms[0].runs_template, ids.in_progress) == ("ids", True, False)
+    assert (ids.owner, ids.target, ids.halted) == (None, None, None)
+    assert ids.summary == "VnfDeployment/ids (live): images: ids:1.0 on node-1"
+
+
+def test_a_rollout_is_in_progress_while_any_sign_of_one_is_left() -> None:
+    """In progress: a VM being rolled, an owner still named, VMs on two images, or a VM
+    waiting for the restart that applies its template; otherwise not."""
+    done = LiveVm("fw-node-1", "node-1", "fw:2.0", True)
+    assert not LiveRollout("fw", (done, replace(done, name="fw-node-2"))).in_progress
+    assert LiveRollout("fw", (done,), owner="osc on box (pid 1)").in_progress
+    assert LiveRollout("fw", (replace(done, phase=RESTARTING),)).in_progress
+    assert LiveRollout("fw", (done, replace(done, image="fw:1.0"))).in_progress
+    assert LiveRollout("fw", (replace(done, runs_template=False),)).in_progress
+    # a VM being rolled without its image written yet names no target; a VM no longer being
+    # rolled names none either
+    unnamed = replace(done, phase=DRAINING, since=None)
+    assert LiveRollout("fw", (unnamed, replace(done, rolling_to="fw:3.0"))).target is None
+    assert LiveRollout("fw", (unnamed,)).summary == (
+        "VnfDeployment/fw (live): fw-node-1 draining; images: fw:2.0 on node-1"
+    )
+    owned = LiveRollout("fw", (done,), owner="osc on box (pid 1)")
+    assert owned.summary.endswith("; rolled by osc on box (pid 1)")
+
+
+def test_where_ovn_cannot_report_health_a_new_template_is_written_at_once_and_said_so() -> None:
+    """Without Network Function tables nothing tells when a restarted VM is back: no rollout,
+    every VM's new template is written now (KubeVirt applies it at the next start), and the
+    plan says so once, naming every VnfDeployment concerned."""
+    rp = CompileOptions(steering="router-policy")
+
+    def two(image: str) -> Desired:
+        return desired(
+            sg("web", "app=web"),
+            vnf("fw", image=image),
+            vnf("ids", image=image),
+            binding("web-fw", "web", "fw", 10),
+            binding("web-ids", "web", "ids", 20),
+        )
+
+    obs = converge(two("fw:1.0"), cluster(PODS, nodes=NODES, nf=False), rp)
+    plan = make_plan(two("fw:2.0"), obs, rp)
+    assert sorted((c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine") == [
+        ("update", f"security/{v}-{n}") for v in ("fw", "ids") for n in NODES
+    ]
+    assert plan.rollouts == ()
+    (finding,) = [f for f in plan.findings if f.code == "transition"]
+    assert finding == Finding(
+        "transition", "VnfDeployment/fw", None,
+        "VnfDeployment fw, ids: the new VM template is written now and takes effect at each "
+        "VM's next restart (KubeVirt does not restart a running VM for it); osc-gitops rolls "
+        "restarts node by node only where it reads OVN's health of each instance (Network "
+        "Function steering, not --kubernetes-only): restart them one node at a time (virtctl "
+        "restart)",
+    )  # fmt: skip
+
+
+def test_the_owner_names_itself_on_the_vm_it_rolls_renews_it_and_is_taken_over_when_silent() -> (
+    None
+):
+    """The process rolling a VM names itself on it (``owner``, ``owner-since``, ``renewed``),
+    renews ``renewed`` every RENEW seconds and no more often (and says when to come back for
+    it); another process finding the VM named by an owner it does not know alive takes over,
+    saying from whom."""
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0)
+    w.step(T0 + 1)  # fw-node-1 restarted, booting
+    w.obs = northd_healthy(w.obs, sorted(w.down))  # its guest is down: no time limit but ours
+    key = "security/fw-node-1"
+
+    def take(steps: Steps) -> None:
+        for step in steps.steps:
+            objs = []
+            for o in w.obs.kube_objects:
+                if f"{o.namespace}/{o.name}" == step.vm:
+                    merged = {**o.state, **step.annotations}
+                    o = dataclasses.replace(o, state={k: v for k, v in merged.items() if v})
+                objs.append(o)
+            w.obs = dataclasses.replace(w.obs, kube_objects=tuple(objs))
+
+    rollouts = w.plan().rollouts
+    steps = next_steps(rollouts, w.obs, T0 + 2, owner="me")
+    claim = {OWNER: "me", OWNER_SINCE: format_time(T0 + 2), RENEWED: format_time(T0 + 2)}
+    assert steps.steps == (Step(key, "annotate", claim, "rolled by this process"),)
+    assert steps.recheck_at == T0 + 2 + RENEW
+    take(steps)
+    steps = next_steps(rollouts, w.obs, T0 + 2 + RENEW - 1, owner="me")
+    assert (steps.steps, steps.recheck_at) == ((), T0 + 2 + RENEW)  # renewed recently enough
+    steps = next_steps(rollouts, w.obs, T0 + 2 + RENEW, owner="me")
+    assert steps.steps == (
+        Step(key, "annotate", {RENEWED: format_time(T0 + 2 + RENEW)}, "renewed"),
+    )
+    assert steps.recheck_at == T0 + 2 + 2 * RENEW
+    take(steps)
+    # "me" fell silent: "you" (who does not count it alive) takes the VM over where it is
+    steps = next_steps(rollouts, w.obs, T0 + 100, owner="you")
+    took = {OWNER: "you", OWNER_SINCE: format_time(T0 + 100), RENEWED: format_time(T0 + 100)}
+    assert steps.steps == (Step(key, "annotate", took, "took over from me (silent)"),)
+    # while "me" is alive, "you" takes no step and says whose rollout it is
+    steps = next_steps(rollouts, w.obs, T0 + 100, owner="you", alive=["me"])
+    assert steps.steps == () and steps.owned_by == (("fw", "me", format_time(T0 + 2)),)
+    assert steps.waiting == (
+        f"VnfDeployment/fw: its rolling update is owned by me since {format_time(T0 + 2)}: this "
+        "process restarts none of its VMs; it waits until that one finishes (or is silent for "
+        "30 s, then takes it over from where it is)",
+    )
+    # upgraded: its phase is cleared, and it keeps naming its owner (since it took it over)
+    w.boot(key)
+    steps = next_steps(rollouts, w.obs, T0 + 20, owner="me")
+    done = {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None, IMAGE: None, OWNER: "me",
+            OWNER_SINCE: format_time(T0 + 2), RENEWED: format_time(T0 + 20)}  # fmt: skip
+    assert steps.steps == (Step(key, "annotate", done, "upgraded and healthy"),)
+
+
+def test_a_process_tells_an_owner_alive_by_the_newest_renewal_on_any_of_its_vms() -> None:
+    def vm(name: str, **state: str) -> KubeObject:
+        return live_vm(name, "node-1", "fw:2.0", state=state)
+
+    objects = Observed(kube_objects=(
+        vm("fw-node-1", **{OWNER: "me", RENEWED: format_time(T0 + 10)}),
+        vm("fw-node-2", **{OWNER: "me", RENEWED: format_time(T0)}),
+        vm("fw-node-3", **{OWNER: "me"}),  # named before its first renewal
+        vm("fw-node-4", **{OWNER: "you"}),
+        vm("fw-node-5"),
+        KubeObject("NetworkAttachmentDefinition", "security", "fw-node-1", {}, {OWNER: "nad"}),
+    ))  # fmt: skip
+    assert owners_of(objects) == {"me": format_time(T0 + 10), "you": ""}
+
+
+def test_why_a_vm_is_not_counted_healthy_yet() -> None:
+    """What ``apply --wait`` and a halted rollout say of a VM being rolled, first reason
+    first: the VM itself (missing, not running, not ready), then OVN's word on it."""
+    member = MemberHealth("fw", "node-1", "", "osc.fw.node_1", NOT_HEALTHY, "probe timed out")
+    running = live_vm("fw-node-1", "node-1", "fw:2.0", printableStatus="Running", ready=True)
+    assert why_unready(member, None) == "VM not found"
+    stopped = live_vm("fw-node-1", "node-1", "fw:2.0", printableStatus="Starting", ready=False)
+    assert why_unready(member, stopped) == "VM Starting"
+    unready = live_vm("fw-node-1", "node-1", "fw:2.0", printableStatus="Running", ready=False)
+    assert why_unready(member, unready) == "VM not ready"
+    assert why_unready(None, running) == "no Network_Function in the NB yet"
+    assert why_unready(member, running) == "probe timed out"
+    assert why_unready(replace(member, detail=""), running) == "probe failing"
+    assert why_unready(replace(member, health=HEALTHY), running) == (
+        "waiting out the health check's detection time"
+    )
+    unjudged = replace(member, health=UNKNOWN, checkable=False)  # OVN will never say
+    assert why_unready(unjudged, running) == "waiting out the health check's detection time"
+    assert why_unready(replace(member, health=UNKNOWN), running) == "probe timed out"
