@@ -57,11 +57,13 @@ from reconciler.core.steering.base import (
     OwnedRows,
     PortConfig,
     Side,
+    Steered,
     TargetBuilder,
     VnfInstance,
     WithoutHealthChecks,
     binding_nodes,
     bindings_by_group,
+    vnfs_of_row,
 )
 from reconciler.errors import InternalError
 from tests.support.builders import desired
@@ -338,3 +340,58 @@ def test_switch_subnets_reach_the_backend_through_the_vnf_instance() -> None:
         ("node-1", None, None),
         ("node-1", None, None),
     ]
+
+
+def test_the_network_function_backend_reads_what_its_acls_steer_and_where_to() -> None:
+    """What ``protection`` and ``explain`` ask of the backend's rows: a steering ACL's VNFs,
+    Port_Groups, direction and failure policy, and the function groups, functions and probes
+    it leads to; a twin ACL (no function group) or another table steers nothing, and a row
+    that names a group no longer there leads to no VNF and no function."""
+    target = compile_target(DESIRED, scenario_observed(nf=True),
+                            CompileOptions(steering="network-function"))  # fmt: skip
+    rows: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for resource in target.resources.values():
+        rows.setdefault(resource.kind, {})[resource.key] = resource.fields
+    nf, owned = backend_for("network-function"), OwnedRows(rows)
+    acls = rows["ACL"]
+    to_web = acls["osc.web_fw.node_1.to"]
+    assert nf.steered_by("ACL", to_web, owned) == Steered(
+        ("fw",), ["osc.web.node_1", "osc.web.node_1"], "exit", "fail-close"
+    )
+    assert nf.steered_by("ACL", acls["osc.db_fw.node_2.from"], owned) == Steered(
+        ("fw",), ["osc.db.node_2", "osc.db.node_2"], "entry", "fail-close"
+    )
+    assert nf.steered_by("ACL", acls["osc.web_fw.node_1.to.crossed"], owned) is None
+    assert nf.steered_by("Logical_Router_Policy", to_web, owned) is None
+    stale = {"network_function_group": "gone", "direction": "to-lport", "match": "ip4"}
+    assert nf.steered_by("ACL", stale, owned) == Steered((), [""], "exit", None)
+    everything = {(table, key): f for table, of in rows.items() for key, f in of.items()}
+    path = {("Network_Function_Group", "osc.fw.node_1.fail_close"),
+            ("Network_Function", "osc.fw.node_1"),
+            ("Network_Function_Health_Check", "osc.fw.node_1")}  # fmt: skip
+    assert nf.path_rows(everything, [("ACL", "osc.web_fw.node_1.to"), ("ACL", "gone")]) == path
+    # a group named but gone: nothing behind it
+    assert nf.path_rows({**everything, ("ACL", "stale"): stale}, [("ACL", "stale")]) == {
+        ("Network_Function_Group", "gone")
+    }
+
+
+def test_an_ovn_without_network_function_tables_is_named_with_what_to_do() -> None:
+    nf = backend_for("network-function")
+    assert nf.unavailable_reason(NO_NF) == (
+        "the OVN Northbound schema 7.0.0 has no Network_Function tables (Network Function "
+        "insertion needs OVN >= 26.03, NB schema >= 7.18); upgrade OVN, or pass --steering "
+        "router-policy to steer routed (inter-node) traffic only"
+    )
+    unread = OvnCapabilities("", network_function=False)
+    assert "the OVN Northbound schema unknown has no" in nf.unavailable_reason(unread)
+
+
+def test_owned_rows_of_a_table_without_rows_and_rows_of_no_vnf() -> None:
+    """A backend follows references through ``OwnedRows``: a table with no owned row answers
+    an empty row; only a VnfDeployment's rows (or a chain's) are of VNFs."""
+    assert OwnedRows({}).get("Network_Function", "osc.fw.node_1") == {}
+    binding_row = {"external_ids": {"osc.io/resource": "Binding/web-fw"}}
+    assert vnfs_of_row(binding_row) == ()
+    assert vnfs_of_row({"external_ids": {"osc.io/resource": "VnfDeployment/fw"}}) == ("fw",)
+    assert vnfs_of_row({"external_ids": {"osc.io/chain": "fw,ids"}}) == ("fw", "ids")
