@@ -85,10 +85,10 @@ class World:
         self.obs = northd_healthy(dataclasses.replace(obs, kube_objects=objs), sorted(self.down))
         return plan
 
-    def step(self, now: float) -> Steps:
-        """One pass: apply, then the rollout's steps."""
+    def step(self, now: float, owner: str | None = None) -> Steps:
+        """One pass: apply, then the rollout's steps (taken by ``owner``)."""
         plan = self.apply()
-        steps = next_steps(plan.rollouts, self.obs, now)
+        steps = next_steps(plan.rollouts, self.obs, now, owner=owner)
         for step in steps.steps:
             key = tuple(step.vm.split("/"))
             if step.action == "restart":
@@ -187,19 +187,37 @@ def test_an_instance_never_healthy_halts_the_rollout_and_a_new_spec_rolls_again(
     w.want = manifests("fw:2.0-broken", **spec)
     w.step(T0)
     w.step(T0 + 1)  # restarted; it never comes back
-    steps = w.step(T0 + 40)
-    (halt,) = [s for s in steps.steps if HALTED in s.annotations]
-    assert "fw-node-1 not healthy 30 s after its booting began" in str(halt.annotations[HALTED])
-    assert "probe failing" in str(halt.annotations[HALTED])
+    w.obs = northd_healthy(w.obs, sorted(w.down))
+    # booting: the next decision is due just past the deadline, 30 s after the restart
+    steps = w.step(T0 + 2)
+    assert steps.steps == () and steps.recheck_at == T0 + 1 + 30 + 0.001
+    assert w.step(T0 + 31).steps == ()  # the deadline itself: not past it yet
+    steps = w.step(T0 + 31.5)
+    ((halt, message),) = [(s, s.annotations[HALTED]) for s in steps.steps]
+    assert halt == Step("security/fw-node-1", "annotate", {HALTED: message}, "deadline passed")
+    assert message.startswith("fw-node-1 not healthy 30 s after its booting began (probe failing")
+    assert "VnfDeployment/fw: halted" in steps.waiting
     rollout = w.plan().meta["rollout"][0]
     assert rollout["halted"] and "halted: fw-node-1 not healthy" in rollout["summary"]
-    assert not [s for s in w.step(T0 + 50).steps if s.annotations.get(PHASE)]  # no next node
+    steps = w.step(T0 + 50)  # said once; no next node
+    assert steps.steps == () and "VnfDeployment/fw: halted" in steps.waiting
+    # a longer deadline does not resume it by itself (the VM's health or a new spec does)
+    w.want = manifests("fw:2.0-broken", updateStrategy={"progressDeadlineSeconds": 600})
+    steps = w.step(T0 + 60)
+    assert steps.steps == () and "VnfDeployment/fw: halted" in steps.waiting
     # the fix: a new image rolls the halted VM again first
     w.want = manifests("fw:2.1", **spec)
-    steps = w.step(T0 + 60)
+    steps = w.step(T0 + 70)
     assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
         ("security/fw-node-1", RESTARTING)
     ]
+    # rolled to the fix's template and image from where it is, the halt cleared
+    (vm,) = [v for v in w.plan().rollouts[0].vms if v.key == "security/fw-node-1"]
+    restart = {PHASE: RESTARTING, SINCE: format_time(T0 + 70), TEMPLATE: vm.template,
+               HALTED: None, IMAGE: "fw:2.1"}  # fmt: skip
+    assert steps.steps == (
+        Step("security/fw-node-1", "annotate", restart, "new template: goes on from here"),
+    )
 
 
 def test_two_instances_standby_first_drained_then_the_active_one() -> None:
@@ -213,6 +231,12 @@ def test_two_instances_standby_first_drained_then_the_active_one() -> None:
     assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
         ("security/fw-node-1-b", DRAINING)
     ]
+    # until the drain is written, the node's group still holds it: nothing restarts yet
+    early = next_steps(w.plan().rollouts, w.obs, T0 + 0.5)
+    assert early.steps == ()
+    assert early.waiting == (
+        "fw-node-1-b: draining (northd has not moved its traffic to the other instance yet)",
+    )
     plan = w.plan()
     drain = {c.key: c for c in plan.changes if c.kind == "Network_Function_Group"}
     group = drain["osc.fw.node_1.fail_close"]
@@ -367,14 +391,17 @@ def test_status_reads_a_rollout_from_the_vms_alone() -> None:
     since, owned = format_time(T0), format_time(T0 - 60)
     rolling = {PHASE: BOOTING, SINCE: since, IMAGE: "fw:2.0", OWNER: "osc on box (pid 1)",
                OWNER_SINCE: owned, HALTED: "fw-node-2 not healthy"}  # fmt: skip
+    nodeless = live_vm("fw-node-9", "node-9", "fw:1.0")
+    del nodeless.body["metadata"]["labels"]["osc.io/node"]
     objects = [
+        KubeObject("VirtualMachine", "shop", "stranger", {"metadata": {"labels": {}}}),
+        KubeObject("NetworkAttachmentDefinition", "security", "fw-node-1", {}),
+        nodeless,
         live_vm("fw-node-3", "node-3", "fw:1.0", **RUNS),
         live_vm("fw-node-2", "node-2", "fw:2.0", state=rolling, **LAGS),
         live_vm("ids-node-1", "node-1", "ids:1.0", vnf_name="ids"),  # no status: no KubeVirt
         live_vm("fw-node-4", "node-4", "fw:1.0", **LAGS),  # someone bumped it: restart due
         live_vm("fw-node-1", "node-1", "fw:2.0", **RUNS),
-        KubeObject("NetworkAttachmentDefinition", "security", "fw-node-1", {}),
-        KubeObject("VirtualMachine", "shop", "stranger", {"metadata": {"labels": {}}}),
     ]
     fw, ids = live_rollouts(objects)
     assert [(vm.name, vm.node, vm.image, vm.runs_template) for vm in fw.vms] == [
@@ -554,3 +581,42 @@ def test_why_a_vm_is_not_counted_healthy_yet() -> None:
     unjudged = replace(member, health=UNKNOWN, checkable=False)  # OVN will never say
     assert why_unready(unjudged, running) == "waiting out the health check's detection time"
     assert why_unready(replace(member, health=UNKNOWN), running) == "probe timed out"
+
+
+def test_the_owner_of_the_last_vm_keeps_its_name_until_it_is_upgraded_then_clears_it() -> None:
+    """A rollout names its owner until it is over, also while its last VM boots; in the pass
+    that upgrades its last VM, the owner's name leaves every VM of the VnfDeployment."""
+    w = World(manifests())
+    w.obs = converge(w.want, cluster(PODS[:1], nodes=NODES[:1]), NF)
+    w.want = manifests("fw:2.0")
+    key = "security/fw-node-1"
+    w.step(T0, owner="me")
+    w.step(T0 + 1, owner="me")  # restarted, booting
+    w.obs = northd_healthy(w.obs, sorted(w.down))
+    assert w.step(T0 + 3, owner="me").steps == ()  # the last VM boots: nothing is cleared
+    w.boot(key)
+    done, over = w.step(T0 + 1 + WINDOW, owner="me").steps
+    assert done.why == "upgraded and healthy" and done.annotations[OWNER] == "me"
+    names = {OWNER: None, OWNER_SINCE: None, RENEWED: None}
+    assert over == Step(key, "annotate", names, "rollout done")
+    assert w.step(T0 + 8, owner="me").steps == ()
+
+
+def test_a_steering_group_created_while_a_vm_is_drained_is_created_without_it() -> None:
+    """A new Binding's function group on a node where a VM is being drained is written
+    without that VM's function (the other instance carries the traffic meanwhile)."""
+    two = {"instancesPerNode": 2}
+    w = World(manifests(**two))
+    w.want = manifests("fw:2.0", **two)
+    w.step(T0)  # node-1's standby is drained
+    w.want = desired(
+        sg("web", "app=web"),
+        vnf("fw", image="fw:2.0", **two),
+        binding("web-fw", "web", "fw", 10),
+        binding("web-fw-open", "web", "fw", 20, failurePolicy="fail-open"),
+    )
+    plan = w.plan()
+    groups = {c.key: c for c in plan.changes if c.kind == "Network_Function_Group"}
+    created = groups["osc.fw.node_1.fail_open"]
+    assert created.action == "create"
+    assert created.after["network_function"] == ["osc.fw.node_1"]
