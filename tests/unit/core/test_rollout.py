@@ -36,6 +36,8 @@ from reconciler.core.transitions.rollout import (
     live_rollouts,
     next_steps,
     owners_of,
+    template_change,
+    vm_image,
     why_unready,
 )
 from tests.support.builders import binding, cluster, desired, sg, vnf
@@ -620,3 +622,91 @@ def test_a_steering_group_created_while_a_vm_is_drained_is_created_without_it() 
     created = groups["osc.fw.node_1.fail_open"]
     assert created.action == "create"
     assert created.after["network_function"] == ["osc.fw.node_1"]
+
+
+def test_what_a_new_template_changes_is_said_for_people() -> None:
+    """``image a → b``, ``cpu``, ``memory``, each that changed, in that order; ``template``
+    when something else changed; the first containerDisk image, ``?`` without one."""
+
+    def body(image: str | None = "fw:1.0", cpu: int = 1, memory: str = "1Gi", **more: Any) -> Any:
+        volumes = [{"name": "cloudinit", "cloudInitNoCloud": {}}]
+        if image is not None:
+            volumes.append({"name": "disk", "containerDisk": {"image": image}})
+        domain = {"cpu": {"cores": cpu}, "resources": {"requests": {"memory": memory}}, **more}
+        return {"spec": {"template": {"spec": {"domain": domain, "volumes": volumes}}}}
+
+    assert template_change(body(), body("fw:1.1", 2, "2Gi")) == (
+        "image fw:1.0 → fw:1.1, cpu 1 → 2, memory 1Gi → 2Gi"
+    )
+    assert template_change(body(), body(memory="4Gi")) == "memory 1Gi → 4Gi"
+    assert template_change(body(), body(cpu=4)) == "cpu 1 → 4"
+    assert template_change(body(), body(machine={"type": "q35"})) == "template"
+    assert vm_image(body()) == "fw:1.0"
+    assert vm_image(body(image=None)) == "?"
+    assert vm_image(None) == "?"
+
+
+def test_each_rollout_counts_the_nodes_of_its_own_vnf_and_carries_its_strategy() -> None:
+    """``n of m nodes``: m counts the nodes of that VnfDeployment's VMs only; the rollout
+    carries its update strategy and the health check's detection window."""
+    check = {"failureCount": 3, "interval": 2, "timeout": 4}
+    strategy = {"maxUnavailable": 2, "progressDeadlineSeconds": 99}
+
+    def two(image: str) -> Desired:
+        return desired(
+            sg("web", "app=web"),
+            vnf("fw", image=image, healthCheck=check, updateStrategy=strategy),
+            vnf("ips", image=image, nodeSelector={"zone": "a"}, healthCheck={"enabled": False}),
+            binding("web-fw", "web", "fw", 10),
+            binding("web-ips", "web", "ips", 20),
+        )
+
+    labels = {"node-1": {"zone": "a"}}
+    obs = converge(two("fw:1.0"), cluster(PODS, nodes=NODES, node_labels=labels), NF)
+    fw, ips = make_plan(two("fw:2.0"), obs, NF).rollouts
+    assert (fw.vnf, fw.nodes_total, len(fw.vms), ips.vnf, ips.nodes_total) == ("fw", 3, 3, "ips", 1)
+    assert (fw.max_unavailable, fw.deadline, fw.window, fw.instances_per_node) == (2, 99.0, 20.0, 1)
+    assert (ips.max_unavailable, ips.deadline, ips.window) == (1, 600.0, 0.0)
+
+
+def test_a_vm_being_rolled_of_a_vnfdeployment_removed_from_the_manifests_is_just_deleted() -> None:
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0)  # fw-node-1 restarting
+    # (its namespace is still ours: --vnf-namespaces, where removed VNFs are pruned from)
+    pruning = dataclasses.replace(NF, vnf_namespaces=("security",))
+    plan = make_plan(desired(sg("web", "app=web")), w.obs, pruning)
+    assert plan.rollouts == ()
+    assert {c.key for c in plan.changes if c.kind == "VirtualMachine"} == {
+        f"security/fw-{n}" for n in NODES
+    }
+    assert {c.action for c in plan.changes if c.kind == "VirtualMachine"} == {"delete"}
+
+
+def test_a_halted_vm_is_pending_with_the_reason_it_halted() -> None:
+    spec = {"updateStrategy": {"progressDeadlineSeconds": 30}}
+    w = World(manifests(**spec))
+    w.want = manifests("fw:2.0", **spec)
+    w.step(T0)
+    w.step(T0 + 1)
+    w.obs = northd_healthy(w.obs, sorted(w.down))
+    w.step(T0 + 40)
+    (pending,) = [p for p in w.plan().pending if p.name == "security/fw-node-1"]
+    assert pending.change == "booting (rolled node by node)"
+    assert pending.why.startswith("halted: fw-node-1 not healthy 30 s after its booting began")
+    waiting = {p.name: p.why for p in w.plan().pending if p.name != "security/fw-node-1"}
+    assert set(waiting.values()) == {
+        "waits for its turn: KubeVirt applies a new template at a restart"
+    }
+
+
+def test_a_chain_through_one_instance_vnfs_gets_no_rolling_update_warning() -> None:
+    """With one instance per node every binding through it is interrupted while it restarts,
+    as documented: the plan says nothing more for a chain."""
+    want = desired(sg("web", "app=web"), vnf("fw", image="fw:1.0"), vnf("ids"),
+                   binding("web-chain", "web", ["fw", "ids"], 10))  # fmt: skip
+    world = World(want)
+    world.want = desired(sg("web", "app=web"), vnf("fw", image="fw:2.0"), vnf("ids"),
+                         binding("web-chain", "web", ["fw", "ids"], 10))  # fmt: skip
+    plan = world.plan()
+    assert plan.rollouts and not [w for w in plan.warnings if "rolling update" in w]
