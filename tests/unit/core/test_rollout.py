@@ -14,7 +14,7 @@ from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
-from reconciler.core.steering import MemberHealth
+from reconciler.core.steering import HealthIndex, MemberHealth
 from reconciler.core.transitions.rollout import (
     BOOTING,
     DRAINING,
@@ -55,6 +55,17 @@ def manifests(image: str = "fw:1.0", **spec: Any) -> Desired:
         sg("web", "app=web"),
         vnf("fw", image=image, **spec),
         binding("web-fw", "web", "fw", 10),
+    )
+
+
+def fw_and_ids(image: str) -> Desired:
+    """Two VnfDeployments of ``image``, each bound to the web pods."""
+    return desired(
+        sg("web", "app=web"),
+        vnf("fw", image=image),
+        vnf("ids", image=image),
+        binding("web-fw", "web", "fw", 10),
+        binding("web-ids", "web", "ids", 20),
     )
 
 
@@ -248,7 +259,10 @@ def test_two_instances_standby_first_drained_then_the_active_one() -> None:
     assert group.before["network_function"] == ["osc.fw.node_1", "osc.fw.node_1._b"]
     assert "osc.fw.node_1._b.probe" not in drain  # its probe group keeps it: health stays known
     steps = w.step(T0 + 1)  # drained: northd no longer names it
-    assert [s.annotations.get(PHASE) for s in steps.steps] == [RESTARTING]
+    (standby,) = [v for v in w.plan().rollouts[0].vms if v.key == "security/fw-node-1-b"]
+    drained = {PHASE: RESTARTING, SINCE: format_time(T0 + 1), TEMPLATE: standby.template,
+               HALTED: None, IMAGE: "fw:2.0"}  # fmt: skip
+    assert steps.steps == (Step("security/fw-node-1-b", "annotate", drained, "drained"),)
     w.step(T0 + 2)
     assert w.restarts == ["security/fw-node-1-b"]
     w.boot("security/fw-node-1-b")
@@ -464,18 +478,8 @@ def test_where_ovn_cannot_report_health_a_new_template_is_written_at_once_and_sa
     every VM's new template is written now (KubeVirt applies it at the next start), and the
     plan says so once, naming every VnfDeployment concerned."""
     rp = CompileOptions(steering="router-policy")
-
-    def two(image: str) -> Desired:
-        return desired(
-            sg("web", "app=web"),
-            vnf("fw", image=image),
-            vnf("ids", image=image),
-            binding("web-fw", "web", "fw", 10),
-            binding("web-ids", "web", "ids", 20),
-        )
-
-    obs = converge(two("fw:1.0"), cluster(PODS, nodes=NODES, nf=False), rp)
-    plan = make_plan(two("fw:2.0"), obs, rp)
+    obs = converge(fw_and_ids("fw:1.0"), cluster(PODS, nodes=NODES, nf=False), rp)
+    plan = make_plan(fw_and_ids("fw:2.0"), obs, rp)
     assert sorted((c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine") == [
         ("update", f"security/{v}-{n}") for v in ("fw", "ids") for n in NODES
     ]
@@ -710,3 +714,78 @@ def test_a_chain_through_one_instance_vnfs_gets_no_rolling_update_warning() -> N
                          binding("web-chain", "web", ["fw", "ids"], 10))  # fmt: skip
     plan = world.plan()
     assert plan.rollouts and not [w for w in plan.warnings if "rolling update" in w]
+
+
+def with_status(w: World, vm: str, **status: Any) -> None:
+    """KubeVirt's status of ``vm`` (``namespace/name``) in the world."""
+    w.obs = dataclasses.replace(w.obs, kube_objects=tuple(
+        dataclasses.replace(o, status=dict(status)) if f"{o.namespace}/{o.name}" == vm else o
+        for o in w.obs.kube_objects
+    ))  # fmt: skip
+
+
+def test_each_step_of_a_vm_is_written_whole() -> None:
+    """The annotations of each phase a VM enters (its template's hash and image, since
+    when), the restart once its template is written, and what each waiting VM waits for."""
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    before = w.plan()  # the plan of the pass that selects it
+    key = "security/fw-node-1"
+    (vm,) = [v for v in before.rollouts[0].vms if v.key == key]
+    enter = {PHASE: RESTARTING, SINCE: format_time(T0), TEMPLATE: vm.template, HALTED: None,
+             IMAGE: "fw:2.0"}  # fmt: skip
+    assert w.step(T0).steps == (Step(key, "annotate", enter, "node node-1"),)
+    # the plan that selected it did not write its template: it waits for the next pass's
+    waits = next_steps(before.rollouts, w.obs, T0 + 0.5)
+    assert waits.steps == () and waits.waiting == (
+        "fw-node-1: restarting (its new template is not written yet)",
+    )
+    # written, but KubeVirt has not seen the new generation yet: ask again later
+    w.apply()
+    with_status(w, key, generation=2, desiredGeneration=1, observedGeneration=1)
+    rollouts = w.plan().rollouts
+    waits = next_steps(rollouts, w.obs, T0 + 1)
+    assert waits.steps == () and waits.waiting == (
+        "fw-node-1: restarting (KubeVirt has not seen its new template yet)",
+    )
+    boot = {**enter, PHASE: BOOTING, SINCE: format_time(T0 + 1)}
+    with_status(w, key, generation=2, desiredGeneration=2, observedGeneration=1)
+    assert next_steps(rollouts, w.obs, T0 + 1).steps == (
+        Step(key, "restart", why="its new template is written"),
+        Step(key, "annotate", boot),
+    )
+    # restarted already (by someone, or before a crash of ours): booting, no second restart
+    with_status(w, key, generation=2, desiredGeneration=2, observedGeneration=1,
+                stateChangeRequests=[{"action": "Start"}])  # fmt: skip
+    assert next_steps(rollouts, w.obs, T0 + 1).steps == (Step(key, "annotate", boot),)
+
+
+def test_a_booting_vm_is_upgraded_only_once_ovn_reports_its_function() -> None:
+    """No Network_Function in the NB (the health index the caller passes knows none): the VM
+    is never counted upgraded, however long it boots, and the wait says why."""
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0)
+    w.step(T0 + 1)  # booting; northd still has its function healthy
+    rollouts = w.plan().rollouts
+    blind = HealthIndex(dataclasses.replace(w.obs, ovn_rows=()))
+    steps = next_steps(rollouts, w.obs, T0 + 100, health=blind)
+    assert steps.steps == ()
+    assert steps.waiting == ("fw-node-1: booting for 99 s (no Network_Function in the NB yet)",)
+    (done,) = next_steps(rollouts, w.obs, T0 + 100).steps  # with the NB's own index: upgraded
+    assert done.why == "upgraded and healthy"
+
+
+def test_a_process_that_names_no_owner_waits_for_nobody() -> None:
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0, owner="me")
+    plan = w.apply()
+    steps = next_steps(plan.rollouts, w.obs, T0 + 1, alive=["me"])
+    assert [s.action for s in steps.steps] == ["restart", "annotate"] and steps.owned_by == ()
+
+
+def test_every_rollout_takes_its_steps_in_one_pass() -> None:
+    w = World(fw_and_ids("fw:1.0"))
+    w.want = fw_and_ids("fw:2.0")
+    assert [s.vm for s in w.step(T0).steps] == ["security/fw-node-1", "security/ids-node-1"]

@@ -118,6 +118,8 @@ def vm(**status: object) -> KubeObject:
 
 def test_restart_needed_follows_kubevirts_generations() -> None:
     assert restart_needed(vm()) is True  # no KubeVirt status: restart to be sure
+    assert restart_needed(vm(desiredGeneration=2)) is True  # half a status: likewise
+    assert restart_needed(vm(observedGeneration=2)) is True
     behind = {"generation": 3, "desiredGeneration": 2, "observedGeneration": 2}
     assert restart_needed(vm(**behind)) is None  # KubeVirt has not seen the new template
     due = {"generation": 3, "desiredGeneration": 3, "observedGeneration": 2}
