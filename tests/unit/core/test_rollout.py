@@ -545,6 +545,12 @@ def test_the_owner_names_itself_on_the_vm_it_rolls_renews_it_and_is_taken_over_w
         "process restarts none of its VMs; it waits until that one finishes (or is silent for "
         "30 s, then takes it over from where it is)",
     )
+    unsaid = dataclasses.replace(w.obs, kube_objects=tuple(
+        dataclasses.replace(o, state={k: v for k, v in o.state.items() if k != OWNER_SINCE})
+        for o in w.obs.kube_objects
+    ))  # fmt: skip
+    (line,) = next_steps(rollouts, unsaid, T0 + 100, owner="you", alive=["me"]).waiting
+    assert line.startswith("VnfDeployment/fw: its rolling update is owned by me: this process")
     # upgraded: its phase is cleared, and it keeps naming its owner (since it took it over)
     w.boot(key)
     steps = next_steps(rollouts, w.obs, T0 + 20, owner="me")
