@@ -553,6 +553,10 @@ def test_the_owner_names_itself_on_the_vm_it_rolls_renews_it_and_is_taken_over_w
     assert line.startswith("VnfDeployment/fw: its rolling update is owned by me: this process")
     # upgraded: its phase is cleared, and it keeps naming its owner (since it took it over)
     w.boot(key)
+    # taken over in the pass that upgrades it: the new owner's name, since now
+    took, done = next_steps(rollouts, w.obs, T0 + 20, owner="you").steps
+    assert took.why == "took over from me (silent)"
+    assert (done.annotations[OWNER], done.annotations[OWNER_SINCE]) == ("you", format_time(T0 + 20))
     steps = next_steps(rollouts, w.obs, T0 + 20, owner="me")
     done = {PHASE: None, SINCE: None, TEMPLATE: None, HALTED: None, IMAGE: None, OWNER: "me",
             OWNER_SINCE: format_time(T0 + 2), RENEWED: format_time(T0 + 20)}  # fmt: skip
