@@ -5,8 +5,11 @@ state in VM annotations, so a new process continues where the last stopped."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import replace
 from typing import Any
+
+import pytest
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
@@ -36,7 +39,9 @@ from reconciler.core.transitions.rollout import (
     live_rollouts,
     next_steps,
     owners_of,
+    parse_time,
     template_change,
+    template_hash,
     vm_image,
     why_unready,
 )
@@ -799,3 +804,70 @@ def test_every_rollout_takes_its_steps_in_one_pass() -> None:
     w = World(fw_and_ids("fw:1.0"))
     w.want = fw_and_ids("fw:2.0")
     assert [s.vm for s in w.step(T0).steps] == ["security/fw-node-1", "security/ids-node-1"]
+
+
+def test_the_template_hash_is_stable_across_key_order_and_releases() -> None:
+    """A rollout's target is the hash in the VMs' annotations, compared by the next process
+    (maybe a newer release): it must not depend on key order, nor change between releases
+    (a VM being rolled would be restarted again)."""
+    template = {"spec": {"domain": {"cpu": {"cores": 1}}}, "metadata": {"labels": {"a": "b"}}}
+    shuffled = {"metadata": {"labels": {"a": "b"}}, "spec": {"domain": {"cpu": {"cores": 1}}}}
+    assert template_hash(template) == template_hash(shuffled) == "1b44e9c73755790a"
+
+
+def test_rollout_times_are_written_in_utc_whatever_the_machines_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        assert format_time(T0) == "2027-01-15T08:00:00Z"
+        assert parse_time("2027-01-15T08:00:00Z") == T0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_node_gone_while_its_vm_is_rolled_leaves_the_rollout_to_the_other_nodes() -> None:
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0)  # fw-node-1 restarting
+    kept = NODES[1:]
+    w.obs = dataclasses.replace(
+        w.obs,
+        nodes=tuple(n for n in w.obs.nodes if n.name in kept),
+        switches=tuple(s for s in w.obs.switches if s.name in kept),
+        pods=tuple(p for p in w.obs.pods if p.node in kept),
+        pod_ports=tuple(p for p in w.obs.pod_ports if p.switch in kept),
+    )
+    steps = w.step(T0 + 1)  # its VM is deleted with the node's rows
+    assert "fw-node-1" not in {o.name for o in w.obs.kube_objects}
+    assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
+        ("security/fw-node-2", RESTARTING)
+    ]
+
+
+def test_with_neither_instance_active_the_second_one_goes_first() -> None:
+    two = {"instancesPerNode": 2}
+    w = World(manifests(**two))
+    w.want = manifests("fw:2.0", **two)
+    w.down |= {"osc.fw.node_1", "osc.fw.node_1._b"}  # northd names no active one on node-1
+    w.obs = northd_healthy(w.obs, sorted(w.down))
+    assert [s.vm for s in w.step(T0).steps] == ["security/fw-node-1-b"]
+
+
+def test_a_busy_node_is_passed_over_for_the_next_free_one() -> None:
+    """maxUnavailable 2, two instances: node-1's standby still boots while node-2's is done;
+    the next VM selected is node-2's active one (node-1 stays busy until its standby is)."""
+    two = {"instancesPerNode": 2, "updateStrategy": {"maxUnavailable": 2}}
+    w = World(manifests(**two))
+    w.want = manifests("fw:2.0", **two)
+    assert [s.vm for s in w.step(T0).steps] == ["security/fw-node-1-b", "security/fw-node-2-b"]
+    w.step(T0 + 1)  # both drained: restarting
+    w.step(T0 + 2)  # both restarted: booting
+    w.boot("security/fw-node-2-b")
+    w.step(T0 + 2 + WINDOW)  # node-2's standby upgraded
+    steps = w.step(T0 + 3 + WINDOW)
+    assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
+        ("security/fw-node-2", DRAINING)
+    ]
