@@ -244,6 +244,10 @@ def test_two_instances_standby_first_drained_then_the_active_one() -> None:
     active = w.obs.nf_active["osc.fw.node_1.fail_close"]
     assert active == "osc.fw.node_1"  # northd's pick (the first healthy member)
     w.want = manifests("fw:2.0", **two)
+    assert [(vm.key, vm.slot) for vm in w.plan().rollouts[0].vms][:2] == [
+        ("security/fw-node-1", ""),
+        ("security/fw-node-1-b", "b"),
+    ]
     steps = w.step(T0)
     # the standby (b) first, drained before anything restarts
     assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
@@ -310,6 +314,10 @@ def test_state_is_read_from_annotations_only_a_new_process_continues() -> None:
     (vm,) = [v for v in rollout.vms if v.phase]
     assert (vm.key, vm.phase, vm.released) == ("security/fw-node-1", RESTARTING, True)
     assert vm.since == format_time(T0)
+    target = vm.template
+    w.step(T0 + 1)  # its template written (no longer outdated) and restarted: booting
+    (vm,) = [v for v in make_plan(w.want, w.obs, NF).rollouts[0].vms if v.phase]
+    assert (vm.outdated, vm.phase, vm.template, vm.image) == (False, BOOTING, target, "fw:2.0")
 
 
 def test_a_new_vm_is_never_part_of_a_rollout() -> None:
@@ -871,3 +879,21 @@ def test_a_busy_node_is_passed_over_for_the_next_free_one() -> None:
     assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
         ("security/fw-node-2", DRAINING)
     ]
+
+
+def test_a_node_name_too_long_for_a_label_is_rolled_under_its_full_name() -> None:
+    """A VM's ``osc.io/node`` label is shortened past 63 characters (the full name is an
+    annotation): the rollout names and counts the node by its full name."""
+    long_node = "worker-" + "x" * 70
+    nodes = (long_node, "node-2")
+    pods = [
+        ("shop", "web-0", long_node, {"app": "web"}),
+        ("shop", "web-1", "node-2", {"app": "web"}),
+    ]
+    w = World(manifests())
+    w.obs = converge(w.want, cluster(pods, nodes=nodes), NF)
+    w.want = manifests("fw:2.0")
+    (rollout,) = w.plan().rollouts
+    assert sorted(vm.node for vm in rollout.vms) == sorted(nodes)
+    assert rollout.nodes_total == 2
+    assert w.plan().meta["rollout"][0]["summary"] == "VnfDeployment/fw: 0 of 2 nodes updated"
