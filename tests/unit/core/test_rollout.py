@@ -318,6 +318,7 @@ def test_state_is_read_from_annotations_only_a_new_process_continues() -> None:
     w.step(T0 + 1)  # its template written (no longer outdated) and restarted: booting
     (vm,) = [v for v in make_plan(w.want, w.obs, NF).rollouts[0].vms if v.phase]
     assert (vm.outdated, vm.phase, vm.template, vm.image) == (False, BOOTING, target, "fw:2.0")
+    assert (vm.change, vm.peer) == ("", None)  # nothing left to change; one instance: no peer
 
 
 def test_a_new_vm_is_never_part_of_a_rollout() -> None:
@@ -538,6 +539,10 @@ def test_the_owner_names_itself_on_the_vm_it_rolls_renews_it_and_is_taken_over_w
     assert steps.steps == (Step(key, "annotate", claim, "rolled by this process"),)
     assert steps.recheck_at == T0 + 2 + RENEW
     take(steps)
+    assert w.plan().rollouts[0].summary == (
+        f"VnfDeployment/fw: 0 of 3 nodes updated (fw-node-1 booting, rolled by me since "
+        f"{format_time(T0 + 2)})"
+    )
     steps = next_steps(rollouts, w.obs, T0 + 2 + RENEW - 1, owner="me")
     assert (steps.steps, steps.recheck_at) == ((), T0 + 2 + RENEW)  # renewed recently enough
     steps = next_steps(rollouts, w.obs, T0 + 2 + RENEW, owner="me")
