@@ -244,9 +244,10 @@ def test_two_instances_standby_first_drained_then_the_active_one() -> None:
     active = w.obs.nf_active["osc.fw.node_1.fail_close"]
     assert active == "osc.fw.node_1"  # northd's pick (the first healthy member)
     w.want = manifests("fw:2.0", **two)
-    assert [(vm.key, vm.slot) for vm in w.plan().rollouts[0].vms][:2] == [
-        ("security/fw-node-1", ""),
-        ("security/fw-node-1-b", "b"),
+    # each VM of a node, its slot and the other instance that carries the traffic meanwhile
+    assert [(vm.key, vm.slot, vm.peer) for vm in w.plan().rollouts[0].vms][:2] == [
+        ("security/fw-node-1", "", "osc.fw.node_1._b"),
+        ("security/fw-node-1-b", "b", "osc.fw.node_1"),
     ]
     steps = w.step(T0)
     # the standby (b) first, drained before anything restarts
@@ -352,11 +353,34 @@ def test_a_chain_through_a_two_instance_vnf_is_said_to_be_interrupted() -> None:
         vnf("ids"),
         binding("web-chain", "web", ["fw", "ids"], 10),
     )
-    (warning,) = [w for w in world.plan().warnings if "rolling update" in w]
-    assert warning.startswith(
+    (finding,) = [f for f in world.plan().findings if "rolling update" in f.text]
+    assert finding == Finding(
+        "transition",
+        "VnfDeployment/fw",
+        None,
         "VnfDeployment fw: its rolling update interrupts Binding web-chain's chain fw -> ids on "
-        "each node while the first instance there restarts"
+        "each node while the first instance there restarts (a chain crosses the first instance "
+        "of each hop only; the standby takes over the VNF's own bindings): its failure policy "
+        "acts meanwhile",
     )
+
+    # only chains through it: one warning, also beside a one-instance VNF rolled with it
+    def three(version: str) -> Desired:
+        return desired(
+            sg("web", "app=web"),
+            vnf("av", image=f"av:{version}"),
+            vnf("fw", image=f"fw:{version}", instancesPerNode=2),
+            vnf("ids"),
+            binding("web-av", "web", "av", 5),
+            binding("web-fw", "web", "fw", 7),
+            binding("web-chain", "web", ["fw", "ids"], 10),
+        )
+
+    world = World(three("1.0"))
+    world.want = three("2.0")
+    plan = world.plan()
+    assert [r.vnf for r in plan.rollouts] == ["av", "fw"]
+    assert [f.text for f in plan.findings if "rolling update" in f.text] == [finding.text]
 
 
 def test_an_image_bump_is_pending_not_converged_until_every_node_is_rolled() -> None:
