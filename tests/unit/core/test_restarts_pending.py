@@ -11,6 +11,7 @@ from reconciler.core.compiling.compile import CompileOptions, compile_target
 from reconciler.core.model.facts import Pending
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.planning.full import make_plan
+from reconciler.core.transitions.rollout import restarts_pending
 from tests.support.builders import binding, cluster, desired, sg, vnf
 
 PODS = [("shop", "web-1", "node-1", {"app": "web"})]
@@ -52,3 +53,17 @@ def test_where_osc_gitops_rolls_vms_a_lagging_vm_is_the_rollouts_business() -> N
     observed = with_vm_status(cluster(PODS, nf=True), LAGGING)
     plan = make_plan(FW, observed, CompileOptions(steering="network-function"))
     assert RESTART not in plan.pending
+
+
+def test_every_lagging_vm_is_pending_whatever_comes_before_it() -> None:
+    """The scan goes over every object: a NetworkAttachmentDefinition, a VM being restarted
+    or one without KubeVirt's status before a lagging VM does not hide it."""
+    lagging = with_vm_status(cluster(PODS, nf=False), LAGGING).kube_objects
+    others = (
+        KubeObject("NetworkAttachmentDefinition", "security", "fw-node-1", {}, status=LAGGING),
+        KubeObject("VirtualMachine", "security", "restarting", {},
+                   status={**LAGGING, "stateChangeRequests": [{"action": "Stop"}]}),
+        KubeObject("VirtualMachine", "security", "no-status", {}),
+    )  # fmt: skip
+    observed = replace(cluster(PODS, nf=False), kube_objects=(*others, *lagging))
+    assert restarts_pending(observed) == [RESTART]

@@ -926,3 +926,18 @@ def test_a_node_name_too_long_for_a_label_is_rolled_under_its_full_name() -> Non
     assert sorted(vm.node for vm in rollout.vms) == sorted(nodes)
     assert rollout.nodes_total == 2
     assert w.plan().meta["rollout"][0]["summary"] == "VnfDeployment/fw: 0 of 2 nodes updated"
+
+
+def test_a_rollout_over_clears_its_owners_name_from_its_own_vms_only() -> None:
+    w = World(fw_and_ids("fw:1.0"))
+    w.obs = converge(w.want, cluster(PODS[:1], nodes=NODES[:1]), NF)
+    w.want = fw_and_ids("fw:2.0")
+    w.step(T0, owner="me")
+    w.step(T0 + 1, owner="me")  # both restarted, booting
+    w.boot("security/fw-node-1")
+    w.down.add("osc.ids.node_1")  # ids' VM is still down
+    steps = w.step(T0 + 1 + WINDOW, owner="me")
+    assert [(s.vm, s.why) for s in steps.steps] == [
+        ("security/fw-node-1", "upgraded and healthy"),
+        ("security/fw-node-1", "rollout done"),
+    ]
