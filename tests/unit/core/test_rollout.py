@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from reconciler.core.compiling.compile import CompileOptions
+from reconciler.core.model import naming
 from reconciler.core.model.desired import Desired
 from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding
 from reconciler.core.model.observed import KubeObject, Observed
@@ -174,7 +175,8 @@ def test_one_node_at_a_time_each_after_ovn_saw_it_healthy_past_the_detection_win
     # booting: the guest is down, OVN says so; nothing else is selected
     steps = w.step(T0 + 3)
     assert not steps.steps and steps.recheck_at is not None
-    assert any("booting for 2 s" in line for line in steps.waiting)
+    (line,) = steps.waiting  # what OVN says of it
+    assert line.startswith("fw-node-1: booting for 2 s (probe failing")
     w.boot("security/fw-node-1")
     steps = w.step(T0 + 4)  # healthy, but inside the detection window: not trusted yet
     assert not steps.steps and steps.recheck_at == T0 + 1 + WINDOW
@@ -941,3 +943,29 @@ def test_a_rollout_over_clears_its_owners_name_from_its_own_vms_only() -> None:
         ("security/fw-node-1", "upgraded and healthy"),
         ("security/fw-node-1", "rollout done"),
     ]
+
+
+def test_a_vm_update_that_leaves_its_template_alone_is_written_at_once() -> None:
+    """Only a template change waits for a restart: a user's edit of another field (here the
+    run strategy) is repaired by the plan at once, with no rollout."""
+    w = World(manifests())
+    objs = []
+    for o in w.obs.kube_objects:
+        if o.name == "fw-node-1":
+            halted = {**o.body["spec"], "runStrategy": "Halted"}
+            o = dataclasses.replace(o, body={**o.body, "spec": halted})
+        objs.append(o)
+    w.obs = dataclasses.replace(w.obs, kube_objects=tuple(objs))
+    plan = w.plan()
+    assert [(c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine"] == [
+        ("update", "security/fw-node-1")
+    ]
+    assert plan.rollouts == ()
+
+
+def test_the_functions_a_rollout_drains_are_named_for_its_instance() -> None:
+    blue = CompileOptions(steering="network-function", instance="blue")
+    obs = converge(manifests(), cluster(PODS, nodes=NODES), blue)
+    (rollout,) = make_plan(manifests("fw:2.0"), obs, blue).rollouts
+    assert rollout.vms[0].function == naming.network_function("blue", "fw", "node-1", "")
+    assert rollout.vms[0].function == "osc_blue.fw.node_1"
