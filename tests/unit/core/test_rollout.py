@@ -969,3 +969,29 @@ def test_the_functions_a_rollout_drains_are_named_for_its_instance() -> None:
     (rollout,) = make_plan(manifests("fw:2.0"), obs, blue).rollouts
     assert rollout.vms[0].function == naming.network_function("blue", "fw", "node-1", "")
     assert rollout.vms[0].function == "osc_blue.fw.node_1"
+
+
+def test_a_node_leaving_during_a_bump_is_not_counted() -> None:
+    w = World(manifests())
+    kept = NODES[:2]
+    w.obs = dataclasses.replace(
+        w.obs,
+        nodes=tuple(n for n in w.obs.nodes if n.name in kept),
+        switches=tuple(s for s in w.obs.switches if s.name in kept),
+        pods=tuple(p for p in w.obs.pods if p.node in kept),
+        pod_ports=tuple(p for p in w.obs.pod_ports if p.switch in kept),
+    )
+    w.want = manifests("fw:2.0")
+    (rollout,) = w.plan().rollouts
+    assert (rollout.nodes_total, [vm.node for vm in rollout.vms]) == (2, ["node-1", "node-2"])
+
+
+def test_a_removed_vnfdeployments_vm_being_rolled_does_not_stop_the_others_rollout() -> None:
+    w = World(fw_and_ids("fw:1.0"))
+    w.want = fw_and_ids("fw:2.0")
+    w.step(T0)  # fw-node-1 and ids-node-1 restarting
+    ids_only = desired(sg("web", "app=web"), vnf("ids", image="fw:2.0"),
+                       binding("web-ids", "web", "ids", 20))  # fmt: skip
+    pruning = dataclasses.replace(NF, vnf_namespaces=("security",))
+    (rollout,) = make_plan(ids_only, w.obs, pruning).rollouts
+    assert (rollout.vnf, len(rollout.vms)) == ("ids", 3)
