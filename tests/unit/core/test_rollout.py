@@ -14,7 +14,7 @@ import pytest
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model import naming
 from reconciler.core.model.desired import Desired
-from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding
+from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding, Pending
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
@@ -399,10 +399,13 @@ def test_an_image_bump_is_pending_not_converged_until_every_node_is_rolled() -> 
         ("VirtualMachine", f"security/fw-{n}", f"{bump}, rolled node by node") for n in NODES
     ]
     w.step(T0)  # node-1 selected: its template is written by the next pass
-    pending = {p.name: p.change for p in w.plan().pending}
-    assert (
-        pending["security/fw-node-1"]
-        == "image fw:1.0 → fw:1.1, cpu 1 → 2, restarting (rolled node by node)"
+    (rolled,) = [p for p in w.plan().pending if p.name == "security/fw-node-1"]
+    assert rolled == Pending(
+        "VirtualMachine",
+        "security/fw-node-1",
+        "node-1",
+        "image fw:1.0 → fw:1.1, cpu 1 → 2, restarting (rolled node by node)",
+        "",
     )
     w.step(T0 + 1)  # written and restarted: still pending while it boots
     assert {p.name: p.change for p in w.plan().pending}["security/fw-node-1"] == (
