@@ -756,6 +756,7 @@ def test_a_halted_vm_is_pending_with_the_reason_it_halted() -> None:
     assert pending.change == "booting (rolled node by node)"
     assert pending.why.startswith("halted: fw-node-1 not healthy 30 s after its booting began")
     waiting = {p.name: p.why for p in w.plan().pending if p.name != "security/fw-node-1"}
+    assert {p.name: p.node for p in w.plan().pending} == {f"security/fw-{n}": n for n in NODES}
     assert set(waiting.values()) == {
         "waits for its turn: KubeVirt applies a new template at a restart"
     }
