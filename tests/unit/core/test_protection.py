@@ -327,3 +327,38 @@ def test_a_vnf_deployment_no_binding_uses_is_a_warning_and_a_used_one_is_not() -
                     {"source": "live", "detail": "now"})  # fmt: skip
     (unused,) = [f for f in plan.findings if f.code == "unused"]
     assert (unused.subject, unused.text) == ("VnfDeployment/spare", unused_vnfs(state)[0][1])
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "warnings"),
+    [
+        (chain_of("fw", "ids"), chain_of("fw"),
+         ["Binding web-chain: 2 pods stop crossing ids (fw → ids becomes fw)"]),
+        (desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), vnf("ips"),
+                 binding("web-chain", "web", ["fw", "ids", "ips"], 10)),
+         desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), vnf("ips"),
+                 binding("web-chain", "web", "ips", 10)),
+         ["Binding web-chain: 2 pods stop crossing fw and ids (fw → ids → ips becomes ips)"]),
+        (chain_of("fw"), chain_of("fw", failurePolicy="fail-open"),
+         ["Binding web-chain: 2 pods fail open where they failed closed: while fw is unhealthy "
+          "their traffic bypasses it instead of being dropped"]),
+        (chain_of("fw", "ids"), chain_of("ids", failurePolicy="fail-open"),
+         ["Binding web-chain: 2 pods stop crossing fw (fw → ids becomes ids)",
+          "Binding web-chain: 2 pods fail open where they failed closed: while ids is unhealthy "
+          "their traffic bypasses it instead of being dropped"]),
+        # failing closed again or a new order weakens nothing; a hop lost where the pods
+        # already failed open is named, but not as a change to failing open
+        (chain_of("fw", failurePolicy="fail-open"), chain_of("fw"), []),
+        (chain_of("fw", "ids"), chain_of("ids", "fw"), []),
+        (chain_of("fw", "ids", failurePolicy="fail-open"),
+         chain_of("fw", failurePolicy="fail-open"),
+         ["Binding web-chain: 2 pods stop crossing ids (fw → ids becomes fw)"]),
+    ],
+)  # fmt: skip
+def test_a_route_that_loses_a_hop_or_starts_failing_open_is_a_review_warning(
+    before: object, after: object, warnings: list[str]
+) -> None:
+    from reconciler.core.views.typos import route_warnings
+
+    changes = protection_changes(before, cluster(SHOP), after)  # type: ignore[arg-type]
+    assert route_warnings(changes) == [("web-chain", text) for text in warnings]
