@@ -225,6 +225,7 @@ def test_live_a_removed_binding_names_its_group_and_vnfs_from_the_rows() -> None
         "removed", "web", ("ids",), 2)  # fmt: skip
     assert old.stop[0].label == "app=web"  # the group is still declared: its label is known
     assert (new.change, len(new.start), new.before) == ("added", 2, 0)
+    assert {p.label for p in new.start} == {"app=web"}  # the label that selects them
     gone = desired(sg("web", "app=web"))
     (removed,), _ = live_of(before, gone, OBSERVED)
     assert (removed.security_group, removed.vnfs) == ("web", ("ids",))
@@ -402,6 +403,7 @@ def test_a_binding_with_a_row_per_direction_has_one_route_with_both_legs() -> No
     assert (both.redirection, both.vnfs, both.failure_policy) == ("both", ("fw", "ids"), None)
     same = exit_fw.merged(route(["exit"], ["fw", "ips"], "fail-open"))
     assert same.legs == (("exit", ("fw", "ips"), "fail-close"),)
+    assert exit_fw.merged(route(["exit"], ["ids"])).legs == (("exit", ("fw", "ids"), "fail-close"),)
     assert route([], []).redirection == "none"
 
 
