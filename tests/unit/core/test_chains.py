@@ -417,6 +417,18 @@ def test_explain_shows_a_chain_hop_by_hop() -> None:
     assert e.status == "steered"
     (view,) = e.bindings
     assert view.vnf == ["ngfw", "ids"] and view.instance is None
+    # the chain as a whole: its worst VM state, and no health of its own (OVN has none)
+    assert (view.vm_state, view.health) == ("ok", "unknown")
+    assert view.health_detail.startswith("a chain's function has no health check")
+    # a later hop's VM gone (someone deleted it): the chain's state is that hop's
+    no_ids = dataclasses.replace(
+        live,
+        kube_objects=tuple(
+            o for o in live.kube_objects if (o.kind, o.name) != ("VirtualMachine", "ids-node-1")
+        ),
+    )
+    (gone,) = explain_pod(want, no_ids, compile_plan(want, no_ids, NF), "shop", "pci-1").bindings
+    assert (gone.vm_state, [h.vm_state for h in gone.hops]) == ("missing", ["ok", "missing"])
     assert [(h.vnf, h.instance, h.health) for h in view.hops] == [
         ("ngfw", "security/ngfw-node-1", "healthy"),
         ("ids", "security/ids-node-1", "healthy"),

@@ -171,6 +171,10 @@ def test_an_unselected_pod_is_as_declared_unless_our_rows_still_steer_it() -> No
     )
     e = explain("web-2", relabelled)
     assert (e.status, e.as_declared, e.groups) == ("pending", False, [])
+    assert e.warnings == [
+        "rows of an earlier apply still steer this pod although no Binding applies to it any "
+        "more: apply removes them"
+    ]
     # it was web's only member on node-2: the pair's rows go (no clock here, so no grace)
     assert ("Port_Group", "osc.web.node_2", "stale") in [(r.table, r.name, r.state) for r in e.ovn]
 
@@ -254,6 +258,9 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
     )
     e = explain("web-1", no_port)
     assert e.status == "not-steered" and e.port is None
+    assert {(b.name, b.steers, b.reason) for b in e.bindings} == {
+        (name, False, "the pod has no OVN port of its own yet") for name in ("web-ips", "web-fw")
+    }
     assert any(w.startswith("OVN has no port shop_web-1 for this pod yet") for w in e.warnings)
 
 
@@ -366,3 +373,20 @@ def test_the_command_names_the_pod_port_it_read(manifests: Path, tmp_path: Path)
     result = cli("explain", "shop/web-1", manifests, "--observed", snap)
     assert result.code == 3  # nothing applied yet: pending
     assert result.out.startswith("Pod shop/web-1 on node-1 (OVN port shop_web-1): not steered")
+
+
+def test_a_binding_held_until_its_vnf_is_healthy_is_said_with_why() -> None:
+    """Before the first apply the plan holds the steering (northd never probed the VNF): each
+    binding says why, and the pod's warnings say what that means for its traffic."""
+    e = explain("web-1", observed())
+    held = {b.name: b.held for b in e.bindings}
+    assert set(held) == {"web-ips", "web-fw"} and all(held.values())
+    assert [w for w in e.warnings if " is held: " in w] == [
+        f"Binding {name} on node-1 is held: {held[name]} (steering is switched on by the next "
+        "reconcile after OVN reports it healthy; until then the pod's traffic is not steered)"
+        for name in ("web-ips", "web-fw")
+    ]
+    assert {b.precedence for b in e.bindings} == {"after-network-policy"}
+    steady = explain("web-1", applied(DESIRED, observed()))
+    assert [b.held for b in steady.bindings] == ["", ""]
+    assert not [w for w in steady.warnings if " is held: " in w]
