@@ -420,6 +420,15 @@ def test_explain_shows_a_chain_hop_by_hop() -> None:
     # the chain as a whole: its worst VM state, and no health of its own (OVN has none)
     assert (view.vm_state, view.health) == ("ok", "unknown")
     assert view.health_detail.startswith("a chain's function has no health check")
+    # a hop OVN reports unhealthy: the chain's traffic is dropped there, whatever its policy
+    sick = dataclasses.replace(live, nf_active={**nf_active, "osc.ids.node_1.fail_open": None})
+    warned = explain_pod(want, sick, compile_plan(want, sick, NF), "shop", "pci-1").warnings
+    assert [w for w in warned if "healthy" in w] == [
+        "VNF ids of the chain of Binding pci-chain is not healthy as OVN reports it on node "
+        "node-1: the chain's traffic is dropped there (OVN cannot probe the chain itself, so its "
+        "failure policy cannot act)"
+    ]
+    assert not [w for w in e.warnings if "healthy" in w]
     # a later hop's VM gone (someone deleted it): the chain's state is that hop's
     no_ids = dataclasses.replace(
         live,

@@ -113,10 +113,22 @@ def test_health_is_what_ovn_reports_per_instance() -> None:
     health = {b.name: (b.healthy, b.health) for b in e.bindings}
     assert health == {"web-ips": (False, "not healthy"), "web-fw": (True, "healthy")}
     assert e.status == "steered"  # health is reported, not judged: fail-close acts as declared
-    assert (
+    assert [w for w in e.warnings if "healthy" in w] == [
         "VNF ips on node node-1 is not healthy as OVN reports it: Binding web-ips (fail-close) "
-        "drops the traffic it steers" in e.warnings
-    )
+        "drops the traffic it steers"
+    ]
+    fail_open = desired(
+        sg("web", "app=web", "tier=front", namespaces=["shop"]), vnf("fw"),
+        vnf("ips", nodeSelector={"ips": "yes"}),
+        binding("web-ips", "web", "ips", 5, failurePolicy="fail-open"),
+    )  # fmt: skip
+    live = dataclasses.replace(applied(fail_open, observed()), nb_global=nb_global)
+    live = dataclasses.replace(live, nf_active={"osc.ips.node_1.fail_open": None})
+    e = explain("web-1", live, fail_open)
+    assert [w for w in e.warnings if "healthy" in w] == [
+        "VNF ips on node node-1 is not healthy as OVN reports it: Binding web-ips (fail-open) "
+        "bypasses the VNF for the traffic it steers"
+    ]
 
 
 def test_a_selected_pod_on_a_node_without_the_vnf_is_not_steered() -> None:
@@ -233,6 +245,11 @@ def test_a_binding_shadowed_in_one_direction_only_has_no_shadowed_by() -> None:
     both = e.bindings[1]
     assert both.shadowed == {"to-lport": ["in-all"]} and both.shadowed_by is None
     assert "shadowed for to-lport traffic by in-all" in render_explain_text(e)
+    assert [w for w in e.warnings if "shadowed" in w] == [
+        "Binding both-http is shadowed for to-lport traffic by Binding in-all (evaluated first, "
+        "takes every packet it would take): a packet is steered by the first matching binding "
+        "only"
+    ]
 
 
 def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
