@@ -278,7 +278,10 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
     assert {(b.name, b.steers, b.reason) for b in e.bindings} == {
         (name, False, "the pod has no OVN port of its own yet") for name in ("web-ips", "web-fw")
     }
-    assert any(w.startswith("OVN has no port shop_web-1 for this pod yet") for w in e.warnings)
+    assert (
+        "OVN has no port shop_web-1 for this pod yet (OVN-Kubernetes adds it once the pod is "
+        "wired): nothing can steer it until then"
+    ) in e.warnings
 
 
 def test_an_old_port_of_a_recreated_pod_does_not_count() -> None:
@@ -289,7 +292,10 @@ def test_an_old_port_of_a_recreated_pod_does_not_count() -> None:
     )
     e = explain("web-1", dataclasses.replace(obs, pod_ports=ports))
     assert e.status == "not-steered"
-    assert any("belongs to an earlier pod of the same name" in w for w in e.warnings)
+    assert (
+        "OVN's port shop_web-1 belongs to an earlier pod of the same name (its iface-id-ver is "
+        "another UID): it is not steered until OVN-Kubernetes updates it"
+    ) in e.warnings
 
 
 def test_router_policy_rows_and_caveats() -> None:

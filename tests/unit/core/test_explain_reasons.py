@@ -100,3 +100,9 @@ def test_rows_a_removed_binding_left_are_stale_with_their_origin_and_node() -> N
     assert {r.node for r in stale} == {"node-1"}
     new = [r for r in e.ovn if r.origin == "Binding/web-fw2"]
     assert new and {r.state for r in new} == {"missing"}
+    # a stale row shows its live fields, a missing one what compile made; neither repeats
+    # the external_ids the origin and node were read from
+    assert all(r.fields and "external_ids" not in r.fields for r in e.ovn)
+    assert "node-1" in {r.node for r in new}
+    (acl,) = [r for r in stale if r.table == "ACL" and r.name.endswith(".to")]
+    assert acl.fields["match"].startswith("outport == @osc.web.node_1")
