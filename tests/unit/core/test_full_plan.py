@@ -4,6 +4,8 @@ one-shot compile leaves out."""
 
 from __future__ import annotations
 
+import pytest
+
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import KubeObject, Observed
@@ -105,13 +107,15 @@ def test_a_full_plan_keeps_the_health_index_of_what_it_was_made_from() -> None:
     assert made.health.observed is owned_only(observed, OURS)
 
 
-def test_a_one_shot_compile_builds_no_rows_of_pairs_that_cannot_be_present() -> None:
+@pytest.mark.parametrize("steering", ["network-function", "router-policy"])
+def test_a_one_shot_compile_builds_no_rows_of_pairs_that_cannot_be_present(steering: str) -> None:
     """``fw`` runs on both nodes, ``web`` has a member on node-1 only: node-2's pair has no
     member and no live Port_Group. The incremental planner needs its rows ready; a one-shot
     plan does not build them, and the target is the same."""
-    observed = cluster(PODS)
-    kept = compile_plan(WANT, observed, NF, potential=True)
-    one_shot = compile_plan(WANT, observed, NF, potential=False)
+    observed = cluster(PODS, nf=steering == "network-function")
+    options = CompileOptions(steering=steering)
+    kept = compile_plan(WANT, observed, options, potential=True)
+    one_shot = compile_plan(WANT, observed, options, potential=False)
     nodes = {r.node for r in kept.compiled.potential.values() if r.origin == "Binding/web-fw"}
     assert nodes == {"node-1", "node-2"}
     assert {
