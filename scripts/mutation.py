@@ -211,11 +211,13 @@ def drops(older: Mapping[str, Any], newer: Mapping[str, Any]) -> list[str]:
 
 def history(path: Path = RATCHET, rev: str = "HEAD") -> list[tuple[str, dict[str, Any]]]:
     """``(commit, ratchet file)`` of every commit that changed the file, oldest first (none
-    outside a git clone, or a shallow one without them)."""
+    outside a git clone, or a shallow one without them). Along the first parents only: a
+    branch measured in parallel joins with its merge commit, and its own commits, older than
+    the records it merges into, are no drop."""
     rel = path.relative_to(REPO).as_posix()
     try:
         log = subprocess.run(
-            ["git", "log", "--format=%H", rev, "--", rel],
+            ["git", "log", "--first-parent", "--format=%H", rev, "--", rel],
             cwd=REPO, capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
