@@ -315,14 +315,14 @@ def test_router_policy_rows_and_caveats() -> None:
     }
     assert {b.health for b in e.bindings} == {"unknown"}
     assert e.bindings[0].health_detail == "no health check with router-policy steering"
-    assert any(
-        w.startswith("router-policy steering reroutes routed traffic only") for w in e.warnings
-    )
+    assert e.warnings == [ROUTED_ONLY]
 
 
 def test_an_unknown_pod_is_a_user_error_with_a_hint() -> None:
     with pytest.raises(PodNotFound, match=r"pod shop/web1 not found \(did you mean shop/web-1\?\)"):
         explain("web1", observed())
+    with pytest.raises(PodNotFound, match=r"^pod shop/qqqqqq not found$"):  # nothing close
+        explain("qqqqqq", observed())
     with pytest.raises(PodNotFound, match="no pod at all in namespace nowhere"):
         explain("web-1", observed(), namespace="nowhere")
 
@@ -413,3 +413,40 @@ def test_a_binding_held_until_its_vnf_is_healthy_is_said_with_why() -> None:
     steady = explain("web-1", applied(DESIRED, observed()))
     assert [b.held for b in steady.bindings] == ["", ""]
     assert not [w for w in steady.warnings if " is held: " in w]
+
+
+TIED = desired(
+    sg("web", "app=web"), sg("front", "tier=front"),
+    vnf("fw", healthCheck={"enabled": False}), vnf("ips"),
+    binding("a", "web", "fw", 10), binding("b", "front", "ips", 10),
+)  # fmt: skip
+SHADOWED = (
+    "Binding b is shadowed for to-lport traffic by Binding a (evaluated first, takes every packet "
+    "it would take): a packet is steered by the first matching binding only"
+)
+ROUTED_ONLY = (
+    "router-policy steering reroutes routed traffic only: traffic between this pod and pods on "
+    "its own node is not steered, and failurePolicy cannot act (no health check)"
+)
+
+
+def test_the_warnings_of_one_pod_are_its_backends() -> None:
+    """Two groups of the pod bound with the same order: a tie (of order and precedence where
+    ACLs are tiered); a VNF without health check; router policies steer routed traffic only and
+    have no health check at all, so they say so instead."""
+    e = explain("web-2", applied(TIED, observed()), TIED)
+    assert e.warnings == [
+        SHADOWED,
+        "Bindings a, b (different groups of this pod) have the same order and precedence: their "
+        "rows have the same priority, and OVN picks either for a packet both match",
+        "VnfDeployment fw has healthCheck.enabled: false: OVN counts it healthy whenever its "
+        "ports are bound, so the failure policy cannot act for this pod",
+    ]
+    routed = CompileOptions(steering="router-policy")
+    e = explain("web-2", applied(TIED, observed(nf=False), routed), TIED, options=routed)
+    assert e.warnings == [
+        SHADOWED,
+        "Bindings a, b (different groups of this pod) have the same order: their rows have the "
+        "same priority, and OVN picks either for a packet both match",
+        ROUTED_ONLY,
+    ]
