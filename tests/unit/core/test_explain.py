@@ -259,6 +259,7 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
         network_policies=(
             NetworkPolicy("shop", "deny-all", {}),
             NetworkPolicy("shop", "db-only", {"matchLabels": {"app": "db"}}),
+            NetworkPolicy("shop", "front-only", {"matchLabels": {"tier": "front"}}),
         ),
         switches=(Switch("node-1", "10.244.1.0/24", load_balancers=True), *obs.switches[1:]),
     )
@@ -269,6 +270,9 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
         "it allows are not steered (precedence after-network-policy)" in e.warnings
     )
     assert not [w for w in e.warnings if "db-only" in w]
+    # a policy the plan found selecting other steered pods (web-2) is not this pod's
+    assert any("front-only" in f.text for f in compile_plan(DESIRED, obs, NF).target.findings)
+    assert not [w for w in e.warnings if "front-only" in w]
     assert any(w.startswith("switch node-1 has load balancers") for w in e.warnings)
     no_port = dataclasses.replace(
         obs, pod_ports=tuple(p for p in obs.pod_ports if p.name != "shop_web-1")
