@@ -414,6 +414,12 @@ def test_a_binding_held_until_its_vnf_is_healthy_is_said_with_why() -> None:
         for name in ("web-ips", "web-fw")
     ]
     assert {b.precedence for b in e.bindings} == {"after-network-policy"}
+    # once applied, only the held steering is missing: the pod's status says it is held
+    from reconciler.core.planning.full import make_plan
+    from tests.support.simulate import apply_to
+
+    once = with_live(observed(), apply_to(live_of(observed()), make_plan(DESIRED, observed(), NF)))
+    assert explain("web-1", once).status == "held"
     steady = explain("web-1", applied(DESIRED, observed()))
     assert [b.held for b in steady.bindings] == ["", ""]
     assert not [w for w in steady.warnings if " is held: " in w]
@@ -453,4 +459,20 @@ def test_the_warnings_of_one_pod_are_its_backends() -> None:
         "Bindings a, b (different groups of this pod) have the same order: their rows have the "
         "same priority, and OVN picks either for a packet both match",
         ROUTED_ONLY,
+    ]
+
+
+def test_under_tiered_acls_the_earlier_tier_goes_first_and_is_no_tie() -> None:
+    """With the same order, a binding before NetworkPolicy (an earlier ACL tier) is evaluated
+    first and shadows the other: they are not tied."""
+    tiers = desired(
+        sg("web", "app=web"), sg("front", "tier=front"), vnf("fw"), vnf("ips"),
+        binding("a", "web", "fw", 10),
+        binding("b", "front", "ips", 10, precedence="before-network-policy"),
+    )  # fmt: skip
+    e = explain("web-2", applied(tiers, observed()), tiers)
+    assert [b.name for b in e.bindings] == ["b", "a"]
+    assert e.warnings == [
+        "Binding a is shadowed for to-lport traffic by Binding b (evaluated first, takes every "
+        "packet it would take): a packet is steered by the first matching binding only"
     ]
