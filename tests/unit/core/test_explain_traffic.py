@@ -59,7 +59,7 @@ def counted(
     crossed: int, talking: dict[str, int], instance: str = "firewall-node-1"
 ) -> dict[str, BinderReport]:
     record = {"ok": True, "traffic": [{"instance": instance, "crossed_last_minute": crossed}],
-              "pods_talking": talking}  # fmt: skip
+              "pods_talking": talking, "traffic_sampled_at": "2026-11-27T10:00:00Z"}  # fmt: skip
     return {"node-1": BinderReport("node-1", record, fresh=True)}
 
 

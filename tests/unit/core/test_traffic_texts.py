@@ -153,7 +153,8 @@ def test_a_silent_instance_names_five_of_its_pods_at_most() -> None:
 
 
 def binder_record(**fields: Any) -> dict[str, Any]:
-    return {"role": "binder", "node": "node-1", "ok": True, **fields}
+    return {"role": "binder", "node": "node-1", "ok": True,
+            "traffic_sampled_at": "2026-11-27T10:00:00Z", **fields}  # fmt: skip
 
 
 def traffic_of(instance: str, crossed: int | None) -> dict[str, Any]:
@@ -186,6 +187,9 @@ def test_explain_judges_an_instance_on_the_pods_steered_through_it() -> None:
     no_talk = BinderReport("node-1", binder_record(traffic=[traffic_of("firewall-node-1", 0)]),
                            fresh=True)  # fmt: skip
     assert instance_traffic_line(no_talk, "firewall-node-1", pods)[0] == QUIET
+    # the pods' counters not sampled yet: unknown, as status says (node_traffic), not quiet
+    unsampled = BinderReport("node-1", {**no_talk.record, "traffic_sampled_at": None}, fresh=True)
+    assert instance_traffic_line(unsampled, "firewall-node-1", pods)[0] == UNKNOWN
     not_yet = BinderReport("node-1", binder_record(traffic=[traffic_of("firewall-node-1", None)]),
                            fresh=True)  # fmt: skip
     assert instance_traffic_line(not_yet, "firewall-node-1", pods) == (
