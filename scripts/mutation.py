@@ -211,11 +211,13 @@ def drops(older: Mapping[str, Any], newer: Mapping[str, Any]) -> list[str]:
 
 def history(path: Path = RATCHET, rev: str = "HEAD") -> list[tuple[str, dict[str, Any]]]:
     """``(commit, ratchet file)`` of every commit that changed the file, oldest first (none
-    outside a git clone, or a shallow one without them)."""
+    outside a git clone, or a shallow one without them). Along the first parents only: a
+    branch measured in parallel joins with its merge commit, and its own commits, older than
+    the records it merges into, are no drop."""
     rel = path.relative_to(REPO).as_posix()
     try:
         log = subprocess.run(
-            ["git", "log", "--format=%H", rev, "--", rel],
+            ["git", "log", "--first-parent", "--format=%H", rev, "--", rel],
             cwd=REPO, capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
@@ -282,14 +284,30 @@ def ensure_mutmut() -> str:
 
 def globs(modules: Iterable[str]) -> list[str]:
     """mutmut's mutant-name patterns for ``compiling/diff``, ``reconciler/core/compiling/diff.py``
-    or ``reconciler.core.compiling.diff``."""
+    or ``reconciler.core.compiling.diff``. A package's ``__init__`` (``steering/__init__``) has
+    mutants named after the package (``reconciler.core.steering.x_backend_for__mutmut_1``): its
+    patterns are the package's functions (``x_``) and methods (``xǁ``), not its modules'."""
     out = []
-    for module in modules:
-        dotted = module.removesuffix(".py").replace("/", ".")
-        if not dotted.startswith("reconciler."):
-            dotted = "reconciler.core." + dotted.removeprefix("core.")
-        out.append(f"{dotted}.*")
+    for dotted in map(_dotted, modules):
+        if dotted.endswith(".__init__"):
+            package = dotted.removesuffix(".__init__")
+            out += [f"{package}.x_*", f"{package}.xǁ*"]
+        else:
+            out.append(f"{dotted}.*")
     return out
+
+
+def _dotted(module: str) -> str:
+    dotted = module.removesuffix(".py").replace("/", ".")
+    if not dotted.startswith("reconciler."):
+        dotted = "reconciler.core." + dotted.removeprefix("core.")
+    return dotted
+
+
+def paths(modules: Iterable[str]) -> set[str]:
+    """The files of the modules given as :func:`globs` takes them
+    (``reconciler/core/compiling/diff.py``)."""
+    return {_dotted(module).replace(".", "/") + ".py" for module in modules}
 
 
 def run_mutmut(patterns: list[str], children: int, log: Path) -> int:
@@ -353,7 +371,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     patterns = globs(args.modules)
     if args.survivors:
         scores = read_scores()
-        wanted = {p.removesuffix(".*").replace(".", "/") + ".py" for p in patterns}
+        wanted = paths(args.modules)
         names = [
             n
             for m, s in scores.items()
@@ -362,7 +380,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         ]
         if not names:
             print("mutation: no survivors to run again", file=sys.stderr)
-            return report(only=patterns)
+            return report(only=args.modules)
         patterns_run = names
     else:
         patterns_run = patterns
@@ -374,13 +392,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"mutation: mutmut exited with {code}; the end of its log:", file=sys.stderr)
         print(log.read_text("utf-8", "replace")[-3000:], file=sys.stderr)
         return code
-    return report(only=patterns)
+    return report(only=args.modules)
 
 
 def report(only: list[str] | None = None, update: bool = True) -> int:
+    """The scores (of the modules ``only`` names, as :func:`globs` takes them)."""
     scores = read_scores()
     if only:
-        wanted = {p.removesuffix(".*").replace(".", "/") + ".py" for p in only}
+        wanted = paths(only)
         scores = {m: s for m, s in scores.items() if m in wanted}
     ratchet = load_ratchet()
     print(table(scores, ratchet.get("modules", {})))
@@ -404,12 +423,12 @@ def report(only: list[str] | None = None, update: bool = True) -> int:
 
 
 def cmd_scores(args: argparse.Namespace) -> int:
-    return report(only=globs(args.modules) or None, update=False)
+    return report(only=args.modules or None, update=False)
 
 
 def cmd_survivors(args: argparse.Namespace) -> int:
     scores = read_scores()
-    wanted = {p.removesuffix(".*").replace(".", "/") + ".py" for p in globs(args.modules)}
+    wanted = paths(args.modules)
     mutmut = Path(sys.executable).with_name("mutmut")
     for module, score in sorted(scores.items()):
         if wanted and module not in wanted:

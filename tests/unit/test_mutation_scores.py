@@ -103,6 +103,15 @@ def test_module_names_become_mutmut_patterns() -> None:
         "reconciler.core.compiling.diff.*",
         "reconciler.core.views.typos.*",
     ]
+    # a package's __init__: its own functions and methods, not its modules'
+    assert m.globs(["steering/__init__"]) == [
+        "reconciler.core.steering.x_*",
+        "reconciler.core.steering.x\u01c1*",
+    ]
+    assert m.paths(["steering/__init__", "compiling/diff.py"]) == {
+        "reconciler/core/steering/__init__.py",
+        "reconciler/core/compiling/diff.py",
+    }
 
 
 def test_a_test_map_made_on_other_code_is_made_again(tmp_path: Path) -> None:

@@ -64,7 +64,7 @@ def check_label_key(key: str) -> str:
         )
     if not _LABEL_NAME.fullmatch(name):
         raise ValueError(
-            f"label key {key!r}: name {name!r} {_label_fault(name, empty_ok=False)}; it must be "
+            f"label key {key!r}: name {name!r} {_label_fault(name)}; it must be "
             "1-63 characters of letters, digits, '-', '_' or '.', starting and ending with a "
             "letter or digit"
         )
@@ -74,14 +74,15 @@ def check_label_key(key: str) -> str:
 _LABEL_CHARS = re.compile(r"[-A-Za-z0-9_.]")
 
 
-def _label_fault(text: str, *, empty_ok: bool) -> str:
+def _label_fault(text: str) -> str:
     """What exactly is wrong with a label name or value (one cause, not the whole rule): a
-    character, the length, or the first/last character."""
+    character, emptiness (a name's: an empty value is valid and never asked about), the
+    length, or the first/last character."""
     bad = next((c for c in text if not _LABEL_CHARS.fullmatch(c)), None)
     if bad is not None:
         shown = {" ": "a space", "\t": "a tab", "\n": "a line break"}.get(bad, repr(bad))
         return f"contains {shown}"
-    if not text and not empty_ok:
+    if not text:
         return "is empty"
     if len(text) > 63:
         return f"is {len(text)} characters long, more than 63"
@@ -92,7 +93,7 @@ def check_label_value(value: str) -> str:
     """Validate a Kubernetes label value (empty, or 63 chars of ``[A-Za-z0-9-_.]``)."""
     if not _LABEL_VALUE.fullmatch(value):
         raise ValueError(
-            f"label value {value!r} {_label_fault(value, empty_ok=True)}; it must be at most 63 "
+            f"label value {value!r} {_label_fault(value)}; it must be at most 63 "
             "characters of letters, digits, '-', '_' or '.', starting and ending with a letter or "
             "digit"
         )

@@ -206,12 +206,10 @@ def _gaps(taken: Intervals) -> Intervals:
     low, high = ALL_PORTS
     gaps: Intervals = []
     for start, end in taken:
-        if start > low:
-            gaps.append((low, start - 1))
+        gaps.append((low, start - 1))
         low = end + 1
-    if low <= high:
-        gaps.append((low, high))
-    return gaps
+    gaps.append((low, high))
+    return [(start, end) for start, end in gaps if start <= end]
 
 
 def subtract(filters: Iterable[Traffic], taken: Iterable[Traffic]) -> tuple[Traffic, ...]:

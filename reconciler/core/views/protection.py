@@ -119,6 +119,7 @@ EXIT, ENTRY = "exit", "entry"
 """A route's directions: ``exit`` is traffic to the pod (exit-lport, to-lport ACLs), ``entry``
 traffic from it (entry-lport, from-lport ACLs)."""
 _REDIRECTION = {(EXIT,): "exit-lport", (ENTRY,): "entry-lport", (ENTRY, EXIT): "both"}
+_DIRECTIONS = {words: directions for directions, words in _REDIRECTION.items()}
 
 Leg = tuple[str, tuple[str, ...], str | None]
 """``(direction, the VNFs crossed in order, failure policy or None)``."""
@@ -323,7 +324,7 @@ def manifest_route(binding: Binding) -> Route:
 
 
 def _directions_of(redirection: str) -> tuple[str, ...]:
-    return next((d for d, r in _REDIRECTION.items() if r == redirection), (EXIT,))
+    return _DIRECTIONS[redirection]
 
 
 @dataclass(frozen=True, slots=True)

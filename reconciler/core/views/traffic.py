@@ -252,7 +252,9 @@ def instance_traffic_line(
     crossed = traffic.get("crossed_last_minute")
     talking = record.get("pods_talking") or {}
     who = [p for p in pods if talking.get(p)]
-    pods_talked = sum(int(talking[p]) for p in who) if talking is not None else None
+    # as node_traffic: the pods' counters are known once the binder sampled them
+    sampled = record.get("traffic_sampled_at") is not None
+    pods_talked = sum(int(talking[p]) for p in who) if sampled else None
     kind = verdict(crossed, pods_talked)
     return kind, verdict_text(kind, crossed, pods_talked, who)
 

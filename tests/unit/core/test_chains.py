@@ -417,6 +417,27 @@ def test_explain_shows_a_chain_hop_by_hop() -> None:
     assert e.status == "steered"
     (view,) = e.bindings
     assert view.vnf == ["ngfw", "ids"] and view.instance is None
+    # the chain as a whole: its worst VM state, and no health of its own (OVN has none)
+    assert (view.vm_state, view.health) == ("ok", "unknown")
+    assert view.health_detail.startswith("a chain's function has no health check")
+    # a hop OVN reports unhealthy: the chain's traffic is dropped there, whatever its policy
+    sick = dataclasses.replace(live, nf_active={**nf_active, "osc.ids.node_1.fail_open": None})
+    warned = explain_pod(want, sick, compile_plan(want, sick, NF), "shop", "pci-1").warnings
+    assert [w for w in warned if "healthy" in w] == [
+        "VNF ids of the chain of Binding pci-chain is not healthy as OVN reports it on node "
+        "node-1: the chain's traffic is dropped there (OVN cannot probe the chain itself, so its "
+        "failure policy cannot act)"
+    ]
+    assert not [w for w in e.warnings if "healthy" in w]
+    # a later hop's VM gone (someone deleted it): the chain's state is that hop's
+    no_ids = dataclasses.replace(
+        live,
+        kube_objects=tuple(
+            o for o in live.kube_objects if (o.kind, o.name) != ("VirtualMachine", "ids-node-1")
+        ),
+    )
+    (gone,) = explain_pod(want, no_ids, compile_plan(want, no_ids, NF), "shop", "pci-1").bindings
+    assert (gone.vm_state, [h.vm_state for h in gone.hops]) == ("missing", ["ok", "missing"])
     assert [(h.vnf, h.instance, h.health) for h in view.hops] == [
         ("ngfw", "security/ngfw-node-1", "healthy"),
         ("ids", "security/ids-node-1", "healthy"),
@@ -438,3 +459,90 @@ def test_explain_shows_a_chain_hop_by_hop() -> None:
     (view,) = other.bindings
     assert other.status == "not-steered" and not view.steers
     assert view.reason.startswith("its chain ngfw -> ids is incomplete there: VnfDeployment ids")
+
+
+def test_three_hops_are_wired_in_list_order_in_both_directions() -> None:
+    """Entry (from the pod): in at ngfw's in NIC, ngfw out -> av in, av out -> ids in, out at
+    ids' out NIC. Exit (to the pod, sent into the function's out port): out at ngfw's out NIC,
+    ngfw in -> av out, av in -> ids out, in at ids' in NIC. A request crosses ngfw first,
+    then av, then ids, either way."""
+    target = _target(binding("pci-chain", "pci", ["ngfw", "av", "ids"], 10, redirection="both"))
+    lsps = _rows(target, "Logical_Switch_Port", "node-1")
+
+    def parents(direction: str) -> dict[str, str]:
+        stem = f"3_{direction}_ngfw_av_ids_node-1"
+        names = {
+            "in": f"nfc{stem}_in", "out": f"nfc{stem}_out",
+            "1a": f"nfl{stem}_1a", "1b": f"nfl{stem}_1b",
+            "2a": f"nfl{stem}_2a", "2b": f"nfl{stem}_2b",
+        }  # fmt: skip
+        return {part: lsps[name]["parent_name"] for part, name in names.items()}
+
+    assert parents("entry") == {
+        "in": "nf_ngfw_node-1_in", "1a": "nf_ngfw_node-1_out", "1b": "nf_av_node-1_in",
+        "2a": "nf_av_node-1_out", "2b": "nf_ids_node-1_in", "out": "nf_ids_node-1_out",
+    }  # fmt: skip
+    assert parents("exit") == {
+        "out": "nf_ngfw_node-1_out", "1a": "nf_ngfw_node-1_in", "1b": "nf_av_node-1_out",
+        "2a": "nf_av_node-1_in", "2b": "nf_ids_node-1_out", "in": "nf_ids_node-1_in",
+    }  # fmt: skip
+
+
+def _wire(*hops: str) -> Any:
+    from reconciler.core.steering.chains import Wire
+
+    return Wire(tuple(hops), "exit", "node-1", ())
+
+
+def test_a_wiring_keeps_its_live_tag_and_the_new_ones_after_it_take_free_tags() -> None:
+    from reconciler.core.model.observed import OvnRow
+    from reconciler.core.steering.chains import allocate_tags
+
+    kept, new = _wire("a", "b"), _wire("c", "d")
+    port = kept.port("in")
+    live = Observed(ovn_rows=(
+        OvnRow("Logical_Switch_Port", port, {"name": port, "tag_request": 7,
+                                             "external_ids": {own.CHAIN: "a,b"}}),
+        # a port of no chain's (no osc.io/chain), and a row of another table, hold no tag
+        OvnRow("Logical_Switch_Port", "x", {"tag_request": 1, "external_ids": {}}),
+    ))  # fmt: skip
+    assert allocate_tags([kept.key, new.key], [kept, new], live) == {kept.key: 7, new.key: 1}
+
+
+def test_vlan_tags_run_out_after_4094_chain_wirings() -> None:
+    from reconciler.core.steering.chains import MAX_TAG, allocate_tags
+
+    keys = [(("a", f"h{i:04d}"), "exit") for i in range(MAX_TAG + 1)]
+    tags = allocate_tags(keys[:MAX_TAG], [], Observed())
+    assert sorted(tags.values()) == list(range(1, 4095))
+    with pytest.raises(CompileError) as refused:
+        allocate_tags(keys, [], Observed())
+    assert str(refused.value) == (
+        "VLAN tags for service chains exhausted: 4095 chain wirings need one each and 802.1Q "
+        "has 4094; use fewer distinct chains"
+    )
+
+
+def test_a_chain_that_loses_hops_says_which_and_what_its_traffic_crosses_meanwhile() -> None:
+    chain = binding("pci-chain", "pci", ["ngfw", "av", "ids"], 10, failurePolicy="fail-open")
+    want = desired(sg("pci", "app=pci"), vnf("ngfw"), vnf("ids"), vnf("av"), chain)
+    healthy = compile_target(want, cluster(PODS), NF)
+
+    def finding(dead: set[str]) -> Any:
+        observed = cluster(PODS, nf_active=_health(healthy, "node-1", dead))
+        target = compile_target(want, observed, NF)
+        (found,) = [f for f in target.findings if f.code == "health-check"]
+        return found
+
+    one = finding({"av"})
+    assert (one.subject, one.node, one.text) == (
+        "Binding/pci-chain", "node-1",
+        "Binding pci-chain: VnfDeployment av of the chain ngfw -> av -> ids is not healthy on "
+        "node node-1 as OVN reports it and may fail open: the chain's traffic there crosses "
+        "ngfw -> ids until it is healthy again",
+    )  # fmt: skip
+    assert finding({"ngfw", "av", "ids"}).text == (
+        "Binding pci-chain: VnfDeployment ngfw, av, ids of the chain ngfw -> av -> ids is not "
+        "healthy on node node-1 as OVN reports it and may fail open: the chain's traffic there "
+        "crosses no VNF at all until it is healthy again"
+    )

@@ -113,10 +113,22 @@ def test_health_is_what_ovn_reports_per_instance() -> None:
     health = {b.name: (b.healthy, b.health) for b in e.bindings}
     assert health == {"web-ips": (False, "not healthy"), "web-fw": (True, "healthy")}
     assert e.status == "steered"  # health is reported, not judged: fail-close acts as declared
-    assert (
+    assert [w for w in e.warnings if "healthy" in w] == [
         "VNF ips on node node-1 is not healthy as OVN reports it: Binding web-ips (fail-close) "
-        "drops the traffic it steers" in e.warnings
-    )
+        "drops the traffic it steers"
+    ]
+    fail_open = desired(
+        sg("web", "app=web", "tier=front", namespaces=["shop"]), vnf("fw"),
+        vnf("ips", nodeSelector={"ips": "yes"}),
+        binding("web-ips", "web", "ips", 5, failurePolicy="fail-open"),
+    )  # fmt: skip
+    live = dataclasses.replace(applied(fail_open, observed()), nb_global=nb_global)
+    live = dataclasses.replace(live, nf_active={"osc.ips.node_1.fail_open": None})
+    e = explain("web-1", live, fail_open)
+    assert [w for w in e.warnings if "healthy" in w] == [
+        "VNF ips on node node-1 is not healthy as OVN reports it: Binding web-ips (fail-open) "
+        "bypasses the VNF for the traffic it steers"
+    ]
 
 
 def test_a_selected_pod_on_a_node_without_the_vnf_is_not_steered() -> None:
@@ -171,6 +183,10 @@ def test_an_unselected_pod_is_as_declared_unless_our_rows_still_steer_it() -> No
     )
     e = explain("web-2", relabelled)
     assert (e.status, e.as_declared, e.groups) == ("pending", False, [])
+    assert e.warnings == [
+        "rows of an earlier apply still steer this pod although no Binding applies to it any "
+        "more: apply removes them"
+    ]
     # it was web's only member on node-2: the pair's rows go (no clock here, so no grace)
     assert ("Port_Group", "osc.web.node_2", "stale") in [(r.table, r.name, r.state) for r in e.ovn]
 
@@ -229,6 +245,11 @@ def test_a_binding_shadowed_in_one_direction_only_has_no_shadowed_by() -> None:
     both = e.bindings[1]
     assert both.shadowed == {"to-lport": ["in-all"]} and both.shadowed_by is None
     assert "shadowed for to-lport traffic by in-all" in render_explain_text(e)
+    assert [w for w in e.warnings if "shadowed" in w] == [
+        "Binding both-http is shadowed for to-lport traffic by Binding in-all (evaluated first, "
+        "takes every packet it would take): a packet is steered by the first matching binding "
+        "only"
+    ]
 
 
 def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
@@ -238,6 +259,7 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
         network_policies=(
             NetworkPolicy("shop", "deny-all", {}),
             NetworkPolicy("shop", "db-only", {"matchLabels": {"app": "db"}}),
+            NetworkPolicy("shop", "front-only", {"matchLabels": {"tier": "front"}}),
         ),
         switches=(Switch("node-1", "10.244.1.0/24", load_balancers=True), *obs.switches[1:]),
     )
@@ -248,13 +270,22 @@ def test_network_policy_load_balancer_and_missing_port_warnings() -> None:
         "it allows are not steered (precedence after-network-policy)" in e.warnings
     )
     assert not [w for w in e.warnings if "db-only" in w]
+    # a policy the plan found selecting other steered pods (web-2) is not this pod's
+    assert any("front-only" in f.text for f in compile_plan(DESIRED, obs, NF).target.findings)
+    assert not [w for w in e.warnings if "front-only" in w]
     assert any(w.startswith("switch node-1 has load balancers") for w in e.warnings)
     no_port = dataclasses.replace(
         obs, pod_ports=tuple(p for p in obs.pod_ports if p.name != "shop_web-1")
     )
     e = explain("web-1", no_port)
     assert e.status == "not-steered" and e.port is None
-    assert any(w.startswith("OVN has no port shop_web-1 for this pod yet") for w in e.warnings)
+    assert {(b.name, b.steers, b.reason) for b in e.bindings} == {
+        (name, False, "the pod has no OVN port of its own yet") for name in ("web-ips", "web-fw")
+    }
+    assert (
+        "OVN has no port shop_web-1 for this pod yet (OVN-Kubernetes adds it once the pod is "
+        "wired): nothing can steer it until then"
+    ) in e.warnings
 
 
 def test_an_old_port_of_a_recreated_pod_does_not_count() -> None:
@@ -265,7 +296,10 @@ def test_an_old_port_of_a_recreated_pod_does_not_count() -> None:
     )
     e = explain("web-1", dataclasses.replace(obs, pod_ports=ports))
     assert e.status == "not-steered"
-    assert any("belongs to an earlier pod of the same name" in w for w in e.warnings)
+    assert (
+        "OVN's port shop_web-1 belongs to an earlier pod of the same name (its iface-id-ver is "
+        "another UID): it is not steered until OVN-Kubernetes updates it"
+    ) in e.warnings
 
 
 def test_router_policy_rows_and_caveats() -> None:
@@ -285,14 +319,14 @@ def test_router_policy_rows_and_caveats() -> None:
     }
     assert {b.health for b in e.bindings} == {"unknown"}
     assert e.bindings[0].health_detail == "no health check with router-policy steering"
-    assert any(
-        w.startswith("router-policy steering reroutes routed traffic only") for w in e.warnings
-    )
+    assert e.warnings == [ROUTED_ONLY]
 
 
 def test_an_unknown_pod_is_a_user_error_with_a_hint() -> None:
     with pytest.raises(PodNotFound, match=r"pod shop/web1 not found \(did you mean shop/web-1\?\)"):
         explain("web1", observed())
+    with pytest.raises(PodNotFound, match=r"^pod shop/qqqqqq not found$"):  # nothing close
+        explain("qqqqqq", observed())
     with pytest.raises(PodNotFound, match="no pod at all in namespace nowhere"):
         explain("web-1", observed(), namespace="nowhere")
 
@@ -366,3 +400,79 @@ def test_the_command_names_the_pod_port_it_read(manifests: Path, tmp_path: Path)
     result = cli("explain", "shop/web-1", manifests, "--observed", snap)
     assert result.code == 3  # nothing applied yet: pending
     assert result.out.startswith("Pod shop/web-1 on node-1 (OVN port shop_web-1): not steered")
+
+
+def test_a_binding_held_until_its_vnf_is_healthy_is_said_with_why() -> None:
+    """Before the first apply the plan holds the steering (northd never probed the VNF): each
+    binding says why, and the pod's warnings say what that means for its traffic."""
+    e = explain("web-1", observed())
+    held = {b.name: b.held for b in e.bindings}
+    assert set(held) == {"web-ips", "web-fw"} and all(held.values())
+    assert [w for w in e.warnings if " is held: " in w] == [
+        f"Binding {name} on node-1 is held: {held[name]} (steering is switched on by the next "
+        "reconcile after OVN reports it healthy; until then the pod's traffic is not steered)"
+        for name in ("web-ips", "web-fw")
+    ]
+    assert {b.precedence for b in e.bindings} == {"after-network-policy"}
+    # once applied, only the held steering is missing: the pod's status says it is held
+    from reconciler.core.planning.full import make_plan
+    from tests.support.simulate import apply_to
+
+    once = with_live(observed(), apply_to(live_of(observed()), make_plan(DESIRED, observed(), NF)))
+    assert explain("web-1", once).status == "held"
+    steady = explain("web-1", applied(DESIRED, observed()))
+    assert [b.held for b in steady.bindings] == ["", ""]
+    assert not [w for w in steady.warnings if " is held: " in w]
+
+
+TIED = desired(
+    sg("web", "app=web"), sg("front", "tier=front"),
+    vnf("fw", healthCheck={"enabled": False}), vnf("ips"),
+    binding("a", "web", "fw", 10), binding("b", "front", "ips", 10),
+)  # fmt: skip
+SHADOWED = (
+    "Binding b is shadowed for to-lport traffic by Binding a (evaluated first, takes every packet "
+    "it would take): a packet is steered by the first matching binding only"
+)
+ROUTED_ONLY = (
+    "router-policy steering reroutes routed traffic only: traffic between this pod and pods on "
+    "its own node is not steered, and failurePolicy cannot act (no health check)"
+)
+
+
+def test_the_warnings_of_one_pod_are_its_backends() -> None:
+    """Two groups of the pod bound with the same order: a tie (of order and precedence where
+    ACLs are tiered); a VNF without health check; router policies steer routed traffic only and
+    have no health check at all, so they say so instead."""
+    e = explain("web-2", applied(TIED, observed()), TIED)
+    assert e.warnings == [
+        SHADOWED,
+        "Bindings a, b (different groups of this pod) have the same order and precedence: their "
+        "rows have the same priority, and OVN picks either for a packet both match",
+        "VnfDeployment fw has healthCheck.enabled: false: OVN counts it healthy whenever its "
+        "ports are bound, so the failure policy cannot act for this pod",
+    ]
+    routed = CompileOptions(steering="router-policy")
+    e = explain("web-2", applied(TIED, observed(nf=False), routed), TIED, options=routed)
+    assert e.warnings == [
+        SHADOWED,
+        "Bindings a, b (different groups of this pod) have the same order: their rows have the "
+        "same priority, and OVN picks either for a packet both match",
+        ROUTED_ONLY,
+    ]
+
+
+def test_under_tiered_acls_the_earlier_tier_goes_first_and_is_no_tie() -> None:
+    """With the same order, a binding before NetworkPolicy (an earlier ACL tier) is evaluated
+    first and shadows the other: they are not tied."""
+    tiers = desired(
+        sg("web", "app=web"), sg("front", "tier=front"), vnf("fw"), vnf("ips"),
+        binding("a", "web", "fw", 10),
+        binding("b", "front", "ips", 10, precedence="before-network-policy"),
+    )  # fmt: skip
+    e = explain("web-2", applied(tiers, observed()), tiers)
+    assert [b.name for b in e.bindings] == ["b", "a"]
+    assert e.warnings == [
+        "Binding a is shadowed for to-lport traffic by Binding b (evaluated first, takes every "
+        "packet it would take): a packet is steered by the first matching binding only"
+    ]

@@ -68,6 +68,7 @@ def test_a_pod_not_scheduled_yet() -> None:
     assert e.node is None
     assert not e.bindings[0].steers
     assert e.bindings[0].health_detail == "no VNF instance on the pod's node"
+    assert e.bindings[0].reason == "the pod has no OVN port of its own yet"
 
 
 def test_an_incomplete_chain_names_the_vnf_missing_on_the_node() -> None:
@@ -100,3 +101,24 @@ def test_rows_a_removed_binding_left_are_stale_with_their_origin_and_node() -> N
     assert {r.node for r in stale} == {"node-1"}
     new = [r for r in e.ovn if r.origin == "Binding/web-fw2"]
     assert new and {r.state for r in new} == {"missing"}
+    # a stale row shows its live fields, a missing one what compile made; neither repeats
+    # the external_ids the origin and node were read from
+    assert all(r.fields and "external_ids" not in r.fields for r in e.ovn)
+    assert "node-1" in {r.node for r in new}
+    (acl,) = [r for r in stale if r.table == "ACL" and r.name.endswith(".to")]
+    assert acl.fields["match"].startswith("outport == @osc.web.node_1")
+
+
+def test_every_group_the_pod_carries_a_label_of_is_judged_in_name_order() -> None:
+    """A group that does not look in the pod's namespace is said (with the namespaces it looks
+    in) and does not stop the later groups from selecting the pod."""
+    want = desired(
+        sg("a-other", "app=web", namespaces=["ops", "payments"]), sg("b-none", "app=none"),
+        sg("c-web", "app=web"), vnf("fw"), binding("web-fw", "c-web", "fw", 10),
+    )  # fmt: skip
+    e = explain(want, converge(want, cluster(PODS), NF))
+    assert [(g.name, g.label, g.bound) for g in e.groups] == [("c-web", "app=web", True)]
+    assert e.warnings[0] == (
+        "SecurityGroup a-other: the pod carries app=web, but the group only looks in "
+        "namespace(s) ops, payments: not a member"
+    )

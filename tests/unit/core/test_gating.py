@@ -8,7 +8,7 @@ import dataclasses
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model.desired import Desired
-from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Pending
+from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding, Pending
 from reconciler.core.model.observed import NbGlobal, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
@@ -176,7 +176,16 @@ def test_when_the_old_vnf_goes_in_the_same_plan_the_switch_is_not_held_and_the_p
     first = plan(swapped, obs)
     assert "held" not in first.meta
     assert any(c.kind == "ACL" and c.action == "update" for c in first.changes)
-    assert any("cannot be kept" in w for w in first.warnings)
+    assert [f for f in first.findings if f.code == "transition"] == [
+        Finding(
+            "transition", "Binding/web-fw", node,
+            f"Binding web-fw on node {node} is switched onto osc.ips.{n}.fail_close before OVN "
+            f"reported it healthy: the VNF it steered through until now (osc.fw.{n}) is removed "
+            "in the same plan, so its steering cannot be kept until then (the failure policy "
+            "acts meanwhile)",
+        )
+        for node, n in (("node-1", "node_1"), ("node-2", "node_2"))
+    ]  # fmt: skip
 
 
 def test_a_new_failure_policy_on_the_same_vnf_is_switched_on_at_once() -> None:

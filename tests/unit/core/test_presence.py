@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from functools import partial
 from typing import Any
 
@@ -17,16 +18,20 @@ from hypothesis import strategies as st
 from reconciler.core.compiling.compile import CompileOptions, compile_full, compile_target
 from reconciler.core.model import ownership as own
 from reconciler.core.model.observed import Observed
+from reconciler.core.model.target import Resource
 from reconciler.core.planning.full import make_plan
 from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.core.steering.presence import (
     ABSENT,
     PRESENT,
     PairState,
+    check_gates,
     format_since,
+    gate_rows,
     pair_state,
     parse_since,
 )
+from reconciler.errors import InternalError
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import (
     DESIRED,
@@ -83,6 +88,66 @@ def test_the_rule_per_pair() -> None:
     assert pair_state(0, live, NOW, 0) is ABSENT
     assert parse_since(format_since(NOW)) == NOW
     assert format_since(NOW) == "2026-09-21T14:13:20Z"
+
+
+def test_a_grace_of_under_a_second_still_holds_an_emptied_pair() -> None:
+    live = {"ports": ["shop_a"], "external_ids": {}}
+    assert pair_state(0, live, NOW, 0.5) == PairState(True, format_since(NOW), clock=True)
+    assert pair_state(0, live, NOW, -1) is ABSENT
+
+
+def test_the_marker_is_utc_whatever_the_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process that plans reads the same moment from the marker: a node agent in another
+    time zone than the central owner holds a pair exactly as long."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert format_since(NOW) == "2026-09-21T14:13:20Z"
+        assert parse_since("2026-09-21T14:13:20Z") == NOW
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_a_held_pair_s_anchor_gets_its_marker_and_keeps_the_rest() -> None:
+    pg = Resource(
+        "Port_Group",
+        "osc.web.node_1",
+        "SecurityGroup/web",
+        "node-1",
+        {"name": "osc.web.node_1", "ports": [], "external_ids": {"osc.io/key": "k"}},
+    )
+    acl = Resource("ACL", "osc.web.to", "Binding/web-fw", "node-1", {"external_ids": {}})
+    gates = {pg.ident: ("web", "node-1"), acl.ident: ("web", "node-1")}
+    held = PairState(True, since="2026-09-21T14:13:20Z")
+    marked, kept = gate_rows([pg, acl], gates, {("web", "node-1"): held})
+    assert marked == Resource("Port_Group", "osc.web.node_1", "SecurityGroup/web", "node-1", {
+        "name": "osc.web.node_1", "ports": [],
+        "external_ids": {"osc.io/key": "k", own.EMPTY_SINCE: "2026-09-21T14:13:20Z"},
+    })  # fmt: skip
+    assert kept is acl
+    assert gate_rows([pg, acl], gates, {("web", "node-1"): ABSENT}) == []
+
+
+def test_a_backend_that_gates_rows_wrongly_is_an_internal_error() -> None:
+    pg = Resource("Port_Group", "osc.web.node_1", "SecurityGroup/web", "node-1", {})
+    acl = Resource("ACL", "osc.web.to", "Binding/web-fw", "node-2", {})
+    pair = ("web", "node-1")
+    with pytest.raises(InternalError) as wrong_node:
+        check_gates([pg, acl], {pg.ident: pair, acl.ident: pair})
+    assert str(wrong_node.value) == (
+        "ACL osc.web.to of node node-2 is gated by the pair ('web', 'node-1'): a row can only "
+        "depend on the members of its own node"
+    )
+    twin = Resource("Port_Group", "osc.web.node_1.b", "SecurityGroup/web", "node-1", {})
+    with pytest.raises(InternalError, match="has no single Port_Group of its group"):
+        check_gates([pg, twin], {pg.ident: pair, twin.ident: pair})
+    other = Resource("Port_Group", "osc.web.node_1", "SecurityGroup/db", "node-1", {})
+    with pytest.raises(InternalError, match="has no single Port_Group of its group"):
+        check_gates([other], {other.ident: pair})
+    with pytest.raises(InternalError, match="gated pairs without a Port_Group"):
+        check_gates([acl], {acl.ident: ("web", "node-2")})
+    assert check_gates([pg, acl], {pg.ident: pair}) == {pair: pg}
 
 
 def test_a_pair_has_rows_only_with_members() -> None:

@@ -225,6 +225,7 @@ def test_live_a_removed_binding_names_its_group_and_vnfs_from_the_rows() -> None
         "removed", "web", ("ids",), 2)  # fmt: skip
     assert old.stop[0].label == "app=web"  # the group is still declared: its label is known
     assert (new.change, len(new.start), new.before) == ("added", 2, 0)
+    assert {p.label for p in new.start} == {"app=web"}  # the label that selects them
     gone = desired(sg("web", "app=web"))
     (removed,), _ = live_of(before, gone, OBSERVED)
     assert (removed.security_group, removed.vnfs) == ("web", ("ids",))
@@ -327,3 +328,183 @@ def test_a_vnf_deployment_no_binding_uses_is_a_warning_and_a_used_one_is_not() -
                     {"source": "live", "detail": "now"})  # fmt: skip
     (unused,) = [f for f in plan.findings if f.code == "unused"]
     assert (unused.subject, unused.text) == ("VnfDeployment/spare", unused_vnfs(state)[0][1])
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "warnings"),
+    [
+        (chain_of("fw", "ids"), chain_of("fw"),
+         ["Binding web-chain: 2 pods stop crossing ids (fw → ids becomes fw)"]),
+        (desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), vnf("ips"),
+                 binding("web-chain", "web", ["fw", "ids", "ips"], 10)),
+         desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), vnf("ips"),
+                 binding("web-chain", "web", "ips", 10)),
+         ["Binding web-chain: 2 pods stop crossing fw and ids (fw → ids → ips becomes ips)"]),
+        (chain_of("fw"), chain_of("fw", failurePolicy="fail-open"),
+         ["Binding web-chain: 2 pods fail open where they failed closed: while fw is unhealthy "
+          "their traffic bypasses it instead of being dropped"]),
+        (chain_of("fw", "ids"), chain_of("ids", failurePolicy="fail-open"),
+         ["Binding web-chain: 2 pods stop crossing fw (fw → ids becomes ids)",
+          "Binding web-chain: 2 pods fail open where they failed closed: while ids is unhealthy "
+          "their traffic bypasses it instead of being dropped"]),
+        # failing closed again or a new order weakens nothing; a hop lost where the pods
+        # already failed open is named, but not as a change to failing open
+        (chain_of("fw", failurePolicy="fail-open"), chain_of("fw"), []),
+        (chain_of("fw", "ids"), chain_of("ids", "fw"), []),
+        (chain_of("fw", "ids", failurePolicy="fail-open"),
+         chain_of("fw", failurePolicy="fail-open"),
+         ["Binding web-chain: 2 pods stop crossing ids (fw → ids becomes fw)"]),
+    ],
+)  # fmt: skip
+def test_a_route_that_loses_a_hop_or_starts_failing_open_is_a_review_warning(
+    before: object, after: object, warnings: list[str]
+) -> None:
+    from reconciler.core.views.typos import route_warnings
+
+    changes = protection_changes(before, cluster(SHOP), after)  # type: ignore[arg-type]
+    assert route_warnings(changes) == [("web-chain", text) for text in warnings]
+
+
+# --- the words a review shows: pod lists, routes and their changes
+
+
+def pod(namespace: str, name: str, node: str = "node-1"):  # type: ignore[no-untyped-def]
+    from reconciler.core.views.protection import SteeredPod
+
+    return SteeredPod(namespace, name, node, "app=web")
+
+
+def test_pod_lists_name_up_to_four_pods_per_namespace_and_count_the_rest() -> None:
+    from reconciler.core.views.protection import pod_names
+
+    assert pod_names([pod("shop", "web-1")]) == "shop/web-1"
+    assert pod_names([pod("shop", "web-2"), pod("shop", "web-1")]) == "shop/web-1 and web-2"
+    four = [pod("shop", f"web-{i}") for i in (4, 2, 3, 1)]
+    assert pod_names(four) == "shop/web-1, web-2, web-3 and web-4"
+    five = [pod("pay", f"api-{i}") for i in range(5)]
+    assert pod_names(five) == "pay/api-0, api-1, api-2, … (5 pods)"
+    assert pod_names(five, shown=5) == "pay/api-0, api-1, api-2, api-3 and api-4"
+    assert pod_names([pod("shop", "web-1"), *five[:2]]) == "pay/api-0 and api-1; shop/web-1"
+    assert pod_names([]) == ""
+
+
+def route(directions: list[str], vnfs: list[str], policy: str | None = "fail-close"):  # type: ignore[no-untyped-def]
+    from reconciler.core.views.protection import Route
+
+    return Route.of(directions, vnfs, policy)
+
+
+def test_a_binding_with_a_row_per_direction_has_one_route_with_both_legs() -> None:
+    """Merged routes keep each direction's VNFs; a direction both name keeps the VNFs of both,
+    in order, and the first one's failure policy."""
+    exit_fw, entry_ids = route(["exit"], ["fw"]), route(["entry"], ["ids"], "fail-open")
+    both = exit_fw.merged(entry_ids)
+    assert both.legs == (("entry", ("ids",), "fail-open"), ("exit", ("fw",), "fail-close"))
+    assert (both.redirection, both.vnfs, both.failure_policy) == ("both", ("fw", "ids"), None)
+    same = exit_fw.merged(route(["exit"], ["fw", "ips"], "fail-open"))
+    assert same.legs == (("exit", ("fw", "ips"), "fail-close"),)
+    assert exit_fw.merged(route(["exit"], ["ids"])).legs == (("exit", ("fw", "ids"), "fail-close"),)
+    assert route([], []).redirection == "none"
+
+
+def change(before, after, *pods):  # type: ignore[no-untyped-def]
+    from reconciler.core.views.protection import RouteChange
+
+    return RouteChange(tuple(pods) or (pod("shop", "web-1"), pod("shop", "web-2")), before, after)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "effects"),
+    [
+        (route(["exit"], ["fw"]), route(["exit"], ["fw", "ids", "ips"]),
+         ["newly cross ids and ips (fw becomes fw → ids → ips)"]),
+        (route(["exit"], ["fw", "ids", "ips"]), route(["exit"], ["ips"]),
+         ["lose fw and ids (fw → ids → ips becomes ips)"]),
+        (route(["exit"], ["fw"]), route(["exit"], ["ids"]),
+         ["lose fw, newly cross ids (fw becomes ids)"]),
+        (route(["exit"], ["fw"]), route(["exit"], []), ["lose fw (fw becomes nothing)"]),
+        (route(["exit"], ["fw"]), route(["entry"], ["fw"], "fail-open"),
+         ["direction exit-lport becomes entry-lport",
+          "failure policy fail-close becomes fail-open"]),
+        # the same VNFs, direction and policy, but another VNF on each leg
+        (route(["exit"], ["fw", "ids"]).merged(route(["entry"], ["fw"])),
+         route(["exit"], ["fw"]).merged(route(["entry"], ["fw", "ids"])),
+         ["steered differently per direction (fw → ids becomes fw → ids)"]),
+        # a router policy has no failure policy: no policy change is named, only that the
+        # steering differs (a switch of backends)
+        (route(["exit"], ["fw"], None), route(["exit"], ["fw"], "fail-open"),
+         ["steered differently per direction (fw becomes fw)"]),
+    ],
+)  # fmt: skip
+def test_what_a_route_change_does_is_said_in_a_reviewers_words(
+    before: object, after: object, effects: list[str]
+) -> None:
+    assert change(before, after).effects() == effects
+
+
+def test_a_route_change_summary_counts_pods_per_namespace() -> None:
+    lose = (route(["exit"], ["fw", "ids"]), route(["exit"], ["fw"]))
+    one = change(*lose, pod("shop", "web-1"))
+    assert one.summary == "1 pod of shop lose ids (fw → ids becomes fw)"
+    two_namespaces = change(*lose, pod("shop", "web-1"), pod("pay", "api-1"), pod("pay", "api-2"))
+    assert two_namespaces.summary == "3 pods lose ids (fw → ids becomes fw)"
+    policy = change(route(["exit"], ["fw"]), route(["exit"], ["fw"], "fail-open"))
+    assert policy.summary == "2 pods of shop: failure policy fail-close becomes fail-open"
+    assert policy.to_json() == {
+        "pods": [p.to_json() for p in policy.pods],
+        "before": {"vnfs": ["fw"], "redirection": "exit-lport", "failure_policy": "fail-close"},
+        "after": {"vnfs": ["fw"], "redirection": "exit-lport", "failure_policy": "fail-open"},
+        "lost": [],
+        "gained": [],
+        "order_changed": False,
+        "summary": "2 pods of shop: failure policy fail-close becomes fail-open",
+    }
+    gain = change(route(["exit"], ["fw"]), route(["exit"], ["fw", "ids"]))
+    assert (gain.to_json()["gained"], gain.to_json()["lost"]) == (["ids"], [])
+
+
+# --- pending: pods of a held binding (its VNF not healthy yet) that it does not steer now
+
+FW_ONLY = desired(sg("web", "app=web"), vnf("fw"), vnf("ids"), binding("a-fw", "web", "fw", 10))
+FW_AND_IDS = desired(
+    sg("web", "app=web"), vnf("fw"), vnf("ids"),
+    binding("a-fw", "web", "fw", 10), binding("b-ids", "web", "ids", 20),
+)  # fmt: skip
+
+
+def test_pods_a_held_binding_steers_now_are_not_pending_and_the_others_are() -> None:
+    """a-fw steers both pods (applied); the plan holds a-fw and the new b-ids on node-1: only
+    b-ids' pod there waits, and a-fw, whose pods are steered, has nothing to show."""
+    from reconciler.core.views.protection import with_pending
+
+    live, _ = applied(FW_ONLY, cluster(SHOP))
+    held = [("a-fw", "node-1"), ("b-ids", "node-1"), ("gone", "node-1")]
+    (waiting,) = with_pending((), FW_AND_IDS, live, held)
+    assert (waiting.binding, waiting.security_group, waiting.vnfs, waiting.change) == (
+        "b-ids", "web", ("ids",), "added")  # fmt: skip
+    assert (waiting.start, waiting.stop, waiting.before, waiting.after) == ((), (), 0, 0)
+    assert [p.ref for p in waiting.pending] == ["shop/web-1"]
+    # known to the --base manifests: changed, not added
+    (based,) = with_pending((), FW_AND_IDS, live, held, before=FW_AND_IDS)
+    assert based.change == "changed"
+
+
+def test_a_base_review_moves_held_pods_from_started_to_pending() -> None:
+    from reconciler.core.views.protection import protection_changes, with_pending
+
+    live, _ = applied(FW_ONLY, cluster(SHOP))
+    changes = protection_changes(desired(), live, FW_AND_IDS)
+    assert [(c.binding, len(c.start)) for c in changes] == [("a-fw", 2), ("b-ids", 2)]
+    fw, ids = with_pending(changes, FW_AND_IDS, live, [("a-fw", "node-1"), ("b-ids", "node-1")])
+    assert fw == changes[0]  # steered now: nothing pending
+    assert [p.ref for p in ids.start] == ["shop/web-2"] and ids.after == 1
+    assert [p.ref for p in ids.pending] == ["shop/web-1"]
+
+
+def test_a_held_binding_whose_group_selects_no_pod_has_nothing_pending() -> None:
+    from reconciler.core.views.protection import with_pending
+
+    state = desired(sg("web", "app=web"), sg("none", "app=none"), vnf("fw"),
+                    binding("c-fw", "none", "fw", 10))  # fmt: skip
+    assert with_pending((), state, cluster(SHOP), [("c-fw", "node-1")]) == ()
+    assert with_pending((), state, cluster(SHOP), []) == ()

@@ -66,6 +66,8 @@ def test_one_edit(a: str, b: str, close: bool) -> None:
         ("x" * 64, f"label value '{'x' * 64}' is 64 characters long, more than 63"),
         ("-a", "label value '-a' must start and end with a letter or digit"),
         ("a.", "label value 'a.' must start and end with a letter or digit"),
+        # 63 characters are not too many: the ends are what is wrong
+        (f"-{'x' * 61}-", f"label value '-{'x' * 61}-' must start and end with a letter or digit"),
     ],
 )
 def test_a_wrong_label_value_says_what_is_wrong(value: str, message: str) -> None:
@@ -129,6 +131,9 @@ def test_label_terms_and_maps() -> None:
         check_label_term("a b=web")
     with pytest.raises(ValueError, match=r"^label value 'w b'"):
         check_label_term("app=w b")
+    # the key ends at the first "=": a second one is in the value, where it is wrong
+    with pytest.raises(ValueError, match=r"^label value 'web=1' contains '='"):
+        check_label_term("app=web=1")
     assert check_label_map({"app": "web", "tier": ""}) == {"app": "web", "tier": ""}
     with pytest.raises(ValueError, match=r"^label value"):
         check_label_map({"app": "web", "tier": "-x"})

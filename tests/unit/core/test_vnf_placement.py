@@ -17,6 +17,7 @@ from reconciler.core.compiling.compile import (
 )
 from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import Node, Observed, OvnRow, Switch
+from reconciler.core.model.target import NameCollision, Resource, Target
 from reconciler.core.planning.full import make_plan
 from tests.support.builders import binding, cluster, desired, sg, vnf
 from tests.support.simulate import apply_to, live_of, with_live
@@ -257,8 +258,20 @@ def test_two_vnfs_whose_generated_names_meet_on_two_nodes_are_refused_naming_bot
     want = desired(vnf("fw"), vnf("fw-edge"))
     with pytest.raises(CompileError) as refused:
         compile_target(want, cluster([], nodes=("edge-node-1", "node-1")))
-    assert str(refused.value).startswith(
+    assert str(refused.value) == (
         "VnfDeployment/fw on node edge-node-1 and VnfDeployment/fw-edge on node node-1 would "
         "both be NetworkAttachmentDefinition security/fw-edge-node-1-in: generated names are "
-        "<vnf>-<node>"
+        "<vnf>-<node> (NetworkAttachmentDefinitions <dataNetwork>-<node>-in/-out, a second "
+        "instance adds -b), so rename a VnfDeployment or its spec.dataNetwork, or give it "
+        "another spec.namespace"
+    )
+
+
+def test_two_rows_of_no_node_under_one_name_are_refused_naming_their_manifests() -> None:
+    first = Resource("Port_Group", "osc.web", "SecurityGroup/web", None, {})
+    second = Resource("Port_Group", "osc.web", "SecurityGroup/web2", None, {})
+    with pytest.raises(NameCollision) as refused:
+        Target.of([first, second])
+    assert str(refused.value).startswith(
+        "SecurityGroup/web and SecurityGroup/web2 would both be Port_Group osc.web: generated "
     )

@@ -201,3 +201,38 @@ def test_an_unchanged_zone_encodes_to_the_same_bytes_whenever_and_wherever() -> 
     data = json.loads(text)
     assert text == json.dumps(data, sort_keys=True, separators=(",", ":"))
     assert list(data) == sorted(data)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update(instance="osc\x1b[2Jgitops"),
+         "instance: 'osc\\x1b[2Jgitops' is not printable text (it holds a control character)"),
+        (lambda d: d["zones"]["node-1"].update(revision="rev\r\n"),
+         "zones.node-1.revision: 'rev\\r\\n' is not printable text (it holds a control "
+         "character)"),
+        (lambda d: d["central"].update(observed_at="2026\x1b[2J"),
+         "central.observed_at: '2026\\x1b[2J' is not printable text (it holds a control "
+         "character)"),
+        (lambda d: d["zones"]["node-1"]["observed"].update(observed_at="2026\x1b[2J"),
+         "zones.node-1.observed.observed_at: '2026\\x1b[2J' is not printable text (it holds a "
+         "control character)"),
+        (lambda d: d["zones"].update({"Node_1/..": d["zones"].pop("node-1")}),
+         "zones['Node_1/..']: 'Node_1/..' is not a node name (a DNS-1123 subdomain)"),
+        (lambda d: d.update(missing=["node-3", "../etc"]),
+         "missing[]: '../etc' is not a node name (a DNS-1123 subdomain)"),
+    ],
+)  # fmt: skip
+def test_hostile_text_or_node_names_in_a_zoned_snapshot_are_refused_by_place(
+    edit: Any, message: str
+) -> None:
+    """A zoned snapshot comes from a pull request (plan --observed): no control character
+    reaches a terminal and no node name a path, and the error says where in the file it
+    stood, also inside the central and the zones' observed states."""
+    from reconciler.core.model.observed import SnapshotRefused
+
+    data = json.loads(json.dumps(snapshot().to_json()))
+    edit(data)
+    with pytest.raises(SnapshotRefused) as caught:
+        ZonedSnapshot.from_json(data)
+    assert str(caught.value) == message
