@@ -5,7 +5,9 @@ mutmut's results as its docs say. No mutation run here (too slow for a unit test
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +140,42 @@ def test_a_test_map_made_on_other_code_is_made_again(tmp_path: Path) -> None:
     assert mutation.stale_stats(tmp_path) is False
     (tmp_path / "reconciler" / "a.py").write_text("A = 2\n", encoding="utf-8")
     assert mutation.stale_stats(tmp_path) is True
+
+
+def test_a_branch_measured_beside_main_is_no_drop_once_merged(tmp_path: Path) -> None:
+    """main raised x to 97; later a branch from 95 raised it to 96 and measured y; the merge
+    keeps x's 97 and y. Along first parents the history only went up; commit by commit, 97
+    then 96 would be a drop that never happened on main."""
+    mutation = script()
+    mutation.REPO = tmp_path
+    ratchet = tmp_path / "scores.json"
+    clock = itertools.count(1_700_000_000, 10)  # one commit after the other, in this order
+
+    def git(*args: str, check: bool = True) -> None:
+        when = f"{next(clock)} +0000"
+        env = {**os.environ, "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when}
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=tmp_path, capture_output=True, text=True, check=check, env=env,
+        )  # fmt: skip
+
+    def record(score: float, message: str, **more: float) -> None:
+        modules = {"x.py": score} | {f"{m}.py": s for m, s in more.items()}
+        data = {"modules": {m: {"score": s} for m, s in modules.items()}}
+        ratchet.write_text(json.dumps(data), encoding="utf-8")
+        git("add", ".")
+        git("commit", "-q", "-m", message)
+
+    git("init", "-q", "-b", "main")
+    record(95.0, "first")
+    git("branch", "-q", "branch")
+    record(97.0, "main raises")
+    git("checkout", "-q", "branch")
+    record(96.0, "the branch raises x, later, and measures y", y=90.0)
+    git("checkout", "-q", "main")
+    git("merge", "-q", "branch", check=False)  # both changed the record: a conflict
+    record(97.0, "the merge keeps the higher record of each", y=90.0)
+    versions = mutation.history(ratchet)
+    assert [v["modules"]["x.py"]["score"] for _, v in versions] == [95.0, 97.0, 97.0]
+    pairs = itertools.pairwise(versions)
+    assert [d for (_, older), (_, newer) in pairs for d in mutation.drops(older, newer)] == []
