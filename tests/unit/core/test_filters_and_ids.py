@@ -126,6 +126,12 @@ def test_an_id_others_hold_is_not_kept() -> None:
     assert allocate_ids("Network_Function", ["a"], replace(cluster([]), ovn_rows=weird)) == {"a": 1}
 
 
+def test_every_id_up_to_the_last_is_given_out() -> None:
+    names = [f"n{i:03}" for i in range(MAX_OVN_ID)]
+    got = allocate_ids("Network_Function", names, cluster([]))
+    assert sorted(got.values()) == list(range(1, MAX_OVN_ID + 1))
+
+
 def test_exhausted_ids_say_how_the_need_adds_up() -> None:
     names = [f"n{i:03}" for i in range(MAX_OVN_ID + 1)]
     obs = replace(cluster([]), used_ids={"Network_Function": (9,)})
