@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from functools import partial
 from typing import Any
 
@@ -33,6 +32,7 @@ from reconciler.core.steering.presence import (
 )
 from reconciler.errors import InternalError
 from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.clock import local_time_zone
 from tests.support.simulate import (
     DESIRED,
     Event,
@@ -96,17 +96,12 @@ def test_a_grace_of_under_a_second_still_holds_an_emptied_pair() -> None:
     assert pair_state(0, live, NOW, -1) is ABSENT
 
 
-def test_the_marker_is_utc_whatever_the_local_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_marker_is_utc_whatever_the_local_time_zone() -> None:
     """Every process that plans reads the same moment from the marker: a node agent in another
     time zone than the central owner holds a pair exactly as long."""
-    monkeypatch.setenv("TZ", "Asia/Tokyo")
-    time.tzset()
-    try:
+    with local_time_zone("Asia/Tokyo"):
         assert format_since(NOW) == "2026-09-21T14:13:20Z"
         assert parse_since("2026-09-21T14:13:20Z") == NOW
-    finally:
-        monkeypatch.undo()
-        time.tzset()
 
 
 def test_a_held_pair_s_anchor_gets_its_marker_and_keeps_the_rest() -> None:

@@ -5,11 +5,9 @@ state in VM annotations, so a new process continues where the last stopped."""
 from __future__ import annotations
 
 import dataclasses
-import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
-
-import pytest
 
 from reconciler.core.compiling.compile import CompileOptions
 from reconciler.core.model import naming
@@ -47,6 +45,7 @@ from reconciler.core.transitions.rollout import (
     why_unready,
 )
 from tests.support.builders import binding, cluster, desired, sg, vnf
+from tests.support.clock import local_time_zone
 from tests.support.simulate import apply_to, converge, live_of, northd_healthy, with_live
 
 NF = CompileOptions(steering="network-function")
@@ -858,31 +857,28 @@ def test_the_template_hash_is_stable_across_key_order_and_releases() -> None:
     assert template_hash(template) == template_hash(shuffled) == "1b44e9c73755790a"
 
 
-def test_rollout_times_are_written_in_utc_whatever_the_machines_zone(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("TZ", "America/New_York")
-    time.tzset()
-    try:
+def test_rollout_times_are_written_in_utc_whatever_the_machines_zone() -> None:
+    with local_time_zone("America/New_York"):
         assert format_time(T0) == "2027-01-15T08:00:00Z"
         assert parse_time("2027-01-15T08:00:00Z") == T0
-    finally:
-        monkeypatch.undo()
-        time.tzset()
+
+
+def only_nodes(obs: Observed, kept: Sequence[str]) -> Observed:
+    """``obs`` after every other node left the cluster, with its switch, pods and ports."""
+    return dataclasses.replace(
+        obs,
+        nodes=tuple(n for n in obs.nodes if n.name in kept),
+        switches=tuple(s for s in obs.switches if s.name in kept),
+        pods=tuple(p for p in obs.pods if p.node in kept),
+        pod_ports=tuple(p for p in obs.pod_ports if p.switch in kept),
+    )
 
 
 def test_a_node_gone_while_its_vm_is_rolled_leaves_the_rollout_to_the_other_nodes() -> None:
     w = World(manifests())
     w.want = manifests("fw:2.0")
     w.step(T0)  # fw-node-1 restarting
-    kept = NODES[1:]
-    w.obs = dataclasses.replace(
-        w.obs,
-        nodes=tuple(n for n in w.obs.nodes if n.name in kept),
-        switches=tuple(s for s in w.obs.switches if s.name in kept),
-        pods=tuple(p for p in w.obs.pods if p.node in kept),
-        pod_ports=tuple(p for p in w.obs.pod_ports if p.switch in kept),
-    )
+    w.obs = only_nodes(w.obs, NODES[1:])
     steps = w.step(T0 + 1)  # its VM is deleted with the node's rows
     assert "fw-node-1" not in {o.name for o in w.obs.kube_objects}
     assert [(s.vm, s.annotations.get(PHASE)) for s in steps.steps] == [
@@ -977,14 +973,7 @@ def test_the_functions_a_rollout_drains_are_named_for_its_instance() -> None:
 
 def test_a_node_leaving_during_a_bump_is_not_counted() -> None:
     w = World(manifests())
-    kept = NODES[:2]
-    w.obs = dataclasses.replace(
-        w.obs,
-        nodes=tuple(n for n in w.obs.nodes if n.name in kept),
-        switches=tuple(s for s in w.obs.switches if s.name in kept),
-        pods=tuple(p for p in w.obs.pods if p.node in kept),
-        pod_ports=tuple(p for p in w.obs.pod_ports if p.switch in kept),
-    )
+    w.obs = only_nodes(w.obs, NODES[:2])
     w.want = manifests("fw:2.0")
     (rollout,) = w.plan().rollouts
     assert (rollout.nodes_total, [vm.node for vm in rollout.vms]) == (2, ["node-1", "node-2"])
