@@ -61,9 +61,8 @@ CRASH_EXIT_CODES = (-signal.SIGSEGV, -signal.SIGABRT)
 CONTROLLER_RESTARTS = 3
 """Crashes of one chassis' ovn-controller survived before the chassis counts as dead."""
 CONTROLLER_CRASHES: list[str] = []
-"""Each crash of an ovn-controller that was restarted, for the test session's summary: seen
-with sid's 26.03.1 (a SIGSEGV while a chain's link ports were claimed again, once in five full
-runs); docs/upstream/README.md."""
+"""Each crash of an ovn-controller that was restarted, for the test session's summary (sid's
+26.03.1 SIGSEGVs now and then while it claims a chain's ports: docs/upstream/README.md)."""
 
 
 class Underlay(Lifecycle):
