@@ -988,3 +988,28 @@ def test_a_removed_vnfdeployments_vm_being_rolled_does_not_stop_the_others_rollo
     pruning = dataclasses.replace(NF, vnf_namespaces=("security",))
     (rollout,) = make_plan(ids_only, w.obs, pruning).rollouts
     assert (rollout.vnf, len(rollout.vms)) == ("ids", 3)
+
+
+def test_a_rolled_vm_repaired_while_the_others_wait_still_counts_among_the_nodes() -> None:
+    """A VM already on the new template whose run strategy a user edited is repaired at once
+    (an update, not a delete): its node stays one of the ``m`` in ``n of m nodes``."""
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0)  # fw-node-1 restarting
+    w.step(T0 + 1)  # its new template written, restarted
+    w.boot("security/fw-node-1")
+    w.step(T0 + 1 + WINDOW)  # healthy past the window: fw-node-1 done
+    objs = []
+    for o in w.obs.kube_objects:
+        if o.name == "fw-node-1":
+            halted = {**o.body["spec"], "runStrategy": "Halted"}
+            o = dataclasses.replace(o, body={**o.body, "spec": halted})
+        objs.append(o)
+    w.obs = dataclasses.replace(w.obs, kube_objects=tuple(objs))
+    plan = w.plan()
+    assert ("update", "security/fw-node-1") in [
+        (c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine"
+    ]
+    (rollout,) = plan.rollouts
+    assert rollout.nodes_total == 3
+    assert plan.meta["rollout"][0]["summary"].startswith("VnfDeployment/fw: 1 of 3 nodes")
