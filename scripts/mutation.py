@@ -4,6 +4,7 @@ the result).
     python scripts/mutation.py run [MODULE ...]   # mutmut over reconciler/core, then the scores
     python scripts/mutation.py run --survivors [MODULE ...]  # survivors and mutants not run yet
     python scripts/mutation.py scores             # the scores of the last run (mutants/)
+    python scripts/mutation.py record [MODULE ...] # records of a stopped run's finished modules
     python scripts/mutation.py survivors [MODULE] # the surviving mutants, as diffs
     python scripts/mutation.py check [REV]        # the ratchet file never went down (no run)
 
@@ -426,6 +427,13 @@ def cmd_scores(args: argparse.Namespace) -> int:
     return report(only=args.modules or None, update=False)
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    """What ``run`` does at its end, for a run that was stopped (or ran elsewhere): the scores
+    of the modules whose every mutant was run raise their records (a module run in part keeps
+    its record)."""
+    return report(only=args.modules or None, update=True)
+
+
 def cmd_survivors(args: argparse.Namespace) -> int:
     scores = read_scores()
     wanted = paths(args.modules)
@@ -456,7 +464,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, fn in (("run", cmd_run), ("scores", cmd_scores), ("survivors", cmd_survivors)):
+    commands = (("run", cmd_run), ("scores", cmd_scores), ("record", cmd_record),
+                ("survivors", cmd_survivors))  # fmt: skip
+    for name, fn in commands:
         p = sub.add_parser(name)
         p.add_argument("modules", nargs="*", help="e.g. compiling/diff (default: all of the core)")
         if name == "run":

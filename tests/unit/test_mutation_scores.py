@@ -179,3 +179,22 @@ def test_a_branch_measured_beside_main_is_no_drop_once_merged(tmp_path: Path) ->
     assert [v["modules"]["x.py"]["score"] for _, v in versions] == [95.0, 97.0, 97.0]
     pairs = itertools.pairwise(versions)
     assert [d for (_, older), (_, newer) in pairs for d in mutation.drops(older, newer)] == []
+
+
+def test_record_raises_the_records_of_a_stopped_runs_finished_modules_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    m = script()
+    a, b = m.core_modules()[:2]
+    meta(tmp_path, a, {"k": 1, "s": 0})  # every mutant run
+    meta(tmp_path, b, {"k": 1, "later": None})  # stopped before its last mutant
+    read = m.read_scores
+    written: list[dict[str, object]] = []
+    monkeypatch.setattr(m, "read_scores", lambda: read(tmp_path / "mutants"))
+    monkeypatch.setattr(m, "load_ratchet", lambda: {"modules": {}})
+    monkeypatch.setattr(m, "write_ratchet", written.append)
+    monkeypatch.setattr(m, "write_docs", lambda data: None)
+    assert m.main(["scores", a, b]) == 0 and written == []  # scores only reads
+    assert m.main(["record", a, b]) == 0
+    (record,) = written
+    assert record["modules"] == {a: {"score": 50.0, "killed": 1, "mutants": 2}}
