@@ -388,3 +388,87 @@ def test_incremental_equals_full_while_pairs_appear_and_disappear_with_the_clock
             continue
         assert mine.changes == full.changes, f"after {event} ({planner.last_mode})"
         current = full
+
+
+# --------------------------------------------------------------------------- deadlines
+
+PODS_3 = [*PODS, ("shop", "web-2", "node-2", {"app": "web"})]
+"""web and db each with a member on node-2: two pairs there that can be held at once."""
+
+
+def _planned(planner: IncrementalPlanner, observed: Observed) -> Any:
+    """The planner's plan of ``observed``, checked against a full compile's."""
+    plan = planner.plan(WEB_FW, observed, NF)
+    assert plan.changes == make_plan(WEB_FW, observed, NF).changes, planner.last_mode
+    return plan
+
+
+def _settled(planner: IncrementalPlanner, observed: Observed) -> Observed:
+    """``observed`` planned and applied, then read back a second later (the held pair's
+    marker live: its deadline known)."""
+    applied = with_live(observed, apply_to(live_of(observed), _planned(planner, observed)))
+    assert observed.observed_at is not None
+    later = dataclasses.replace(applied, observed_at=observed.observed_at + 1)
+    assert _planned(planner, later).empty
+    return later
+
+
+def _start(pods: list[tuple[str, str, str, dict[str, str]]]) -> Observed:
+    return _live_after_apply(dataclasses.replace(cluster(pods, nf=True), observed_at=NOW), NF)
+
+
+@pytest.mark.parametrize("learnt_by", ["full", "incremental"])
+@pytest.mark.parametrize("first", ["db-2", "web-2"])
+def test_a_node_is_woken_at_the_earliest_deadline_of_its_held_pairs(
+    first: str, learnt_by: str
+) -> None:
+    """Two pairs held on node-2, emptied 10 s apart: the pass at the first one's deadline
+    re-plans node-2 and deletes that pair's rows, whichever pair left first and whether the
+    deadlines were learnt pass by pass or all at once by a new process's full compile."""
+    second = "web-2" if first == "db-2" else "db-2"
+    planner = IncrementalPlanner()
+    observed = _start(PODS_3)
+    assert _planned(planner, observed).empty
+    observed = _settled(planner, _relabel(observed, first, {}, NOW + 1))
+    observed = _settled(planner, _relabel(observed, second, {}, NOW + 11))
+    if learnt_by == "full":
+        planner = IncrementalPlanner()
+        assert _planned(planner, observed).empty and planner.last_mode == "full"
+    due = dataclasses.replace(observed, observed_at=NOW + 1 + GRACE)
+    plan = _planned(planner, due)
+    assert (planner.last_mode, planner.last_dirty_nodes) == ("incremental", {"node-2"})
+    group = "db" if first == "db-2" else "web"
+    assert ("delete", f"osc.{group}.node_2") in [(c.action, c.key) for c in plan.changes]
+    assert {c.action for c in plan.changes} == {"delete"}
+
+
+def test_a_deadline_on_one_node_outlives_pod_events_on_another() -> None:
+    planner = IncrementalPlanner()
+    observed = _start(PODS)
+    assert _planned(planner, observed).empty
+    observed = _settled(planner, _relabel(observed, "db-2", {}, NOW + 1))  # due at NOW + 31
+    observed = _settled(planner, _relabel(observed, "web-1", {}, NOW + 5))  # due at NOW + 35
+    plan = _planned(planner, dataclasses.replace(observed, observed_at=NOW + 1 + GRACE))
+    assert planner.last_dirty_nodes == {"node-2"}
+    assert ("delete", "osc.db.node_2") in [(c.action, c.key) for c in plan.changes]
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+def test_a_pair_just_emptied_is_re_marked_at_each_new_clock_value_until_its_marker_is_live(
+    fresh: bool,
+) -> None:
+    """Until the plan that empties a pair is applied, the pair is held from *now*: a pass at
+    a later clock value writes that value (the node is re-planned on every new clock), also
+    when a new process's full compile was the first to see the pair emptied."""
+    planner = IncrementalPlanner()
+    observed = _start(PODS)
+    assert _planned(planner, observed).empty
+    if fresh:
+        planner = IncrementalPlanner()
+    left = _planned(planner, _relabel(observed, "db-2", {}, NOW + 1))
+    assert planner.last_mode == ("full" if fresh else "incremental") and left.changes
+    later = _planned(planner, _relabel(observed, "db-2", {}, NOW + 2))
+    assert (planner.last_mode, planner.last_dirty_nodes) == ("incremental", {"node-2"})
+    (change,) = later.changes
+    assert change.after is not None
+    assert change.after["external_ids"][own.EMPTY_SINCE] == format_since(NOW + 2)
