@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.compiling.compile import CompileError, CompileOptions
+from reconciler.core.model.observed import KubeObject
 from reconciler.core.planning.full import make_plan
 from reconciler.core.planning.incremental import IncrementalPlanner
 from tests.support.builders import desired
@@ -140,3 +141,87 @@ def test_a_failing_compile_leaves_no_stale_memory() -> None:
     assert planner.plan(DESIRED, observed, options).changes == (
         make_plan(DESIRED, observed, options).changes
     )
+
+
+def test_each_full_pass_says_why() -> None:
+    """``last_full_reason`` is what the loop logs for a full pass; a new planner has not
+    planned yet, so its first pass is due."""
+    options = CompileOptions(steering="router-policy")
+    observed = scenario_observed(nf=False)
+    planner = IncrementalPlanner()
+    assert (planner.last_mode, planner.last_full_reason, planner.last_dirty_nodes) == (
+        "full", "first pass", frozenset(),
+    )  # fmt: skip
+    first = planner.plan(DESIRED, observed, options)
+    assert (planner.last_mode, planner.last_full_reason) == ("full", "first pass")
+    applied = with_live(observed, apply_to(live_of(observed), first))
+    planner.plan(DESIRED, applied, options)
+    assert planner.last_full_reason == "kube objects changed"  # our VMs and NADs appeared
+    planner.plan(DESIRED, applied, options, full=True)
+    assert (planner.last_mode, planner.last_full_reason) == ("full", "requested")
+    planner.plan(DESIRED, applied, dataclasses.replace(options, empty_grace=5.0))
+    assert (planner.last_mode, planner.last_full_reason) == ("full", "options changed")
+
+
+def test_an_lsp_name_seen_twice_makes_that_pass_a_full_one_and_says_so() -> None:
+    options = CompileOptions(steering="router-policy")
+    observed = scenario_observed(nf=False)
+    events = [("add", 18, "node-2", True), ("delete", 14)]  # shop/n18's LSP is left behind
+    planner = check_incremental_equals_full(DESIRED, observed, options, events)
+    assert planner.last_mode == "incremental"
+    for event in events:
+        observed = step(observed, event, None)
+    check_incremental_equals_full(
+        DESIRED, observed, options, [("add", 18, "node-1", True)], planner
+    )
+    assert (planner.last_mode, planner.last_full_reason) == (
+        "full", "pod LSP names or pods are not unique",
+    )  # fmt: skip
+
+
+def test_pods_coming_and_going_with_their_lsps_are_followed_node_by_node() -> None:
+    """Each pod event re-plans only the node of the pod's LSP: one pass after another, the
+    planner keeps its own index of LSPs and pods up to date (a stale one would look like two
+    LSPs of one name and make every pass a full one)."""
+    options = CompileOptions(steering="router-policy")
+    observed = scenario_observed(nf=False)
+    planner = IncrementalPlanner()
+    planner.plan(DESIRED, observed, options)
+    seen = []
+    # pods by name: ops/c, ops/d, shop/a, shop/b, shop/n5, shop/n6; "delete 5" is shop/n6 with
+    # its LSP (odd), "delete 4" then shop/n5 leaving its LSP behind (even)
+    for event in [("add", 5, "node-2", True), ("add", 6, "node-3", True), ("delete", 5),
+                  ("label", 0, "app", "web"), ("delete", 4)]:  # fmt: skip
+        observed = step(observed, event, None)
+        assert planner.plan(DESIRED, observed, options).changes == (
+            make_plan(DESIRED, observed, options).changes
+        )
+        seen.append((planner.last_mode, set(planner.last_dirty_nodes)))
+    assert seen == [
+        ("incremental", {"node-2"}),
+        ("incremental", {"node-3"}),
+        ("incremental", {"node-3"}),
+        ("incremental", {"node-3"}),  # ops/c
+        ("incremental", {"node-2"}),
+    ]
+
+
+def test_lookalike_objects_are_reported_by_every_pass() -> None:
+    """Objects with our labels in a namespace no VnfDeployment names are not ours: the
+    planner leaves them out of what it compares (a stranger's change is no reason for a full
+    pass) and still warns of them, full, incremental or cached."""
+    options = CompileOptions(steering="router-policy")
+    stranger = KubeObject("VirtualMachine", "tenant-a", "fw-node-1",
+                          {"metadata": {"labels": {"osc.io/owner": "x"}}})  # fmt: skip
+    observed = scenario_observed(nf=False)
+    observed = dataclasses.replace(observed, kube_objects=(*observed.kube_objects, stranger))
+    planner = IncrementalPlanner()
+    modes = []
+    for event in [("label", 3, "app", "web"), ("copy",), ("copy",)]:
+        plan = planner.plan(DESIRED, observed, options)
+        modes.append(planner.last_mode)
+        codes = [(f.code, f.subject) for f in plan.findings]
+        assert ("ownership", "Namespace/tenant-a") in codes, planner.last_mode
+        assert plan.findings == make_plan(DESIRED, observed, options).findings
+        observed = step(observed, event, None)
+    assert modes == ["full", "incremental", "cached"]
