@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,14 +16,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.compiling.compile import CompileError, CompileOptions
-from reconciler.core.model.observed import KubeObject
+from reconciler.core.model.observed import KubeObject, Observed
+from reconciler.core.model.ownership import NODE
 from reconciler.core.planning.full import make_plan
 from reconciler.core.planning.incremental import IncrementalPlanner
-from tests.support.builders import desired
+from tests.support.builders import binding, desired, sg, vnf
 from tests.support.simulate import (
     DESIRED,
     apply_to,
     check_incremental_equals_full,
+    converge,
     event_st,
     live_of,
     scenario_observed,
@@ -225,3 +228,62 @@ def test_lookalike_objects_are_reported_by_every_pass() -> None:
         assert plan.findings == make_plan(DESIRED, observed, options).findings
         observed = step(observed, event, None)
     assert modes == ["full", "incremental", "cached"]
+
+
+def test_what_a_changed_row_of_ours_makes_the_planner_do() -> None:
+    """A row someone edited is diffed again alone; a ``Port_Group`` also has its node planned
+    again (a held pair is decided from its live Port_Group); a row of a table the backend reads
+    back (router-policy: the VNF ports' addresses) makes a full pass, deleted or re-created."""
+    options = CompileOptions(steering="router-policy")
+    converged = converge(DESIRED, scenario_observed(nf=False), options)
+    planner = IncrementalPlanner()
+    assert planner.plan(DESIRED, converged, options).empty
+
+    def edited(table: str, node: str, edit: Callable[[dict[str, Any]], dict[str, Any] | None]
+               ) -> tuple[Observed, str]:  # fmt: skip
+        rows, key = [], ""
+        for row in converged.ovn_rows:
+            if not key and row.table == table and row.fields["external_ids"].get(NODE) == node:
+                key, fields = row.key, edit(row.fields)
+                if fields is None:
+                    continue
+                row = dataclasses.replace(row, fields=fields)
+            rows.append(row)
+        return dataclasses.replace(converged, ovn_rows=tuple(rows)), key
+
+    policy, key = edited("Logical_Router_Policy", "node-2", lambda f: {**f, "priority": 1})
+    plan = planner.plan(DESIRED, policy, options)
+    assert (planner.last_mode, planner.last_dirty_nodes) == ("incremental", frozenset())
+    assert [(c.action, c.key) for c in plan.changes] == [("update", key)]
+
+    group, key = edited("Port_Group", "node-2", lambda f: {**f, "ports": []})
+    plan = planner.plan(DESIRED, group, options)
+    assert (planner.last_mode, planner.last_dirty_nodes) == ("incremental", {"node-2"})
+    assert [(c.action, c.key) for c in plan.changes] == [("update", key)]
+
+    gone, key = edited("Logical_Switch_Port", "node-2", lambda f: None)
+    plan = planner.plan(DESIRED, gone, options)
+    assert planner.last_mode == "full"
+    assert planner.last_full_reason == (
+        f"owned Logical_Switch_Port {key} changed (the backend reads it back)"
+    )
+    back = with_live(gone, apply_to(live_of(gone), plan))
+    assert planner.plan(DESIRED, back, options).empty
+    assert planner.last_mode == "full" and planner.last_full_reason == (
+        f"owned Logical_Switch_Port {key} changed (the backend reads it back)"
+    )
+
+
+def test_a_pod_event_on_a_node_where_no_vnf_runs() -> None:
+    """Only ips is deployed, on node-1 (zone a): a pod joining web on node-2 dirties a node
+    with no VNF instance and no row of ours, and plans like a full compile (nothing)."""
+    only_ips = desired(sg("web", "app=web"), vnf("ips", nodeSelector={"zone": "a"}),
+                       binding("web-ips", "web", "ips", 20))  # fmt: skip
+    for steering in ("router-policy", "network-function"):
+        options = CompileOptions(steering=steering)
+        observed = converge(only_ips, scenario_observed(nf=steering == "network-function"), options)
+        planner = IncrementalPlanner()
+        assert planner.plan(only_ips, observed, options).empty
+        joined = step(observed, ("label", 1, "app", "web"), None)  # shop/b on node-2
+        assert planner.plan(only_ips, joined, options).empty, steering
+        assert (planner.last_mode, planner.last_dirty_nodes) == ("incremental", {"node-2"})

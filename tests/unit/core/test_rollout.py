@@ -16,6 +16,7 @@ from reconciler.core.model.facts import HEALTHY, NOT_HEALTHY, UNKNOWN, Finding, 
 from reconciler.core.model.observed import KubeObject, Observed
 from reconciler.core.model.plan import Plan
 from reconciler.core.planning.full import make_plan
+from reconciler.core.planning.incremental import IncrementalPlanner
 from reconciler.core.steering import HealthIndex, MemberHealth
 from reconciler.core.transitions.rollout import (
     BOOTING,
@@ -1013,3 +1014,23 @@ def test_a_rolled_vm_repaired_while_the_others_wait_still_counts_among_the_nodes
     (rollout,) = plan.rollouts
     assert rollout.nodes_total == 3
     assert plan.meta["rollout"][0]["summary"].startswith("VnfDeployment/fw: 1 of 3 nodes")
+
+
+def test_the_warm_loops_planner_holds_and_reports_a_rollout_on_every_kind_of_pass() -> None:
+    """The long-running loop plans with the incremental planner: a pod event during a rollout
+    is an incremental pass, a quiet one a cached pass; each holds the template updates and
+    reports the rollout exactly as a full plan does."""
+    w = World(manifests())
+    w.want = manifests("fw:2.0")
+    w.step(T0)  # fw-node-1 restarting
+    planner = IncrementalPlanner()
+    modes = []
+    for labels in ({"app": "web"}, {"app": "web", "tier": "x"}, {"app": "web", "tier": "x"}):
+        pods = (replace(w.obs.pods[0], labels=labels), *w.obs.pods[1:])
+        w.obs = replace(w.obs, pods=pods)
+        plan = planner.plan(w.want, w.obs, NF)
+        modes.append(planner.last_mode)
+        full = make_plan(w.want, w.obs, NF)
+        assert (plan.changes, plan.rollouts) == (full.changes, full.rollouts)
+        assert plan.rollouts[0].vms[0].phase == RESTARTING
+    assert modes == ["full", "incremental", "cached"]
