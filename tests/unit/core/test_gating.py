@@ -303,3 +303,51 @@ def test_a_chain_is_held_on_a_node_until_every_hop_is_healthy() -> None:
     )
     released = gate(plan, both_up, HealthIndex(both_up))
     assert [c.kind for c in released.changes] == ["ACL", "Network_Function_Group"]
+
+
+def test_with_the_ids_nearly_exhausted_the_old_path_cannot_be_kept_and_the_plan_says_so() -> None:
+    """Another writer holds every Network_Function_Group id but ours: the new ips groups can
+    only take the ids of the fw groups the move deletes, so the old path cannot be kept while
+    the new one waits: the switch is not held, and the plan says why, per node."""
+    both = desired(sg("web", "app=web"), vnf("fw"), vnf("ips"), binding("web-fw", "web", "fw", 10))
+    obs = steady(both)
+    ours = {r.fields["id"] for r in obs.ovn_rows if r.table == "Network_Function_Group"}
+    others = tuple(i for i in range(1, 256) if i not in ours)
+    obs = dataclasses.replace(obs, used_ids={"Network_Function_Group": others})
+    moved = desired(
+        sg("web", "app=web"), vnf("fw"), vnf("ips"), binding("web-fw", "web", "ips", 10)
+    )
+    first = plan(moved, obs)
+    assert "held" not in first.meta
+    assert kinds(first, "ACL") == {"osc.web_fw.node_1.to", "osc.web_fw.node_2.to"}
+    assert [f for f in first.findings if f.code == "transition"] == [
+        Finding(
+            "transition", "Binding/web-fw", node,
+            f"Binding web-fw on node {node} is switched onto osc.ips.{n}.fail_close before OVN "
+            f"reported it healthy: osc.fw.{n}.fail_close cannot be kept until then (its id is "
+            "given to a new row; the ids are nearly exhausted)",
+        )
+        for node, n in (("node-1", "node_1"), ("node-2", "node_2"))
+    ]  # fmt: skip
+
+
+def test_a_chain_replaced_by_another_whose_vnfs_go_names_every_group_of_both() -> None:
+    """A chain's unit waits for its entry and exit groups; when the old chain's VNFs go in the
+    same plan, the warning names both new groups and both old functions."""
+    old = desired(sg("web", "app=web"), vnf("fw"), vnf("ips"),
+                  binding("web-fw", "web", ["fw", "ips"], 10, redirection="both"))  # fmt: skip
+    obs = observed()
+    for _ in range(4):
+        obs = applied(obs, plan(old, obs))
+        obs = northd(obs, {r.key for r in obs.ovn_rows if r.table == "Network_Function"})
+    assert plan(old, obs).empty
+    new = desired(sg("web", "app=web"), vnf("av"), vnf("ids"),
+                  binding("web-fw", "web", ["av", "ids"], 10, redirection="both"))  # fmt: skip
+    found = [f for f in plan(new, obs).findings if f.code == "transition" and f.node == "node-1"]
+    assert [f.text for f in found] == [
+        "Binding web-fw on node node-1 is switched onto osc.chain2_entry.av.ids.node_1.fail_close, "
+        "osc.chain2_exit.av.ids.node_1.fail_close before OVN reported it healthy: the VNF it "
+        "steered through until now (osc.chain2_entry.fw.ips.node_1, "
+        "osc.chain2_exit.fw.ips.node_1) is removed in the same plan, so its steering cannot be "
+        "kept until then (the failure policy acts meanwhile)"
+    ]
