@@ -81,7 +81,6 @@ from reconciler.core.steering.base import (
     directions,
     emit_port_groups,
     ids_in_use,
-    merge_vnfs,
     vnfs_of_row,
 )
 from reconciler.core.steering.network_function import gating, rollout
@@ -120,16 +119,14 @@ class NetworkFunction(PortGroupPods):
     function_tables: tuple[str, ...] = ("Network_Function_Group", "Network_Function", HEALTH_CHECK)
 
     def steered_by(self, table: str, fields: Mapping[str, Any], rows: OwnedRows) -> Steered | None:
-        """An ACL with a function group: the group's VNFs (its chain, or its functions'), its
-        direction (a from-lport ACL steers traffic from the pods) and the group's fallback."""
+        """An ACL with a function group: the group's VNFs (its chain, or its VnfDeployment:
+        a group of ours names them as its functions do), its direction (a from-lport ACL
+        steers traffic from the pods) and the group's fallback."""
         group = fields.get("network_function_group")
         if table != "ACL" or not group:
             return None
         nfg = rows.get("Network_Function_Group", str(group))
-        functions = [
-            rows.get("Network_Function", str(f)) for f in nfg.get("network_function") or ()
-        ]
-        vnfs = merge_vnfs(vnfs_of_row(nfg), *(vnfs_of_row(f) for f in functions))
+        vnfs = vnfs_of_row(nfg)
         match = str(fields.get("match") or "")
         groups = [str(fields.get("port_group") or ""), *GROUP_REF.findall(match)]
         direction = "entry" if fields.get("direction") == "from-lport" else "exit"
@@ -602,8 +599,7 @@ def _entry_out_port(hops: tuple[str, ...], node: str, instances: Instances) -> s
     from-lport on ``node``: the VNF's out port, or the entry wiring's function out port."""
     if len(hops) == 1:
         return instances[(hops[0], node)].out_port
-    insts = tuple(instances[(vnf, node)] for vnf in hops)
-    return chains.Wire(hops, chains.ENTRY, node, insts).port("out")
+    return chains.port_name(hops, chains.ENTRY, node, "out")
 
 
 def _chain_warnings(desired: Desired, out: TargetBuilder) -> None:
