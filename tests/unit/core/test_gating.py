@@ -351,3 +351,32 @@ def test_a_chain_replaced_by_another_whose_vnfs_go_names_every_group_of_both() -
         "osc.chain2_exit.fw.ips.node_1) is removed in the same plan, so its steering cannot be "
         "kept until then (the failure policy acts meanwhile)"
     ]
+
+
+def test_a_held_unit_names_each_instance_it_waits_for_by_its_vm() -> None:
+    """Two instances per node, under another instance name: the steering waits for either
+    VM, each named for its own slot (``-b`` for the second)."""
+    want = desired(sg("web", "app=web"), vnf("fw", instancesPerNode=2),
+                   binding("web-fw", "web", "fw", 10))  # fmt: skip
+    blue = dataclasses.replace(NF, instance="blue")
+    first = make_plan(want, observed(), blue)
+    assert [(h.node, h.waiting_for) for h in first.held] == [
+        ("node-1", ("fw-node-1", "fw-node-1-b")),
+        ("node-2", ("fw-node-2", "fw-node-2-b")),
+    ]
+    assert first.meta["held"][0]["reason"] == (
+        "waiting for fw-node-1 or fw-node-1-b to become healthy (new: OVN has not probed it yet)"
+    )
+
+
+def test_a_chain_waits_for_each_hop_in_order_and_says_why_of_each() -> None:
+    """fw is live but its probe fails, ips is new: the chain's unit waits for both, in the
+    chain's order (ips first), and gives both reasons."""
+    obs = northd(steady(), set())
+    want = desired(sg("web", "app=web"), vnf("fw"), vnf("ips"),
+                   binding("web-fw", "web", ["ips", "fw"], 10))  # fmt: skip
+    (one, _) = plan(want, obs).held
+    assert (one.node, one.waiting_for, one.vnfs, one.chain) == (
+        "node-1", ("ips-node-1", "fw-node-1"), ("fw", "ips"), True,
+    )  # fmt: skip
+    assert one.why.startswith("new: OVN has not probed it yet; probe failing: ")
