@@ -380,3 +380,22 @@ def test_a_chain_waits_for_each_hop_in_order_and_says_why_of_each() -> None:
         "node-1", ("ips-node-1", "fw-node-1"), ("fw", "ips"), True,
     )  # fmt: skip
     assert one.why.startswith("new: OVN has not probed it yet; probe failing: ")
+
+
+def test_a_path_in_service_takes_a_new_priority_at_once_while_its_group_gains_a_standby() -> None:
+    """Only a move onto another group is a transition: the binding's ACLs keep their group
+    (now with a second, new instance) and take their new priority at once, although nothing
+    in the group is healthy: traffic already steered keeps its failure policy."""
+    obs = northd(steady(), set())
+    want = desired(sg("web", "app=web"), vnf("fw", instancesPerNode=2),
+                   binding("web-fw", "web", "fw", 20, redirection="both"))  # fmt: skip
+    the_plan = plan(want, obs)
+    assert the_plan.held == ()
+    assert {(c.key, c.changed) for c in the_plan.changes if c.kind == "ACL"} == {
+        (f"osc.web_fw.{n}.{leg}", ("['priority']",))
+        for n in ("node_1", "node_2")
+        for leg in ("from", "to", "to.crossed")
+    }
+    assert ("update", "osc.fw.node_1.fail_close") in {
+        (c.action, c.key) for c in the_plan.changes if c.kind == "Network_Function_Group"
+    }
