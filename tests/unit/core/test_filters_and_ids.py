@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reconciler.core.compiling.compile import CompileOptions, compile_target
 from reconciler.core.model.desired import Traffic
 from reconciler.core.model.observed import OvnRow
 from reconciler.core.steering.base import MAX_OVN_ID, CompileError, allocate_ids, id_need
 from reconciler.core.steering.common import filters_json, subtract
-from tests.support.builders import cluster
+from tests.support.builders import binding, cluster, desired, sg, vnf
 
 
 def t(protocol: str, *ports: object) -> Traffic:
@@ -146,3 +147,37 @@ def test_exhausted_ids_say_how_the_need_adds_up() -> None:
     )
     with pytest.raises(CompileError, match=r"needs 256 rows \(plus 1 taken by others\)"):
         allocate_ids("Network_Function", names, obs)
+
+
+def test_function_groups_running_out_name_each_kind_of_group_the_target_needs() -> None:
+    """A chain's entry and exit groups, the instances' groups and the probe groups of a VNF
+    with a standby: an exhausted id space says how many of each, and what to set back."""
+    want = desired(sg("web", "app=web"), vnf("fw", instancesPerNode=2), vnf("ips"),
+                   binding("web-chain", "web", ["fw", "ips"], 10, redirection="both"))  # fmt: skip
+    obs = cluster([("shop", "w", "node-1", {"app": "web"})], nf=True)
+    nf = CompileOptions(steering="network-function")
+    target = compile_target(want, obs, nf)
+    probes = {
+        r.key: r.fields
+        for r in target.resources.values()
+        if r.kind == "Network_Function_Group" and r.key.endswith(".probe")
+    }
+    assert {k: (f["fallback"], f["network_function"]) for k, f in probes.items()} == {
+        "osc.fw.node_1.probe": ("fail-close", ["osc.fw.node_1"]),
+        "osc.fw.node_1._b.probe": ("fail-close", ["osc.fw.node_1._b"]),
+        "osc.fw.node_2.probe": ("fail-close", ["osc.fw.node_2"]),
+        "osc.fw.node_2._b.probe": ("fail-close", ["osc.fw.node_2._b"]),
+    }
+    crowded = replace(obs, used_ids={"Network_Function_Group": tuple(range(1, 250))})
+    with pytest.raises(CompileError) as caught:
+        compile_target(want, crowded, nf)
+    assert str(caught.value) == (
+        "Network_Function_Group ids exhausted: OVN allows ids 1-255 per Northbound DB and this "
+        "target needs 12 rows: 2 node(s) x up to 6 per node (chain fw -> ips (entry) fail-close "
+        "x 2, chain fw -> ips (exit) fail-close x 2, fw fail-close x 2, fw probe x 4, ips "
+        "fail-close x 2) (plus 249 taken by others); nothing was written. Bind fewer VNFs or "
+        "chains per NB, run one NB per node (OVN-Kubernetes interconnect), or use --steering "
+        "router-policy; instancesPerNode: 2 of VnfDeployment fw takes a second Network_Function "
+        "and two probe Network_Function_Groups more per node: set it back to 1 where no standby "
+        "is needed"
+    )
