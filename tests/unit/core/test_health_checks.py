@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from reconciler.core.compiling.compile import CompileError, CompileOptions, compile_target
 from reconciler.core.compiling.diff import diff
 from reconciler.core.model.desired import HealthCheck, VnfDeployment
+from reconciler.core.model.facts import Finding
 from reconciler.core.model.observed import NbGlobal, Observed
 from reconciler.core.model.target import Target
 from reconciler.core.planning.full import make_plan
@@ -356,3 +357,48 @@ def test_the_plan_warns_above_80_percent() -> None:
     (warning,) = [w for w in compile_target(manifests(), with_foreign(203)).warnings if "ids:" in w]
     assert warning.startswith("Network_Function ids: 205/255 used in this Northbound DB")
     assert "(2 by osc-gitops, 203 by others), above 80%" in warning
+
+
+def test_what_the_plan_says_of_vnfs_no_probe_can_find_dead_and_of_ids_running_short() -> None:
+    """Health checks off: one warning per VNF a single-VNF binding steers through, naming its
+    bindings and their failure policies (none for a VNF nothing steers, or one that probes);
+    one per chain whose fail-open hops cannot be found dead (none for a fail-close chain). And
+    the ids: a warning once more than 80 % of a table's ids are in use after the plan."""
+    off = {"healthCheck": {"enabled": False}}
+    want = desired(
+        sg("web", "app=web"),
+        vnf("av"), vnf("fw", **off), vnf("ids", **off), vnf("spare", **off),
+        binding("a-plain", "web", "av", 5),
+        binding("b-open", "web", "fw", 10, failurePolicy="fail-open"),
+        binding("c-close", "web", "fw", 20),
+        binding("d-chain", "web", ["fw", "av", "ids"], 30, failurePolicy="fail-open"),
+        binding("e-chain", "web", ["ids", "av"], 40),
+    )  # fmt: skip
+    obs = cluster([("shop", "w", "node-1", {"app": "web"})], nf=True)
+    obs = dataclasses.replace(obs, used_ids={"Network_Function": tuple(range(1, 200))})
+    findings = [
+        f for f in compile_target(want, obs, CompileOptions(steering="network-function")).findings
+        if f.code in ("health-check", "nf-ids")
+    ]  # fmt: skip
+    assert sorted(findings, key=str) == sorted([
+        Finding(
+            "health-check", "VnfDeployment/fw", None,
+            "VnfDeployment fw has healthCheck.enabled: false: OVN counts its instances healthy "
+            "whenever their ports are bound, so the failure policy of Binding b-open "
+            "(fail-open), c-close (fail-close) cannot act when the VNF stops forwarding (a dead "
+            "VNF drops the steered traffic, fail-open or not)",
+        ),
+        Finding(
+            "health-check", "Binding/d-chain", None,
+            "Binding d-chain: VnfDeployment fw, ids of the chain fw -> av -> ids may fail open "
+            "but has healthCheck.enabled: false, so it is never found dead and the chain's "
+            "traffic is dropped when it stops forwarding",
+        ),
+        Finding(
+            "nf-ids", "", None,
+            "Network_Function ids: 209/255 used in this Northbound DB after this plan (10 by "
+            "osc-gitops, 199 by others), above 80%: bind fewer VNFs per NB, run one NB per node "
+            "(OVN-Kubernetes interconnect), or use --steering router-policy before the ids run "
+            "out",
+        ),
+    ], key=str)  # fmt: skip
