@@ -190,6 +190,7 @@ def test_options_someone_else_set_are_kept_and_a_differing_flag_is_a_warning() -
     target = compile_target(manifests(), observed_with(foreign), other)
     assert nb_global(target) is None
     (warning,) = target.warnings
+    assert [f.code for f in target.findings] == ["health-check"]
     assert "svc_monitor_ip is 10.0.0.1, set by someone else" in warning
     assert "--svc-monitor-ip 169.254.10.1 is not used" in warning
 
@@ -375,7 +376,9 @@ def test_what_the_plan_says_of_vnfs_no_probe_can_find_dead_and_of_ids_running_sh
         binding("e-chain", "web", ["ids", "av"], 40),
     )  # fmt: skip
     obs = cluster([("shop", "w", "node-1", {"app": "web"})], nf=True)
-    obs = dataclasses.replace(obs, used_ids={"Network_Function": tuple(range(1, 200))})
+    used = {"Network_Function": tuple(range(1, 200)),
+            "Network_Function_Group": tuple(range(1, 210))}  # fmt: skip
+    obs = dataclasses.replace(obs, used_ids=used)
     findings = [
         f for f in compile_target(want, obs, CompileOptions(steering="network-function")).findings
         if f.code in ("health-check", "nf-ids")
@@ -400,5 +403,12 @@ def test_what_the_plan_says_of_vnfs_no_probe_can_find_dead_and_of_ids_running_sh
             "osc-gitops, 199 by others), above 80%: bind fewer VNFs per NB, run one NB per node "
             "(OVN-Kubernetes interconnect), or use --steering router-policy before the ids run "
             "out",
+        ),
+        Finding(
+            "nf-ids", "", None,
+            "Network_Function_Group ids: 225/255 used in this Northbound DB after this plan (16 "
+            "by osc-gitops, 209 by others), above 80%: bind fewer VNFs per NB, run one NB per "
+            "node (OVN-Kubernetes interconnect), or use --steering router-policy before the ids "
+            "run out",
         ),
     ], key=str)  # fmt: skip

@@ -141,3 +141,12 @@ def test_a_switch_subnet_that_does_not_parse_is_named() -> None:
         "switch node-1: subnet 'garbage' is not an IP network: it is not left out of "
         "steering" in warnings.splitlines()
     )
+
+
+def test_a_node_without_a_management_address_is_a_finding_of_that_node() -> None:
+    obs = cluster(PODS)
+    bare = replace(obs, switches=tuple(replace(s, subnet="") for s in obs.switches))
+    want = desired(sg("web", "app=web"), vnf("fw"), binding("web-fw", "web", "fw", 10))
+    target = compile_target(want, bare)
+    found = [(f.code, f.subject, f.node) for f in target.findings if f.code == "node-traffic"]
+    assert found == [("node-traffic", f"Node/{n}", n) for n in ("node-1", "node-2")]  # once each

@@ -104,9 +104,12 @@ def test_the_plan_says_it_once_naming_switches_and_bindings() -> None:
     d = desired(sg("web", "app=web"), vnf("fw"),
                 binding("web-fw", "web", "fw", 10, redirection="both"),
                 binding("web-in", "web", "fw", 20, redirection="entry-lport"))  # fmt: skip
-    warnings = compile_target(d, with_lbs(cluster(PODS), "node-1", "node-2")).warnings
-    notes = [w for w in warnings if "load balancers" in w]
+    target = compile_target(d, with_lbs(cluster(PODS), "node-1", "node-2"))
+    notes = [w for w in target.warnings if "load balancers" in w]
     assert len(notes) == 1, notes
+    assert [(f.code, f.text) for f in target.findings if f.code == "load-balancer"] == [
+        ("load-balancer", notes[0])
+    ]
     (note,) = notes
     assert note.startswith("switches node-1, node-2 have load balancers (OVN-Kubernetes' Services)")
     assert "Port_Group osc._vnf_ports.node_1 per node, two allow-stateless ACLs" in note
