@@ -98,3 +98,20 @@ def test_bindings_of_two_groups_with_the_same_order_are_a_tie() -> None:
         "precedence: their rows have the same priority, and OVN picks either for a packet both "
         "match"
     ]
+
+
+@pytest.mark.parametrize(("redirection", "tied"), [("exit-lport", True), ("entry-lport", False)])
+def test_one_order_apart_is_a_tie_only_for_a_binding_that_also_steers_towards_the_pods(
+    redirection: str, tied: bool
+) -> None:
+    """``back`` (order 10, both ways) lets traffic that crossed ips reach web by an ACL at
+    the priority of order 9: ``front`` (order 9) ties with it only if ``front`` has to-lport
+    ACLs of that priority, which an entry-lport binding has not."""
+    want = desired(
+        sg("web", "app=web"), sg("front", "tier=front"), vnf("fw"), vnf("ips"),
+        binding("front", "front", "fw", 9, redirection=redirection),
+        binding("back", "web", "ips", 10, redirection="both"),
+    )  # fmt: skip
+    findings = compile_target(want, cluster(PODS), NF).findings
+    ties = [f.subject for f in findings if f.code == "tie"]
+    assert ties == (["Binding/back"] if tied else [])
