@@ -207,6 +207,12 @@ def test_a_dead_fail_open_hop_is_left_out_on_its_node() -> None:
         "osc.pci_chain.node_2.to": "osc.chain2_exit.ngfw.ids.node_2.fail_open",
     }
     assert _acl_groups(chain, dead={"ids", "ngfw"})["osc.pci_chain.node_1.to"] is None
+    # one hop left is no chain: nothing wires it on that node
+    want = desired(sg("pci", "app=pci"), vnf("ngfw"), vnf("ids"), vnf("av"), chain)
+    ids_dead = cluster(PODS, nf_active=_health(target, "node-1", {"ids"}))
+    one_hop = compile_target(want, ids_dead, NF)
+    assert _rows(one_hop, "Logical_Switch", "node-1") == {}
+    assert not [p for p in _rows(one_hop, "Logical_Switch_Port", "node-1") if p.startswith("nfc")]
     # a hop of its own policy: ngfw fails close, ids open
     mixed = binding("pci-chain", "pci", ["ngfw", {"name": "ids", "failurePolicy": "fail-open"}], 10)
     assert _acl_groups(mixed, dead={"ids"})["osc.pci_chain.node_1.to"] == (
@@ -547,4 +553,14 @@ def test_a_chain_that_loses_hops_says_which_and_what_its_traffic_crosses_meanwhi
         "Binding pci-chain: VnfDeployment ngfw, av, ids of the chain ngfw -> av -> ids is not "
         "healthy on node node-1 as OVN reports it and may fail open: the chain's traffic there "
         "crosses no VNF at all until it is healthy again"
+    )
+
+
+def test_the_chain_as_a_whole_takes_the_bindings_policy_whatever_its_first_hops_own() -> None:
+    """A chain's own group falls back by the Binding's failurePolicy; a hop's own policy
+    only decides whether that hop may be left out."""
+    chain = binding("pci-chain", "pci", [{"name": "ngfw", "failurePolicy": "fail-close"}, "ids"],
+                    10, failurePolicy="fail-open")  # fmt: skip
+    assert _acl_groups(chain)["osc.pci_chain.node_1.to"] == (
+        "osc.chain2_exit.ngfw.ids.node_1.fail_open"
     )
