@@ -84,7 +84,7 @@ def _unit(change: Change) -> tuple[str, str] | None:
 
 def _new_path(change: Change) -> str | None:
     """The function group a change switches traffic onto, if it is a transition."""
-    if change.action == "delete" or change.after is None:
+    if change.after is None:  # a delete
         return None
     group = change.after.get("network_function_group")
     if not isinstance(group, str) or not group:
@@ -100,7 +100,7 @@ def _planned_members(plan: Plan) -> dict[str, list[str] | None]:
     for change in plan.changes:
         if change.kind != _NFG:
             continue
-        if change.action == "delete" or change.after is None:
+        if change.after is None:  # a delete
             out[change.key] = None
         else:
             out[change.key] = [str(nf) for nf in change.after.get("network_function") or ()]
@@ -148,7 +148,7 @@ def hold_unready(plan: Plan, observed: Observed, health: HealthIndex) -> Plan:
         plan,
         changes=tuple(c for c in plan.changes if (c.kind, c.key) not in dropped),
         findings=(*plan.findings, *warnings),
-        held=(*plan.held, *held) if held else plan.held,
+        held=(*plan.held, *held),
     )
 
 
@@ -181,7 +181,7 @@ class _Groups:
         for row in observed.ovn_rows:
             if row.table == _NFG:
                 functions = row.fields.get("network_function") or ()
-                live[str(row.fields.get("name", row.key))] = [str(nf) for nf in functions]
+                live[row.key] = [str(nf) for nf in functions]  # the key of a group is its name
                 ids[row.key] = external_ids(row.fields)
         planned = _planned_members(plan)
         members = {**live, **{g: m for g, m in planned.items() if m is not None}}
