@@ -115,3 +115,17 @@ def test_one_order_apart_is_a_tie_only_for_a_binding_that_also_steers_towards_th
     findings = compile_target(want, cluster(PODS), NF).findings
     ties = [f.subject for f in findings if f.code == "tie"]
     assert ties == (["Binding/back"] if tied else [])
+
+
+def test_ties_are_found_for_every_binding_when_nothing_steers_from_the_pods() -> None:
+    """No binding steers from-lport (no crossed-traffic ACL to write), yet each binding is
+    still checked for a tie, not only those before the first without one."""
+    want = desired(
+        sg("web", "app=web"), sg("front", "tier=front"), sg("db", "app=db"),
+        vnf("fw"), vnf("ips"), vnf("ids"),
+        binding("a-first", "db", "ids", 20),
+        binding("b-back", "web", "ips", 10),
+        binding("c-front", "front", "fw", 9),
+    )  # fmt: skip
+    findings = compile_target(want, cluster(PODS), NF).findings
+    assert [f.subject for f in findings if f.code == "tie"] == ["Binding/b-back"]

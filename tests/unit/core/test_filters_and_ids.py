@@ -181,3 +181,8 @@ def test_function_groups_running_out_name_each_kind_of_group_the_target_needs() 
         "and two probe Network_Function_Groups more per node: set it back to 1 where no standby "
         "is needed"
     )
+    both = desired(sg("web", "app=web"), vnf("fw", instancesPerNode=2),
+                   vnf("ips", instancesPerNode=2),
+                   binding("web-chain", "web", ["fw", "ips"], 10, redirection="both"))  # fmt: skip
+    with pytest.raises(CompileError, match="instancesPerNode: 2 of VnfDeployment fw, ips takes"):
+        compile_target(both, crowded, nf)

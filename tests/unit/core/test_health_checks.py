@@ -369,11 +369,11 @@ def test_what_the_plan_says_of_vnfs_no_probe_can_find_dead_and_of_ids_running_sh
     want = desired(
         sg("web", "app=web"),
         vnf("av"), vnf("fw", **off), vnf("ids", **off), vnf("spare", **off),
+        binding("e-chain", "web", ["ids", "av"], 40),
         binding("a-plain", "web", "av", 5),
         binding("b-open", "web", "fw", 10, failurePolicy="fail-open"),
         binding("c-close", "web", "fw", 20),
         binding("d-chain", "web", ["fw", "av", "ids"], 30, failurePolicy="fail-open"),
-        binding("e-chain", "web", ["ids", "av"], 40),
     )  # fmt: skip
     obs = cluster([("shop", "w", "node-1", {"app": "web"})], nf=True)
     used = {"Network_Function": tuple(range(1, 200)),
@@ -412,3 +412,35 @@ def test_what_the_plan_says_of_vnfs_no_probe_can_find_dead_and_of_ids_running_sh
             "run out",
         ),
     ], key=str)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"svc_monitor_ip_dst": "169.254.10.300"},
+         "--svc-monitor-ip-dst '169.254.10.300' is not an IP address"),
+        ({"svc_monitor_ip": "fe80::1"},
+         "--svc-monitor-ip fe80::1 and --svc-monitor-ip-dst 169.254.254.2 must be two different "
+         "addresses of the same IP version (the source and destination of OVN's probe)"),
+        ({"svc_monitor_ip": "169.254.254.2"},
+         "--svc-monitor-ip 169.254.254.2 and --svc-monitor-ip-dst 169.254.254.2 must be two "
+         "different addresses of the same IP version (the source and destination of OVN's "
+         "probe)"),
+    ],
+)  # fmt: skip
+def test_probe_addresses_that_cannot_work_are_refused_naming_the_flag(
+    flags: dict[str, str], message: str
+) -> None:
+    with pytest.raises(CompileError) as caught:
+        compile_target(manifests(), observed_with({}), CompileOptions(**flags))
+    assert str(caught.value) == message
+
+
+def test_a_single_vnf_written_as_a_list_falls_back_by_its_own_policy() -> None:
+    own_policy = desired(sg("web", "app=web"), vnf("fw"),
+                         binding("web-fw", "web", [{"name": "fw", "failurePolicy": "fail-open"}],
+                                 10))  # fmt: skip
+    acls = [r for r in compile_target(own_policy, cluster(PODS)) if r.kind == "ACL"]
+    assert {r.fields["network_function_group"] for r in acls} == {
+        "osc.fw.node_1.fail_open", "osc.fw.node_2.fail_open"
+    }  # fmt: skip
