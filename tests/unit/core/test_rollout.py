@@ -946,17 +946,22 @@ def test_a_rollout_over_clears_its_owners_name_from_its_own_vms_only() -> None:
     ]
 
 
+def halted(obs: Observed, vm: str) -> Observed:
+    """``obs`` with a user's edit of VM ``vm``'s run strategy (a field outside its template)."""
+    objs = []
+    for o in obs.kube_objects:
+        if o.name == vm:
+            spec = {**o.body["spec"], "runStrategy": "Halted"}
+            o = dataclasses.replace(o, body={**o.body, "spec": spec})
+        objs.append(o)
+    return dataclasses.replace(obs, kube_objects=tuple(objs))
+
+
 def test_a_vm_update_that_leaves_its_template_alone_is_written_at_once() -> None:
     """Only a template change waits for a restart: a user's edit of another field (here the
     run strategy) is repaired by the plan at once, with no rollout."""
     w = World(manifests())
-    objs = []
-    for o in w.obs.kube_objects:
-        if o.name == "fw-node-1":
-            halted = {**o.body["spec"], "runStrategy": "Halted"}
-            o = dataclasses.replace(o, body={**o.body, "spec": halted})
-        objs.append(o)
-    w.obs = dataclasses.replace(w.obs, kube_objects=tuple(objs))
+    w.obs = halted(w.obs, "fw-node-1")
     plan = w.plan()
     assert [(c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine"] == [
         ("update", "security/fw-node-1")
@@ -1000,13 +1005,7 @@ def test_a_rolled_vm_repaired_while_the_others_wait_still_counts_among_the_nodes
     w.step(T0 + 1)  # its new template written, restarted
     w.boot("security/fw-node-1")
     w.step(T0 + 1 + WINDOW)  # healthy past the window: fw-node-1 done
-    objs = []
-    for o in w.obs.kube_objects:
-        if o.name == "fw-node-1":
-            halted = {**o.body["spec"], "runStrategy": "Halted"}
-            o = dataclasses.replace(o, body={**o.body, "spec": halted})
-        objs.append(o)
-    w.obs = dataclasses.replace(w.obs, kube_objects=tuple(objs))
+    w.obs = halted(w.obs, "fw-node-1")
     plan = w.plan()
     assert ("update", "security/fw-node-1") in [
         (c.action, c.key) for c in plan.changes if c.kind == "VirtualMachine"
